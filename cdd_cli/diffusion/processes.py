@@ -1,0 +1,118 @@
+"""Reverse processes: the masked (MDLM, SUBS) and uniform (UDLM) ancestral steps.
+
+A process is a small object: `prior()` draws x_1, `x0_probs()` turns the model's raw logits
+into the predicted clean-token distribution p(x_0 | x_t) [B, L, V], and `step()` draws x_s from
+x_t given (possibly projected) p(x_0 | x_t). It knows nothing about models or constraints.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from cdd_cli.diffusion.schedule import LogLinearSchedule
+
+
+def sample_categorical(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Inverse-CDF draw: one uniform per row instead of one per vocabulary entry.
+
+    `probs` [..., V] need not be normalised; a token of zero mass is never chosen, because the
+    search asks for the first index whose cumulative mass exceeds u * total.
+    """
+    cdf = probs.float().cumsum(-1)
+    target = uniforms.to(cdf.device, cdf.dtype).unsqueeze(-1) * cdf[..., -1:]
+    ids = torch.searchsorted(cdf, target, right=True).squeeze(-1)
+    return ids.clamp_(max=probs.shape[-1] - 1)
+
+
+class MaskedProcess:
+    """Absorbing-state diffusion with the SUBS parameterisation and copy-over."""
+
+    name = "masked"
+
+    def __init__(self, vocab_size: int, mask_id: int, schedule: LogLinearSchedule | None = None):
+        self.vocab_size = vocab_size
+        self.mask_id = mask_id
+        self.schedule = schedule or LogLinearSchedule()
+
+    def timesteps(self, steps: int) -> torch.Tensor:
+        # MDLM stops just short of 0 and then replaces leftover masks by their argmax.
+        return torch.linspace(1.0, 1e-5, steps + 1)
+
+    def prior(self, length: int, generator: torch.Generator) -> torch.Tensor:
+        return torch.full((length,), self.mask_id, dtype=torch.long)
+
+    def x0_probs(self, logits: torch.Tensor, x_t: torch.Tensor) -> torch.Tensor:
+        logits = logits.float()
+        logits[..., self.mask_id] = -torch.inf
+        probs = logits.softmax(-1)
+        unmasked = x_t != self.mask_id
+        probs[unmasked] = 0.0
+        probs[unmasked, x_t[unmasked]] = 1.0
+        return probs
+
+    def step(
+        self, x0_probs: torch.Tensor, x_t: torch.Tensor, t: float, s: float, uniforms: torch.Tensor
+    ) -> torch.Tensor:
+        move_t = self.schedule.move(torch.tensor(t)).item()
+        move_s = self.schedule.move(torch.tensor(s)).item()
+        q = x0_probs * ((move_t - move_s) / move_t)
+        q[..., self.mask_id] = move_s / move_t
+        drawn = sample_categorical(q, uniforms)
+        masked = x_t == self.mask_id
+        return torch.where(masked, drawn, x_t)  # unmasked tokens are copied forward
+
+    def finish(self, x0_probs: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return torch.where(x == self.mask_id, x0_probs.argmax(-1), x)
+
+    def is_final(self, x: torch.Tensor) -> bool:
+        return not bool((x == self.mask_id).any())
+
+
+class UniformProcess:
+    """Uniform-noise diffusion (UDLM): every token may change at every step."""
+
+    name = "uniform"
+
+    def __init__(self, vocab_size: int, schedule: LogLinearSchedule | None = None):
+        self.vocab_size = vocab_size
+        self.schedule = schedule or LogLinearSchedule()
+
+    def timesteps(self, steps: int) -> torch.Tensor:
+        return torch.linspace(1.0, 0.0, steps + 1)
+
+    def prior(self, length: int, generator: torch.Generator) -> torch.Tensor:
+        return torch.randint(self.vocab_size, (length,), generator=generator)
+
+    def x0_probs(self, logits: torch.Tensor, x_t: torch.Tensor) -> torch.Tensor:
+        return logits.float().softmax(-1)
+
+    def posterior(
+        self, x0_probs: torch.Tensor, x_t: torch.Tensor, t: float, s: float
+    ) -> torch.Tensor:
+        """q(x_s | x_t, x_0) with x_0 replaced by its predicted distribution; rows sum to 1."""
+        a_t = self.schedule.alpha(torch.tensor(t)).item()
+        a_s = self.schedule.alpha(torch.tensor(s)).item()
+        n = self.vocab_size
+        x = x0_probs
+        x_at_xt = x.gather(-1, x_t.unsqueeze(-1))  # [B, L, 1]
+        numerator = (a_s - a_t) * x + (1 - a_t / a_s) * (1 - a_s) / n
+        at_xt = a_t * n * x_at_xt + (a_t / a_s - a_t)
+        numerator = numerator.scatter_add(-1, x_t.unsqueeze(-1), at_xt)
+        return numerator / (a_t * n * x_at_xt + 1 - a_t)
+
+    def step(
+        self, x0_probs: torch.Tensor, x_t: torch.Tensor, t: float, s: float, uniforms: torch.Tensor
+    ) -> torch.Tensor:
+        return sample_categorical(self.posterior(x0_probs, x_t, t, s), uniforms)
+
+    def finish(self, x0_probs: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def is_final(self, x: torch.Tensor) -> bool:
+        return False
+
+
+def make_process(noise: str, vocab_size: int, mask_id: int) -> MaskedProcess | UniformProcess:
+    if noise == "masked":
+        return MaskedProcess(vocab_size, mask_id)
+    return UniformProcess(vocab_size)

@@ -1,0 +1,88 @@
+"""The sampling loop: drives any model through a reverse process, with a per-step hook.
+
+The hook receives the predicted clean-token distribution p(x_0 | x_t) [B, L, V] before each
+ancestral step and may return a replacement (the CDD projection plugs in there). Randomness is
+per sample: each row has its own generator, derived from (seed, prompt index, sample index), so
+the same seed gives the same sequences whatever the batch size or device.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from cdd_cli.diffusion.processes import MaskedProcess, UniformProcess
+
+
+def sample_generator(seed: int, prompt_index: int, sample_index: int) -> torch.Generator:
+    digest = hashlib.blake2b(f"{seed}/{prompt_index}/{sample_index}".encode(), digest_size=8)
+    return torch.Generator().manual_seed(int.from_bytes(digest.digest(), "little") >> 1)
+
+
+@dataclass
+class StepInfo:
+    index: int  # 0-based step number
+    steps: int
+    t: float
+    s: float
+
+
+StepHook = Callable[[torch.Tensor, torch.Tensor, StepInfo], torch.Tensor]
+
+
+class Sampler:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        process: MaskedProcess | UniformProcess,
+        steps: int,
+        time_conditioning: bool,
+    ):
+        self.model = model
+        self.process = process
+        self.steps = steps
+        # A model that ignores t gives the same p(x_0 | x_t) while x_t is unchanged (MDLM's cache).
+        self.cacheable = isinstance(process, MaskedProcess) and not time_conditioning
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @torch.no_grad()
+    def predict(self, x: torch.Tensor, t: float) -> torch.Tensor:
+        sigma = self.process.schedule.sigma(torch.full((x.shape[0],), t, device=x.device))
+        logits = self.model(x, sigma)
+        return self.process.x0_probs(logits, x)
+
+    def sample(
+        self,
+        generators: list[torch.Generator],
+        length: int,
+        hook: StepHook | None = None,
+        on_step: Callable[[StepInfo], None] | None = None,
+    ) -> torch.Tensor:
+        """Draw one sequence per generator; returns token ids [B, L] on the model's device."""
+        device = self.device
+        x = torch.stack([self.process.prior(length, g) for g in generators]).to(device)
+        times = self.process.timesteps(self.steps).tolist()
+        cached = None
+        probs = None
+        for i in range(self.steps):
+            info = StepInfo(i, self.steps, times[i], times[i + 1])
+            probs = cached if cached is not None else self.predict(x, info.t)
+            projected = hook(probs, x, info) if hook is not None else probs
+            uniforms = torch.stack([torch.rand(length, generator=g) for g in generators])
+            x_next = self.process.step(projected, x, info.t, info.s, uniforms.to(device))
+            cached = probs if self.cacheable and torch.equal(x_next, x) else None
+            x = x_next
+            if on_step is not None:
+                on_step(info)
+        if not self.process.is_final(x):
+            final_probs = self.predict(x, times[-1])
+            if hook is not None:
+                final_probs = hook(final_probs, x, StepInfo(self.steps, self.steps, times[-1], 0.0))
+            x = self.process.finish(final_probs, x)
+        return x

@@ -1,0 +1,112 @@
+"""Molecule metrics with the MOSES / GuacaMol conventions.
+
+Validity: RDKit parses the SMILES (the empty string is invalid). Uniqueness: distinct canonical
+SMILES among the valid. Novelty: valid canonical SMILES absent from the canonicalised training
+set. Both sides are canonicalised by the same RDKit (`Chem.MolToSmiles`, isomeric, the version
+installed), which the reports name.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rdkit import Chem, RDLogger, rdBase
+from rdkit.Chem import QED
+from rdkit.Contrib.SA_Score import sascorer
+
+RDLogger.DisableLog("rdApp.*")  # invalid samples are expected; RDKit's warnings are noise here
+
+CANONICALIZER = f"rdkit-{rdBase.rdkitVersion}"
+
+
+def canonical(smiles: str) -> str | None:
+    """RDKit canonical SMILES, or None when RDKit cannot parse it (empty counts as invalid)."""
+    if not smiles:
+        return None
+    mol = Chem.MolFromSmiles(smiles)
+    if mol is None or mol.GetNumAtoms() == 0:
+        return None
+    return Chem.MolToSmiles(mol)
+
+
+@dataclass
+class MoleculeReport:
+    text: str
+    valid: bool
+    canonical: str | None
+    qed: float | None
+    sa: float | None
+    novel: bool | None
+
+    def fields(self) -> dict:
+        return {
+            "valid": self.valid,
+            "canonical": self.canonical,
+            "qed": self.qed,
+            "sa": self.sa,
+            "novel": self.novel,
+        }
+
+
+def describe(smiles: str, reference: set[str] | frozenset[str] | None) -> MoleculeReport:
+    """Everything the record says about one molecule; novel is None without a reference set."""
+    can = canonical(smiles)
+    if can is None:
+        return MoleculeReport(smiles, False, None, None, None, None)
+    mol = Chem.MolFromSmiles(can)
+    return MoleculeReport(
+        smiles,
+        True,
+        can,
+        round(QED.qed(mol), 4),
+        round(sascorer.calculateScore(mol), 4),
+        None if reference is None else can not in reference,
+    )
+
+
+@dataclass
+class MoleculeSummary:
+    total: int
+    valid: int
+    unique: int
+    novel: int | None
+    mean_qed: float | None
+    mean_sa: float | None
+
+    @property
+    def validity(self) -> float:
+        return self.valid / self.total if self.total else 0.0
+
+    @property
+    def uniqueness(self) -> float:
+        return self.unique / self.valid if self.valid else 0.0
+
+    @property
+    def novelty(self) -> float | None:
+        """Share of unique valid molecules absent from the reference (MOSES' definition)."""
+        if self.novel is None or not self.unique:
+            return None
+        return self.novel / self.unique
+
+
+def summarise(reports: Iterable[MoleculeReport]) -> MoleculeSummary:
+    reports = list(reports)
+    valid = [r for r in reports if r.valid]
+    distinct = {r.canonical: r for r in valid}
+    novel = None
+    if valid and all(r.novel is not None for r in valid):
+        novel = sum(1 for r in distinct.values() if r.novel)
+
+    def mean(values: list[float]) -> float | None:
+        return round(statistics.fmean(values), 4) if values else None
+
+    return MoleculeSummary(
+        len(reports),
+        len(valid),
+        len(distinct),
+        novel,
+        mean([r.qed for r in valid]),
+        mean([r.sa for r in valid]),
+    )

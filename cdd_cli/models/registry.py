@@ -1,0 +1,107 @@
+"""Resolving `--model`: a shipped default name or a Hugging Face-format directory."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from cdd_cli.errors import InputError
+from cdd_cli.models.checkpoint import ModelConfig, load_model, read_config
+from cdd_cli.models.dit import DiffusionModel
+from cdd_cli.models.tokenizers import SmilesTokenizer, load_tokenizer
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+
+# Shipped defaults: name -> folder under cdd_cli/assets (each with a MODEL_CARD.md).
+SHIPPED = {
+    "default-molecules": "qm9-udlm",
+}
+DEFAULT_FOR = {"molecules": "default-molecules"}
+
+
+def resolve_directory(name_or_dir: str) -> Path:
+    if name_or_dir in SHIPPED:
+        return ASSETS / SHIPPED[name_or_dir]
+    path = Path(name_or_dir).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise InputError(
+            f"--model {name_or_dir}: not a directory (expected config.json and "
+            "model.safetensors inside)"
+        )
+    looks_like_hub_id = name_or_dir.count("/") == 1 and not name_or_dir.startswith((".", "/"))
+    if looks_like_hub_id:
+        return download_from_hub(name_or_dir)
+    raise InputError(
+        f"--model {name_or_dir}: no such directory, and not a shipped model ({', '.join(SHIPPED)})"
+    )
+
+
+def download_from_hub(repo_id: str) -> Path:
+    """Fetch a hub repository the user named explicitly; never done for defaults or tests."""
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise InputError(f"--model {repo_id}: not a local directory, and HF_HUB_OFFLINE=1")
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise InputError(
+            f"--model {repo_id}: not a local directory; downloading from the "
+            "Hugging Face hub needs `pip install huggingface_hub` and a network "
+            "(or download the folder yourself and pass its path)"
+        ) from None
+    try:
+        path = snapshot_download(
+            repo_id, allow_patterns=["config.json", "model.safetensors", "tokenizer.json"]
+        )
+    except Exception as exc:  # network and hub errors come in many types
+        raise InputError(
+            f"--model {repo_id}: download failed ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else 'no network?'})"
+        ) from None
+    return Path(path)
+
+
+@dataclass
+class LoadedModel:
+    """A model with everything needed to sample from it and describe its samples."""
+
+    name: str
+    directory: Path
+    config: ModelConfig
+    model: DiffusionModel
+    tokenizer: SmilesTokenizer
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def default_steps(self) -> int:
+        return int(self.meta.get("default_sampling_steps") or 32)
+
+    @cached_property
+    def reference(self) -> frozenset[str] | None:
+        """Canonical training molecules, for novelty; None when the model ships none."""
+        from cdd_cli.evaluate.reference import load_reference
+
+        return load_reference(self.directory / "reference.smi.gz")
+
+
+def load(name_or_dir: str | None, kind: str, device: str = "cpu") -> LoadedModel:
+    name = name_or_dir or DEFAULT_FOR[kind]
+    directory = resolve_directory(name)
+    if name in SHIPPED and not (directory / "model.safetensors").is_file():
+        raise InputError(f"shipped model {name} is missing from {directory} (broken install?)")
+    config, meta = read_config(directory)
+    tokenizer = load_tokenizer(directory)
+    if len(tokenizer) != config.vocab_size:
+        raise InputError(
+            f"{directory}: tokenizer has {len(tokenizer)} tokens but config.json "
+            f"says vocab_size {config.vocab_size}"
+        )
+    model = load_model(directory, device, config)
+    return LoadedModel(name, directory, config, model, tokenizer, meta)
+
+
+def shipped_models() -> list[tuple[str, Path]]:
+    return [(name, ASSETS / folder) for name, folder in SHIPPED.items()]

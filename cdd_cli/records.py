@@ -1,0 +1,46 @@
+"""JSONL output: one complete line per record, flushed as soon as it is final."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import IO
+
+from cdd_cli.errors import InputError
+
+
+class JsonlWriter:
+    """Writes to stdout for "-", else appends to a file (never truncates earlier records)."""
+
+    def __init__(self, target: str):
+        self.target = target
+        if target == "-":
+            self.stream: IO[str] = sys.stdout
+            self.owned = False
+        else:
+            path = Path(target)
+            if path.is_dir():
+                raise InputError(f"-o {target}: is a directory")
+            try:
+                self.stream = path.open("a", encoding="utf-8")
+            except OSError as exc:
+                raise InputError(
+                    f"-o {target}: cannot open for appending ({exc.strerror})"
+                ) from None
+            self.owned = True
+
+    def write(self, record: dict) -> None:
+        # One write call per record, so a reader never sees half a line from us.
+        self.stream.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.owned:
+            self.stream.close()
+
+    def __enter__(self) -> JsonlWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

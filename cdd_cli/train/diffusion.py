@@ -1,0 +1,250 @@
+"""Training a diffusion model on token sequences: a short, resumable loop.
+
+Objectives:
+- masked noise: MDLM's continuous-time loss for the log-linear schedule, i.e. cross-entropy on
+  masked positions weighted by 1/t (SUBS: unmasked positions carry no loss);
+- uniform noise: cross-entropy of the clean tokens at every position (an x_0-prediction loss,
+  simpler than UDLM's ELBO; the sampler uses the exact UDLM posterior given that prediction).
+
+State lives in `OUT/train_state.safetensors` (weights, EMA weights, AdamW moments) and
+`OUT/train_state.json` (step, config); a run started again with the same OUT resumes. The
+exported model (EMA weights) is `OUT/config.json` + `OUT/model.safetensors`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+
+from cdd_cli.diffusion.schedule import LogLinearSchedule
+from cdd_cli.errors import InputError
+from cdd_cli.models.checkpoint import ModelConfig, save_model
+from cdd_cli.models.dit import DiffusionModel
+
+
+@dataclass
+class TrainConfig:
+    noise: str = "uniform"
+    hidden_dim: int = 256
+    cond_dim: int = 128
+    n_blocks: int = 6
+    n_heads: int = 8
+    length: int = 32
+    batch_size: int = 512
+    lr: float = 1e-3
+    warmup_steps: int = 200
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    ema_decay: float = 0.999
+    max_steps: int = 20000
+    save_every: int = 250
+    eval_every: int = 1000
+    eval_samples: int = 256
+    sample_steps: int = 32
+    seed: int = 0
+    extra: dict = field(default_factory=dict)  # written into config.json (e.g. model_type)
+
+
+def model_config(cfg: TrainConfig, vocab_size: int) -> ModelConfig:
+    return ModelConfig(
+        vocab_size=vocab_size,
+        model_length=cfg.length,
+        hidden_dim=cfg.hidden_dim,
+        cond_dim=cfg.cond_dim,
+        n_blocks=cfg.n_blocks,
+        n_heads=cfg.n_heads,
+        dropout=0.0,
+        time_conditioning=cfg.noise == "uniform",
+        model_type="udlm" if cfg.noise == "uniform" else "mdlm",
+        noise=cfg.noise,
+    )
+
+
+def corrupt(
+    x0: torch.Tensor,
+    t: torch.Tensor,
+    noise: str,
+    vocab_size: int,
+    mask_id: int,
+    schedule: LogLinearSchedule,
+    generator: torch.Generator,
+) -> torch.Tensor:
+    move = schedule.move(t)[:, None]
+    hit = torch.rand(x0.shape, generator=generator) < move
+    if noise == "masked":
+        replacement = torch.full_like(x0, mask_id)
+    else:
+        replacement = torch.randint(vocab_size, x0.shape, generator=generator)
+    return torch.where(hit, replacement, x0)
+
+
+def diffusion_loss(
+    model: DiffusionModel,
+    x0: torch.Tensor,
+    t: torch.Tensor,
+    x_t: torch.Tensor,
+    noise: str,
+    mask_id: int,
+    schedule: LogLinearSchedule,
+) -> torch.Tensor:
+    logits = model(x_t, schedule.sigma(t)).float()
+    if noise == "masked":
+        logits[..., mask_id] = -torch.inf
+        nll = F.cross_entropy(logits.transpose(1, 2), x0, reduction="none")
+        weight = (x_t == mask_id).float() / t[:, None]
+        return (nll * weight).sum() / x0.numel()
+    return F.cross_entropy(logits.transpose(1, 2), x0)
+
+
+class Trainer:
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        data: torch.Tensor,
+        vocab_size: int,
+        mask_id: int,
+        out: Path,
+        device: str = "cpu",
+    ):
+        self.cfg, self.data, self.out, self.device = cfg, data, Path(out), device
+        self.vocab_size, self.mask_id = vocab_size, mask_id
+        self.schedule = LogLinearSchedule()
+        torch.manual_seed(cfg.seed)
+        self.model = DiffusionModel(model_config(cfg, vocab_size)).to(device)
+        self.ema = DiffusionModel(model_config(cfg, vocab_size)).to(device)
+        self.ema.load_state_dict(self.model.state_dict())
+        self.ema.requires_grad_(False)
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay
+        )
+        self.step = 0
+        self.seconds = 0.0
+        self.history: list[dict] = []
+
+    @property
+    def state_path(self) -> Path:
+        return self.out / "train_state.safetensors"
+
+    def save_state(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        tensors = {f"param.{k}": v for k, v in self.model.state_dict().items()}
+        tensors.update({f"ema.{k}": v for k, v in self.ema.state_dict().items()})
+        names = dict(self.model.named_parameters())
+        for name, param in names.items():
+            state = self.optimizer.state.get(param)
+            if state:
+                tensors[f"adam_m.{name}"] = state["exp_avg"]
+                tensors[f"adam_v.{name}"] = state["exp_avg_sq"]
+        tensors = {k: v.detach().float().cpu().contiguous() for k, v in tensors.items()}
+        save_file(tensors, str(self.state_path.with_suffix(".tmp")))
+        self.state_path.with_suffix(".tmp").replace(self.state_path)
+        meta = {
+            "step": self.step,
+            "seconds": self.seconds,
+            "config": asdict(self.cfg),
+            "history": self.history,
+        }
+        (self.out / "train_state.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+    def load_state(self) -> bool:
+        meta_path = self.out / "train_state.json"
+        if not (self.state_path.is_file() and meta_path.is_file()):
+            return False
+        meta = json.loads(meta_path.read_text())
+        saved = {
+            k: v
+            for k, v in meta["config"].items()
+            if k in ("noise", "hidden_dim", "cond_dim", "n_blocks", "n_heads", "length")
+        }
+        mine = {k: getattr(self.cfg, k) for k in saved}
+        if saved != mine:
+            raise InputError(
+                f"{self.out}: holds a run with a different architecture {saved}; "
+                "use another --out or the same settings"
+            )
+        tensors = load_file(str(self.state_path))
+        self.model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("param.")})
+        self.ema.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("ema.")})
+        for name, param in self.model.named_parameters():
+            if f"adam_m.{name}" in tensors:
+                self.optimizer.state[param] = {
+                    "step": torch.tensor(float(meta["step"])),
+                    "exp_avg": tensors[f"adam_m.{name}"].to(self.device),
+                    "exp_avg_sq": tensors[f"adam_v.{name}"].to(self.device),
+                }
+        self.step, self.seconds = meta["step"], meta["seconds"]
+        self.history = meta.get("history", [])
+        return True
+
+    def learning_rate(self) -> float:
+        return self.cfg.lr * min(1.0, (self.step + 1) / self.cfg.warmup_steps)
+
+    def train_step(self) -> float:
+        cfg = self.cfg
+        # Each step's batch and noise derive from (seed, step): a resumed run continues exactly.
+        gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.step)
+        x0 = self.data[torch.randint(len(self.data), (cfg.batch_size,), generator=gen)]
+        offset = torch.rand(1, generator=gen)
+        t = ((offset + torch.arange(cfg.batch_size) / cfg.batch_size) % 1.0).clamp_min(1e-4)
+        x_t = corrupt(x0, t, cfg.noise, self.vocab_size, self.mask_id, self.schedule, gen)
+        self.model.train()
+        loss = diffusion_loss(
+            self.model,
+            x0.to(self.device),
+            t.to(self.device),
+            x_t.to(self.device),
+            cfg.noise,
+            self.mask_id,
+            self.schedule,
+        )
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.learning_rate()
+        self.optimizer.step()
+        with torch.no_grad():
+            decay = min(cfg.ema_decay, (1 + self.step) / (10 + self.step))
+            for e, p in zip(self.ema.parameters(), self.model.parameters(), strict=True):
+                e.lerp_(p, 1 - decay)
+        self.step += 1
+        return loss.item()
+
+    def run(
+        self,
+        on_step: Callable[[int, float], None],
+        evaluate: Callable[[DiffusionModel], dict],
+        export: Callable[[], None],
+    ) -> None:
+        cfg = self.cfg
+        started = time.perf_counter() - self.seconds
+        while self.step < cfg.max_steps:
+            loss = self.train_step()
+            self.seconds = time.perf_counter() - started
+            if not math.isfinite(loss):
+                raise RuntimeError(f"loss became {loss} at step {self.step}")
+            on_step(self.step, loss)
+            if self.step % cfg.eval_every == 0 or self.step == cfg.max_steps:
+                self.ema.eval()
+                self.history.append(
+                    {
+                        "step": self.step,
+                        "loss": round(loss, 4),
+                        "minutes": round(self.seconds / 60, 1),
+                        **evaluate(self.ema),
+                    }
+                )
+            if self.step % cfg.save_every == 0 or self.step == cfg.max_steps:
+                self.save_state()
+                export()
+
+    def export(self, extra: dict | None = None, dtype: torch.dtype | None = None) -> None:
+        save_model(self.ema, self.out, dtype=dtype, extra=extra)

@@ -1,0 +1,122 @@
+"""Shared fixtures: small real models that the tests build themselves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from cdd_cli.models.checkpoint import ModelConfig, save_model
+from cdd_cli.models.dit import DiffusionModel
+from cdd_cli.models.tokenizers import SmilesTokenizer
+from cdd_cli.train.qm9 import write_smiles
+
+# Real QM9 molecules (canonical, stereo-free), enough to build the full 30-token vocabulary.
+QM9_SAMPLE = [
+    "C",
+    "N",
+    "O",
+    "C#C",
+    "C#N",
+    "C=O",
+    "CC",
+    "CO",
+    "CC#C",
+    "CC#N",
+    "CC=O",
+    "NC=O",
+    "CCC",
+    "CCO",
+    "COC",
+    "C1CC1",
+    "C1CO1",
+    "CC(C)=O",
+    "CC(N)=O",
+    "NC(=O)C#N",
+    "c1cc[nH]c1",
+    "c1ccoc1",
+    "Cc1ccc[nH]1",
+    "O=C1CCC1",
+    "C1=CCC=C1",
+    "CC1(C)CC1",
+    "OC1COC1",
+    "FC(F)F",
+    "CC[NH3+]",
+    "C[NH2+]C",
+    "CC(=O)[O-]",
+    "C[N+](C)(C)C",
+    "[NH3+]CC(=O)[O-]",
+    "C#C[C-]1C=CN=N1",
+    "c1cn[n-]c1",
+    "[cH-]1cccc1",
+    "CC[NH+](C)C",
+    "C[CH-]C#N",
+    "[N-]=[N+]=NC",
+    "c1c[nH+]c[nH]1",
+    "[C-]#[N+]C",
+    "N#C[c-]1ccc(=[NH2+])o1",
+    "CC12CC3CC1C32",
+    "OC1C2CC3C1CC23",
+    "CC(C)C1=CC(C)=CC1C",
+    "CC1C2CC3C4C2CC14C3",
+    "C1C2CC3C1CC1C3C21",
+    "CC1C2C3C4C1CC234",
+    "CC1=C2C3CC4C3C2C14",
+    "C1C2C3CC4C1C3C24",
+    "C12C3C4C5C1C2C3C45",
+    "C1C2C3C4C1C1C2C3C41",
+    "CC1C2C3C4C5CC12C345",
+    "c1cc2cc[nH]cc-2c1",
+]
+
+
+def make_tokenizer() -> SmilesTokenizer:
+    return SmilesTokenizer.from_corpus(QM9_SAMPLE)
+
+
+def build_model_dir(
+    path: Path,
+    noise: str = "uniform",
+    length: int = 24,
+    seed: int = 0,
+    hidden_dim: int = 32,
+    n_blocks: int = 2,
+) -> Path:
+    """A tiny random model in our checkpoint format, with tokenizer and reference set.
+
+    Weights are drawn far from the zero initialisation so that predictions depend on the input
+    (a zero output layer would make every prediction uniform and hide batch-mixing bugs).
+    """
+    tokenizer = make_tokenizer()
+    config = ModelConfig(
+        vocab_size=len(tokenizer),
+        model_length=length,
+        hidden_dim=hidden_dim,
+        cond_dim=16,
+        n_blocks=n_blocks,
+        n_heads=2,
+        dropout=0.0,
+        time_conditioning=noise == "uniform",
+        model_type="udlm" if noise == "uniform" else "mdlm",
+        noise=noise,
+    )
+    torch.manual_seed(seed)
+    model = DiffusionModel(config)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.3)
+    save_model(model, path, extra={"tokenizer": tokenizer.kind, "default_sampling_steps": 8})
+    tokenizer.save(path)
+    write_smiles(path / "reference.smi.gz", QM9_SAMPLE, "tests")
+    return path
+
+
+@pytest.fixture(scope="session")
+def uniform_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_model_dir(tmp_path_factory.mktemp("uniform"), "uniform")
+
+
+@pytest.fixture(scope="session")
+def masked_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_model_dir(tmp_path_factory.mktemp("masked"), "masked")

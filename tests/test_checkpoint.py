@@ -1,0 +1,176 @@
+"""Checkpoint I/O: our round trip, the exact mdlm-owt layout, and clean failures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from cdd_cli.errors import InputError
+from cdd_cli.models.checkpoint import load_model, read_config, save_model
+from tests.conftest import build_model_dir
+
+
+def test_round_trip_preserves_weights_and_outputs(uniform_model_dir: Path, tmp_path: Path):
+    model = load_model(uniform_model_dir)
+    save_model(model, tmp_path)
+    again = load_model(tmp_path)
+    for (name, a), (_, b) in zip(
+        model.state_dict().items(), again.state_dict().items(), strict=True
+    ):
+        assert torch.equal(a, b), name
+    ids = torch.randint(
+        model.config.vocab_size, (3, 24), generator=torch.Generator().manual_seed(1)
+    )
+    sigma = torch.tensor([0.1, 1.0, 5.0])
+    assert torch.equal(model(ids, sigma), again(ids, sigma))
+    assert read_config(tmp_path)[0] == model.config
+
+
+def test_float16_export_loads_into_float32(uniform_model_dir: Path, tmp_path: Path):
+    model = load_model(uniform_model_dir)
+    save_model(model, tmp_path, dtype=torch.float16)
+    assert (
+        load_file(str(tmp_path / "model.safetensors"))["backbone.vocab_embed.embedding"].dtype
+        == torch.float16
+    )
+    again = load_model(tmp_path)
+    ref = model.state_dict()["backbone.vocab_embed.embedding"]
+    got = again.state_dict()["backbone.vocab_embed.embedding"]
+    assert got.dtype == torch.float32
+    assert torch.allclose(ref, got, atol=1e-3)
+
+
+# The mdlm-owt layout, written out by hand (not derived from our module), scaled down.
+D, COND, V, HEADS, BLOCKS, FREQ = 32, 16, 50258, 4, 2, 256
+
+
+def mdlm_owt_keys() -> dict[str, tuple[int, ...]]:
+    keys = {
+        "backbone.vocab_embed.embedding": (V, D),
+        "backbone.sigma_map.mlp.0.weight": (COND, FREQ),
+        "backbone.sigma_map.mlp.0.bias": (COND,),
+        "backbone.sigma_map.mlp.2.weight": (COND, COND),
+        "backbone.sigma_map.mlp.2.bias": (COND,),
+        "backbone.rotary_emb.inv_freq": (D // HEADS // 2,),
+        "backbone.output_layer.norm_final.weight": (D,),
+        "backbone.output_layer.linear.weight": (V, D),
+        "backbone.output_layer.linear.bias": (V,),
+        "backbone.output_layer.adaLN_modulation.weight": (2 * D, COND),
+        "backbone.output_layer.adaLN_modulation.bias": (2 * D,),
+    }
+    for i in range(BLOCKS):
+        b = f"backbone.blocks.{i}."
+        keys.update(
+            {
+                b + "norm1.weight": (D,),
+                b + "norm2.weight": (D,),
+                b + "attn_qkv.weight": (3 * D, D),
+                b + "attn_out.weight": (D, D),
+                b + "mlp.0.weight": (4 * D, D),
+                b + "mlp.0.bias": (4 * D,),
+                b + "mlp.2.weight": (D, 4 * D),
+                b + "mlp.2.bias": (D,),
+                b + "adaLN_modulation.weight": (6 * D, COND),
+                b + "adaLN_modulation.bias": (6 * D,),
+            }
+        )
+    return keys
+
+
+def write_mdlm_owt(path: Path) -> dict[str, torch.Tensor]:
+    path.mkdir(parents=True, exist_ok=True)
+    config = {
+        "_name_or_path": "kuleshov-group/mdlm-owt",
+        "architectures": ["MDLM"],
+        "auto_map": {
+            "AutoConfig": "configuration_mdlm.MDLMConfig",
+            "AutoModelForMaskedLM": "modeling_mdlm.MDLM",
+        },
+        "cond_dim": COND,
+        "dropout": 0.1,
+        "hidden_dim": D,
+        "model_length": 1024,
+        "model_type": "mdlm",
+        "n_blocks": BLOCKS,
+        "n_heads": HEADS,
+        "return_dict": False,
+        "time_conditioning": False,
+        "torch_dtype": "float32",
+        "transformers_version": "4.38.2",
+        "vocab_size": V,
+    }
+    (path / "config.json").write_text(json.dumps(config))
+    gen = torch.Generator().manual_seed(0)
+    state = {k: torch.randn(shape, generator=gen) * 0.05 for k, shape in mdlm_owt_keys().items()}
+    head_dim = D // HEADS
+    state["backbone.rotary_emb.inv_freq"] = 1.0 / (
+        10000 ** (torch.arange(0, head_dim, 2).float() / head_dim)
+    )
+    save_file(state, str(path / "model.safetensors"))
+    return state
+
+
+def test_loads_checkpoint_with_exact_mdlm_owt_keys(tmp_path: Path):
+    state = write_mdlm_owt(tmp_path)
+    model = load_model(tmp_path)
+    assert model.config.noise == "masked" and not model.config.time_conditioning
+    loaded = model.state_dict()
+    assert set(loaded) == set(state)
+    for key, value in state.items():
+        assert torch.equal(loaded[key], value), key
+    ids = torch.randint(V, (2, 16))
+    out = model(ids, torch.zeros(2))
+    assert out.shape == (2, 16, V) and torch.isfinite(out).all()
+    # The soft-token path (probabilities @ embedding) agrees with ids given one-hot rows.
+    one_hot = torch.nn.functional.one_hot(ids, V).float()
+    assert torch.allclose(model(one_hot, torch.zeros(2)), out, atol=1e-4)
+
+
+def test_misshaped_key_fails_naming_the_key(tmp_path: Path):
+    state = write_mdlm_owt(tmp_path)
+    state["backbone.blocks.1.attn_out.weight"] = torch.zeros(D, D + 1)
+    save_file(state, str(tmp_path / "model.safetensors"))
+    with pytest.raises(InputError, match=r"blocks\.1\.attn_out\.weight \(32, 33\) vs \(32, 32\)"):
+        load_model(tmp_path)
+
+
+def test_missing_and_unexpected_keys_are_named(tmp_path: Path):
+    state = write_mdlm_owt(tmp_path)
+    del state["backbone.output_layer.linear.bias"]
+    state["backbone.extra.weight"] = torch.zeros(2)
+    save_file(state, str(tmp_path / "model.safetensors"))
+    with pytest.raises(InputError) as err:
+        load_model(tmp_path)
+    message = str(err.value)
+    assert "missing keys: backbone.output_layer.linear.bias" in message
+    assert "unexpected keys: backbone.extra.weight" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        ({"model_type": "gpt2"}, "model_type 'gpt2'"),
+        ({"n_blocks": "two"}, "field n_blocks should be int"),
+        ({"hidden_dim": 30}, "must split into"),
+    ],
+)
+def test_bad_config_fields(tmp_path: Path, change: dict, expected: str):
+    build_model_dir(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config.update(change)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(InputError, match=expected):
+        load_model(tmp_path)
+
+
+def test_truncated_weights_file(tmp_path: Path):
+    build_model_dir(tmp_path)
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(InputError, match="cannot read safetensors"):
+        load_model(tmp_path)

@@ -1,0 +1,158 @@
+"""The CLI through Typer's CliRunner: records, exit codes, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cdd_cli.cli import app
+
+runner = CliRunner()
+
+RECORD_FIELDS = {
+    "id",
+    "prompt",
+    "text",
+    "seed",
+    "model",
+    "satisfied",
+    "constraints",
+    "projection",
+    "valid",
+    "canonical",
+    "qed",
+    "sa",
+    "novel",
+    "seconds",
+}
+
+
+def records_of(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_molecules_writes_one_record_per_sample(uniform_model_dir: Path):
+    result = runner.invoke(
+        app,
+        [
+            "molecules",
+            "-n",
+            "5",
+            "--model",
+            str(uniform_model_dir),
+            "--seed",
+            "4",
+            "--batch-size",
+            "2",
+            "--quiet",
+        ],
+    )
+    assert result.exit_code == 0, result.stderr
+    records = records_of(result.stdout)
+    assert [r["id"] for r in records] == ["0-0", "0-1", "0-2", "0-3", "0-4"]
+    for record in records:
+        assert set(record) == RECORD_FIELDS
+        assert record["seed"] == 4 and record["prompt"] is None
+        assert record["model"] == str(uniform_model_dir)
+        if record["valid"]:
+            assert isinstance(record["canonical"], str) and 0 < record["qed"] <= 1
+            assert 1 <= record["sa"] <= 10 and isinstance(record["novel"], bool)
+        else:
+            assert record["canonical"] is record["qed"] is record["sa"] is record["novel"] is None
+    assert "molecules in" in result.stderr and "valid" in result.stderr
+
+
+def test_output_file_is_appended_and_batch_size_does_not_change_records(
+    uniform_model_dir: Path, tmp_path: Path
+):
+    out = tmp_path / "out.jsonl"
+    for batch_size in ("1", "3"):
+        result = runner.invoke(
+            app,
+            [
+                "molecules",
+                "-n",
+                "3",
+                "--model",
+                str(uniform_model_dir),
+                "--batch-size",
+                batch_size,
+                "-o",
+                str(out),
+                "--quiet",
+            ],
+        )
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout == ""
+    records = records_of(out.read_text())
+    assert len(records) == 6
+    assert [r["text"] for r in records[:3]] == [r["text"] for r in records[3:]]
+
+
+def one_error_line(result) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("cdd: error: ")
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["-n", "0"], "-n must be positive"),
+        (["-n", "-3"], "-n must be positive"),
+        (["--batch-size", "0"], "--batch-size must be positive"),
+        (["--steps", "0"], "--steps must be positive"),
+        (["--device", "tpu"], "unknown device 'tpu'"),
+        (["--device", "cuda:x"], "unknown device"),
+    ],
+)
+def test_bad_flags_exit_2_with_one_line(uniform_model_dir: Path, args: list[str], expected: str):
+    result = runner.invoke(app, ["molecules", "--model", str(uniform_model_dir), *args])
+    assert result.exit_code == 2
+    assert expected in one_error_line(result)
+    assert result.stdout == ""
+
+
+def test_missing_model_directory(tmp_path: Path):
+    result = runner.invoke(app, ["molecules", "--model", str(tmp_path / "nope")])
+    assert result.exit_code == 2
+    assert "no such directory" in one_error_line(result)
+
+
+def test_directory_without_checkpoint(tmp_path: Path):
+    result = runner.invoke(app, ["molecules", "--model", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "no config.json" in one_error_line(result)
+
+
+def test_misshaped_checkpoint_exits_2(tmp_path: Path):
+    from tests.conftest import build_model_dir
+
+    build_model_dir(tmp_path / "small", hidden_dim=32)
+    build_model_dir(tmp_path / "big", hidden_dim=64)
+    # Weights of one size under the config of another.
+    (tmp_path / "small" / "model.safetensors").write_bytes(
+        (tmp_path / "big" / "model.safetensors").read_bytes()
+    )
+    result = runner.invoke(app, ["molecules", "--model", str(tmp_path / "small")])
+    assert result.exit_code == 2
+    assert "mis-shaped keys" in one_error_line(result)
+
+
+def test_unwritable_output(uniform_model_dir: Path, tmp_path: Path):
+    result = runner.invoke(
+        app, ["molecules", "--model", str(uniform_model_dir), "-o", str(tmp_path)]
+    )
+    assert result.exit_code == 2
+    assert "is a directory" in one_error_line(result)
+
+
+def test_models_ls_lists_the_default():
+    result = runner.invoke(app, ["models", "ls"])
+    assert result.exit_code == 0
+    assert result.stdout.startswith("default-molecules\t")

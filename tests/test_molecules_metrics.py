@@ -1,0 +1,49 @@
+"""MOSES conventions: canonical on both sides, empty is invalid, novelty among unique valid."""
+
+from __future__ import annotations
+
+import gzip
+
+from cdd_cli.evaluate.molecules import canonical, describe, summarise
+from cdd_cli.evaluate.reference import load_reference
+from cdd_cli.train.qm9 import write_smiles
+
+
+def test_canonical_catches_non_canonical_duplicates():
+    assert canonical("OCC") == canonical("CCO") == "CCO"
+    assert canonical("c1ccccc1") == canonical("C1=CC=CC=C1")
+    assert canonical("") is None
+    assert canonical("C1CC") is None  # unclosed ring
+    assert canonical("(Non)?") is None
+
+
+def test_describe_and_summarise():
+    reference = {"CCO"}
+    reports = [describe(s, reference) for s in ["OCC", "CCO", "CCN", "", "C1CC", "c1ccccc1"]]
+    assert [r.valid for r in reports] == [True, True, True, False, False, True]
+    assert [r.novel for r in reports] == [False, False, True, None, None, True]
+    ethanol = reports[0]
+    assert 1 <= ethanol.sa <= 10 and 0 < ethanol.qed < 1
+    summary = summarise(reports)
+    assert (summary.total, summary.valid, summary.unique, summary.novel) == (6, 4, 3, 2)
+    assert summary.validity == 4 / 6
+    assert summary.uniqueness == 3 / 4
+    assert summary.novelty == 2 / 3
+
+
+def test_without_reference_novelty_is_unknown():
+    summary = summarise([describe("CCO", None)])
+    assert summary.novel is None and summary.novelty is None
+
+
+def test_reference_from_another_rdkit_is_recanonicalised(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = tmp_path / "reference.smi.gz"
+    with gzip.open(path, "wt") as f:  # an older canonicaliser wrote non-canonical forms
+        f.write("# cdd-reference v1 canonicalizer=rdkit-2000.01.1 source=test\nOCC\nC1=CC=CC=C1\n")
+    assert load_reference(path) == {"CCO", "c1ccccc1"}
+    assert list((tmp_path / "cache" / "cdd").glob("reference-*.smi.gz"))
+    assert load_reference(path) == {"CCO", "c1ccccc1"}  # from the cache
+    current = tmp_path / "current.smi.gz"
+    write_smiles(current, ["CCO"], "test")
+    assert load_reference(current) == {"CCO"}
