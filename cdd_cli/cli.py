@@ -8,7 +8,6 @@ Rich console. Exit codes: 0 all records satisfy their constraints; 3 written but
 from __future__ import annotations
 
 import sys
-from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -29,7 +28,9 @@ app = typer.Typer(
 train_app = typer.Typer(no_args_is_help=True, help="Train diffusion models.")
 models_app = typer.Typer(no_args_is_help=True, help="Shipped and local models.")
 app.add_typer(train_app, name="train")
+constraints_app = typer.Typer(no_args_is_help=True, help="Constraint types.")
 app.add_typer(models_app, name="models")
+app.add_typer(constraints_app, name="constraints")
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
@@ -85,43 +86,111 @@ DeviceOpt = Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:K.")
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
 
 
+def build_spec(
+    spec_file: Optional[Path],
+    model: Optional[str],
+    constraint: list[str],
+    tau: list[float],
+    method: Optional[str],
+    steps: Optional[int],
+    batch_size: Optional[int],
+    seed: Optional[int],
+    n: Optional[int],
+):
+    """The spec file (if any) with command-line flags laid over it, fully validated."""
+    from cdd_cli.spec import METHODS, Spec, check_settings, constraint_from_flags, load_spec
+
+    spec = load_spec(spec_file) if spec_file else Spec()
+    if constraint:
+        if len(tau) != len(constraint):
+            raise InputError(
+                f"give one --tau per --constraint ({len(constraint)} constraint(s), "
+                f"{len(tau)} tau value(s))"
+            )
+        spec.constraints += [constraint_from_flags(c, t) for c, t in zip(constraint, tau, strict=True)]
+    elif tau:
+        raise InputError("--tau given without --constraint")
+    if method is not None:
+        if method not in METHODS:
+            raise InputError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
+        spec.method = method
+    overrides = {"steps": steps, "batch_size": batch_size, "seed": seed, "n": n}
+    for name, value in overrides.items():
+        if value is not None:
+            if name != "seed" and value <= 0:
+                flag = "-n" if name == "n" else "--" + name.replace("_", "-")
+                raise InputError(f"{flag} must be positive, got {value}")
+            setattr(spec.sampling, name, value)
+    spec.model = model or spec.model
+    check_settings(spec, spec.source)
+    return spec
+
+
+ConstraintOpt = Annotated[
+    list[str],
+    typer.Option("--constraint", "-c", help="Constraint type (repeatable; pair with --tau)."),
+]
+TauOpt = Annotated[list[float], typer.Option("--tau", help="Threshold of each --constraint.")]
+SpecOpt = Annotated[Optional[Path], typer.Option("--spec", help="YAML constraint spec.")]
+MethodOpt = Annotated[
+    Optional[str], typer.Option(help="cdd (projection), reject (best-of-N) or unconstrained.")
+]
+
+
 @app.command()
 def molecules(
-    n: Annotated[int, typer.Option("-n", help="Number of molecules.")] = 16,
-    seed: Annotated[int, typer.Option(help="Seed; sample i uses (seed, 0, i).")] = 0,
+    n: Annotated[Optional[int], typer.Option("-n", help="Number of molecules [16].")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seed; sample i uses (seed, 0, i).")] = None,
     model: Annotated[
         Optional[str], typer.Option(help="Shipped name or HF-format directory.")
     ] = None,
     steps: Annotated[Optional[int], typer.Option(help="Denoising steps (model default).")] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Samples per batch.")] = 64,
+    batch_size: Annotated[
+        Optional[int], typer.Option("--batch-size", help="Samples per batch [64].")
+    ] = None,
     device: DeviceOpt = "cpu",
+    constraint: ConstraintOpt = [],  # noqa: B006 (Typer reads the default, never mutates it)
+    tau: TauOpt = [],  # noqa: B006
+    spec: SpecOpt = None,
+    method: MethodOpt = None,
     output: Annotated[
         str, typer.Option("-o", "--output", help="JSONL file (appended) or -.")
     ] = "-",
     quiet: QuietOpt = False,
 ) -> None:
-    """Generate SMILES molecules as JSONL records (validity, QED, SA, novelty)."""
+    """Generate SMILES molecules as JSONL records (validity, QED, SA, novelty, constraints)."""
 
     def body() -> None:
         from cdd_cli.pipeline import MoleculeJob, run_molecules
 
-        if n <= 0:
-            raise InputError(f"-n must be positive, got {n}")
-        if batch_size <= 0:
-            raise InputError(f"--batch-size must be positive, got {batch_size}")
-        if steps is not None and steps <= 0:
-            raise InputError(f"--steps must be positive, got {steps}")
+        resolved = build_spec(spec, model, constraint, tau, method, steps, batch_size, seed, n)
         job = MoleculeJob(
-            n=n,
-            seed=seed,
-            model=model,
-            steps=steps,
-            batch_size=batch_size,
-            device=resolve_device(device),
-            output=output,
+            n=resolved.sampling.n or 16, spec=resolved, device=resolve_device(device), output=output
         )
         code = run_molecules(job, console, make_progress(quiet))
         raise typer.Exit(code)
+
+    run_guarded(body)
+
+
+@app.command()
+def validate(spec: Annotated[Path, typer.Argument(help="YAML spec to check.")]) -> None:
+    """Check a spec (keys, types, ranges, model and surrogates) without sampling."""
+
+    def body() -> None:
+        from cdd_cli.constraints import build_constraints
+        from cdd_cli.models import registry
+        from cdd_cli.spec import dump, load_spec
+
+        resolved = load_spec(spec)
+        kind = "molecules"
+        loaded = registry.load(resolved.model, kind, "cpu")
+        build_constraints(resolved.constraints, loaded, "cpu")
+        typer.echo(dump(resolved.resolved()), nl=False)
+        console.print(
+            f"{spec}: ok ({len(resolved.constraints)} constraint(s), model {loaded.name})",
+            markup=False,
+        )
 
     run_guarded(body)
 
@@ -159,8 +228,20 @@ def train_molecules_command(
             raise InputError(f"--noise must be uniform or masked, got {noise!r}")
         if threads:
             torch.set_num_threads(threads)
-        names = {f.name for f in fields(TrainConfig)}
-        cfg = TrainConfig(**{k: v for k, v in locals_.items() if k in names})
+        cfg = TrainConfig(
+            noise=noise,
+            hidden_dim=hidden_dim,
+            n_blocks=n_blocks,
+            n_heads=n_heads,
+            cond_dim=cond_dim,
+            length=length,
+            batch_size=batch_size,
+            lr=lr,
+            max_steps=max_steps,
+            eval_every=eval_every,
+            save_every=save_every,
+            sample_steps=sample_steps,
+        )
         progress = make_progress(quiet)
         task = progress.add_task("training", total=cfg.max_steps, info="")
 
@@ -179,21 +260,74 @@ def train_molecules_command(
                 on_step,
             )
 
-    locals_ = dict(
-        noise=noise,
-        hidden_dim=hidden_dim,
-        n_blocks=n_blocks,
-        n_heads=n_heads,
-        cond_dim=cond_dim,
-        length=length,
-        batch_size=batch_size,
-        lr=lr,
-        max_steps=max_steps,
-        eval_every=eval_every,
-        save_every=save_every,
-        sample_steps=sample_steps,
-    )
     run_guarded(body)
+
+
+@train_app.command("sa-surrogate")
+def train_sa_surrogate_command(
+    out: Annotated[Path, typer.Option(help="Folder for the surrogate.")],
+    model: Annotated[
+        str, typer.Option(help="Diffusion model whose tokens and molecules to use.")
+    ] = "default-molecules",
+    steps: int = 3000,
+    batch_size: int = 256,
+    lr: float = 2e-3,
+    hidden_dim: int = 64,
+    n_layers: int = 2,
+    seed: int = 0,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch.")] = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Train the SA surrogate (RDKit SA labels) over a molecule model's vocabulary."""
+
+    def body() -> None:
+        import torch
+
+        from cdd_cli.models.registry import resolve_directory
+        from cdd_cli.train.surrogate import train_sa_surrogate
+
+        if threads:
+            torch.set_num_threads(threads)
+        directory = resolve_directory(model)
+        for name in ("reference.smi.gz", "heldout.smi.gz", "tokenizer.json", "config.json"):
+            if not (directory / name).is_file():
+                raise InputError(f"{directory}: no {name} (train with `cdd train molecules`)")
+        progress = make_progress(quiet)
+        task = progress.add_task("sa surrogate", total=steps, info="")
+
+        def on_step(step: int, loss: float) -> None:
+            progress.update(task, completed=step, info=f"loss {loss:.4f}")
+            if not progress.live.is_started and step % 500 == 0:
+                console.print(f"step {step} loss {loss:.4f}")
+
+        with progress:
+            train_sa_surrogate(
+                directory,
+                out,
+                steps,
+                batch_size,
+                lr,
+                hidden_dim,
+                n_layers,
+                seed,
+                lambda m: console.print(m, markup=False),
+                on_step,
+            )
+
+    run_guarded(body)
+
+
+@constraints_app.command("ls")
+def constraints_ls() -> None:
+    """List the constraint types and their keys."""
+    from cdd_cli.spec import CONSTRAINT_KEYS, PLANNED, RANGES
+
+    for name, keys in CONSTRAINT_KEYS.items():
+        described = ", ".join(f"{k}{'' if required else '?'}" for k, (_, required) in keys.items())
+        bound = f"tau in [{RANGES[name][0]:g}, {RANGES[name][1]:g}]" if name in RANGES else ""
+        typer.echo(f"{name}\t{described}\t{bound}")
+    for name in PLANNED:
+        typer.echo(f"{name}\t(not available in this version)")
 
 
 @models_app.command("ls")

@@ -1,19 +1,38 @@
-"""From a job description to JSONL records: model -> sampler -> records -> writer."""
+"""From a job to JSONL records: spec -> constraints -> sampler(model, projection) -> records.
+
+Methods:
+- `unconstrained`: one draw per sample, judged and reported;
+- `reject`: best-of-N rejection sampling, redrawing a sample until every judge accepts it or
+  `reject.max_attempts` draws are spent (the record says how many);
+- `cdd`: the projection at every chosen step; a sample the exact judges still reject is
+  redrawn with surrogate bounds tightened by `repair.margin_step` per redraw, at most
+  `repair.max_redraws` times. A record is `satisfied` only when every judge accepts it.
+
+Each draw of sample i uses generators derived from (seed, prompt 0, i, attempt), so records do
+not depend on the batch size.
+"""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from rich.console import Console
 from rich.progress import Progress
 
+from cdd_cli.constraints import build_constraints
+from cdd_cli.constraints.base import Constraint
 from cdd_cli.diffusion.processes import make_process
 from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator
 from cdd_cli.evaluate.molecules import CANONICALIZER, MoleculeReport, describe, summarise
 from cdd_cli.models import registry
+from cdd_cli.projection.alm import ALMProgress
+from cdd_cli.projection.hook import ProjectionHook
 from cdd_cli.records import JsonlWriter
+from cdd_cli.spec import Spec, dump
 
 EXIT_OK, EXIT_VIOLATIONS = 0, 3
 
@@ -21,69 +40,213 @@ EXIT_OK, EXIT_VIOLATIONS = 0, 3
 @dataclass
 class MoleculeJob:
     n: int
-    seed: int
-    model: str | None
-    steps: int | None
-    batch_size: int
+    spec: Spec
     device: str
     output: str
 
 
-def run_molecules(job: MoleculeJob, console: Console, progress: Progress) -> int:
-    loaded = registry.load(job.model, "molecules", job.device)
-    steps = job.steps or loaded.default_steps
-    process = make_process(loaded.config.noise, loaded.config.vocab_size, loaded.tokenizer.mask_id)
-    sampler = Sampler(loaded.model, process, steps, loaded.config.time_conditioning)
+@dataclass
+class Draw:
+    """What one sample became after all its draws."""
+
+    index: int
+    text: str = ""
+    attempts: int = 0
+    values: dict[str, float | None] = field(default_factory=dict)
+    surrogates: dict[str, float] = field(default_factory=dict)
+    satisfied: bool = False
+    projection: dict = field(
+        default_factory=lambda: {"steps": 0, "outer_iters": 0, "inner_iters": 0, "seconds": 0.0}
+    )
+    seconds: float = 0.0
+
+
+def judge(constraints: list[Constraint], texts: list[str]) -> list[dict[str, float | None]]:
+    values: list[dict[str, float | None]] = [{} for _ in texts]
+    for c in constraints:
+        for row, value in zip(values, c.judge(texts), strict=True):
+            row[c.name] = value
+    return values
+
+
+class Generation:
+    """Draws batches of samples with the job's method and certifies them with the judges."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        loaded: registry.LoadedModel,
+        constraints: list[Constraint],
+        steps: int,
+        progress: Progress,
+    ):
+        self.spec, self.loaded, self.constraints, self.progress = (
+            spec,
+            loaded,
+            constraints,
+            progress,
+        )
+        self.process = make_process(
+            loaded.config.noise, loaded.config.vocab_size, loaded.tokenizer.mask_id
+        )
+        self.sampler = Sampler(loaded.model, self.process, steps, loaded.config.time_conditioning)
+        self.denoise = progress.add_task("  denoising", total=steps, info="")
+        self.alm = progress.add_task("  projection", total=None, info="", visible=False)
+
+    def on_step(self, info: StepInfo) -> None:
+        self.progress.update(self.denoise, completed=min(info.index + 1, info.steps))
+
+    def on_alm(self, p: ALMProgress) -> None:
+        self.progress.update(
+            self.alm,
+            visible=True,
+            completed=p.outer,
+            info=(
+                f"outer {p.outer} x inner {p.inner}, violating {p.violating}, "
+                f"λ [{p.lam_range[0]:.3g}, {p.lam_range[1]:.3g}], "
+                f"μ [{p.mu_range[0]:.3g}, {p.mu_range[1]:.3g}]"
+            ),
+        )
+
+    def draw(self, draws: list[Draw]) -> None:
+        """One more draw for each of `draws` (in one batch), judged; updates them in place."""
+        spec = self.spec
+        generators = [sample_generator(spec.sampling.seed, 0, d.index, d.attempts) for d in draws]
+        hook = None
+        if spec.method == "cdd" and self.constraints:
+            # All draws of one pass share their attempt count; redraws aim further inside.
+            margin = spec.repair.margin_step * draws[0].attempts
+            constraints = [c.tightened(margin) for c in self.constraints]
+            hook = ProjectionHook(
+                constraints, spec.projection, self.process.fixed_positions, generators, self.on_alm
+            )
+        self.progress.reset(self.denoise, total=self.sampler.steps)
+        started = time.perf_counter()
+        with torch.inference_mode(hook is None):
+            ids = self.sampler.sample(
+                generators, self.loaded.config.model_length, hook, self.on_step
+            )
+        share = (time.perf_counter() - started) / len(draws)
+        texts = self.loaded.tokenizer.decode_batch(ids)
+        values = judge(self.constraints, texts)
+        surrogates = self.surrogate_scores(ids)
+        for i, d in enumerate(draws):
+            d.text, d.values, d.surrogates = texts[i], values[i], surrogates[i]
+            d.attempts += 1
+            d.seconds += share
+            d.satisfied = all(c.satisfied(values[i][c.name]) for c in self.constraints)
+            if hook is not None:
+                for key, value in hook.report(i).items():
+                    d.projection[key] += value
+
+    def surrogate_scores(self, ids: torch.Tensor) -> list[dict[str, float]]:
+        if not self.constraints:
+            return [{} for _ in range(len(ids))]
+        one_hot = torch.nn.functional.one_hot(ids, self.loaded.config.vocab_size).float()
+        with torch.no_grad():
+            scores = {c.name: c.surrogate(one_hot).tolist() for c in self.constraints}
+        return [{k: round(v[i], 4) for k, v in scores.items()} for i in range(len(ids))]
+
+    def run(self, indices: range) -> list[Draw]:
+        draws = [Draw(i) for i in indices]
+        pending = draws
+        cap = {
+            "unconstrained": 1,
+            "reject": self.spec.reject.max_attempts,
+            "cdd": 1 + self.spec.repair.max_redraws,
+        }[self.spec.method]
+        while pending:
+            self.draw(pending)
+            pending = [d for d in pending if not d.satisfied and d.attempts < cap]
+        return draws
+
+
+def record(
+    draw: Draw, constraints: list[Constraint], report: MoleculeReport, spec: Spec, model_name: str
+) -> dict:
+    return {
+        "id": f"0-{draw.index}",
+        "prompt": None,
+        "text": draw.text,
+        "seed": spec.sampling.seed,
+        "model": model_name,
+        "method": spec.method,
+        "satisfied": draw.satisfied,
+        "constraints": {
+            c.name: {
+                "value": draw.values[c.name],
+                "tau": c.tau,
+                "satisfied": c.satisfied(draw.values[c.name]),
+                "surrogate": draw.surrogates[c.name],
+                "judge": c.judge_name,
+            }
+            for c in constraints
+        },
+        "projection": draw.projection if spec.method == "cdd" and constraints else None,
+        "attempts": draw.attempts,
+        **report.fields(),
+        "seconds": round(draw.seconds, 4),
+    }
+
+
+def write_resolved_config(spec: Spec, output: str) -> None:
+    if output != "-":
+        Path(f"{output}.config.yaml").write_text(dump(spec.resolved()))
+
+
+def run_molecules(
+    job: MoleculeJob,
+    console: Console,
+    progress: Progress,
+    on_record: Callable[[dict], None] | None = None,
+) -> int:
+    spec = job.spec
+    loaded = registry.load(spec.model, "molecules", job.device)
+    constraints = build_constraints(spec.constraints, loaded, job.device)
+    steps = spec.sampling.steps or loaded.default_steps
+    spec.sampling.steps = steps
     reference = loaded.reference
     reports: list[MoleculeReport] = []
+    violating = 0
     started = time.perf_counter()
     with JsonlWriter(job.output) as writer, progress:
+        write_resolved_config(spec, job.output)
         overall = progress.add_task("molecules", total=job.n, info="")
-        denoise = progress.add_task("  denoising", total=steps, info="")
-
-        def on_step(info: StepInfo) -> None:
-            progress.update(denoise, completed=info.index + 1)
-
-        for start in range(0, job.n, job.batch_size):
-            indices = range(start, min(start + job.batch_size, job.n))
-            progress.reset(denoise, total=steps)
-            batch_started = time.perf_counter()
-            generators = [sample_generator(job.seed, 0, i) for i in indices]
-            with torch.inference_mode():
-                ids = sampler.sample(generators, loaded.config.model_length, on_step=on_step)
-            # Per-sample time is the batch's time shared equally (samples run together).
-            seconds = (time.perf_counter() - batch_started) / len(indices)
-            for i, smiles in zip(indices, loaded.tokenizer.decode_batch(ids), strict=True):
-                report = describe(smiles, reference)
+        generation = Generation(spec, loaded, constraints, steps, progress)
+        for start in range(0, job.n, spec.sampling.batch_size):
+            indices = range(start, min(start + spec.sampling.batch_size, job.n))
+            for draw in generation.run(indices):
+                report = describe(draw.text, reference)
                 reports.append(report)
-                writer.write(
-                    {
-                        "id": f"0-{i}",
-                        "prompt": None,
-                        "text": smiles,
-                        "seed": job.seed,
-                        "model": loaded.name,
-                        "satisfied": True,
-                        "constraints": {},
-                        "projection": None,
-                        **report.fields(),
-                        "seconds": round(seconds, 4),
-                    }
-                )
+                violating += not draw.satisfied
+                row = record(draw, constraints, report, spec, loaded.name)
+                writer.write(row)
+                if on_record:
+                    on_record(row)
             progress.update(
                 overall,
                 completed=indices.stop,
-                info=f"valid {sum(r.valid for r in reports)}/{len(reports)}",
+                info=f"valid {sum(r.valid for r in reports)}/{len(reports)}"
+                + (f", violating {violating}" if constraints else ""),
             )
     elapsed = time.perf_counter() - started
     summary = summarise(reports)
     novelty = "n/a" if summary.novelty is None else f"{summary.novelty:.1%}"
+    constraint_note = ""
+    if constraints:
+        constraint_note = (
+            f"; {summary.total - violating}/{summary.total} satisfy "
+            + ", ".join(f"{c.name} <= {c.tau:g}" for c in constraints)
+            + f" ({spec.method}, judged by "
+            + ", ".join(c.judge_name for c in constraints)
+            + ")"
+        )
     console.print(
         f"{summary.total} molecules in {elapsed:.1f}s ({summary.total / elapsed:.1f}/s, "
         f"{steps} steps, {job.device}): valid {summary.validity:.1%}, unique "
         f"{summary.uniqueness:.1%} of valid, novel {novelty} of unique valid; mean QED "
-        f"{summary.mean_qed}, mean SA {summary.mean_sa} [{CANONICALIZER}]",
+        f"{summary.mean_qed}, mean SA {summary.mean_sa} [{CANONICALIZER}]{constraint_note}",
         markup=False,
         soft_wrap=True,
     )
-    return EXIT_OK
+    return EXIT_VIOLATIONS if violating else EXIT_OK

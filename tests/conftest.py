@@ -105,7 +105,7 @@ def build_model_dir(
     model = DiffusionModel(config)
     with torch.no_grad():
         for p in model.parameters():
-            p.normal_(0, 0.3)
+            p.normal_(0, 0.1)
     save_model(model, path, extra={"tokenizer": tokenizer.kind, "default_sampling_steps": 8})
     tokenizer.save(path)
     write_smiles(path / "reference.smi.gz", QM9_SAMPLE, "tests")

@@ -18,6 +18,8 @@ RECORD_FIELDS = {
     "text",
     "seed",
     "model",
+    "method",
+    "attempts",
     "satisfied",
     "constraints",
     "projection",

@@ -67,6 +67,10 @@ class MaskedProcess:
     def is_final(self, x: torch.Tensor) -> bool:
         return not bool((x == self.mask_id).any())
 
+    def fixed_positions(self, x_t: torch.Tensor) -> torch.Tensor:
+        """Positions the next step cannot change: unmasked tokens are copied forward."""
+        return x_t != self.mask_id
+
 
 class UniformProcess:
     """Uniform-noise diffusion (UDLM): every token may change at every step."""
@@ -106,10 +110,16 @@ class UniformProcess:
         return sample_categorical(self.posterior(x0_probs, x_t, t, s), uniforms)
 
     def finish(self, x0_probs: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return x
+        # Noise removal: the last prediction's argmax, so a projection of that prediction
+        # decides the output instead of being diluted by one more posterior draw.
+        return x0_probs.argmax(-1)
 
     def is_final(self, x: torch.Tensor) -> bool:
         return False
+
+    def fixed_positions(self, x_t: torch.Tensor) -> torch.Tensor:
+        """Positions the next step cannot change: none, under uniform noise."""
+        return torch.zeros_like(x_t, dtype=torch.bool)
 
 
 def make_process(noise: str, vocab_size: int, mask_id: int) -> MaskedProcess | UniformProcess:

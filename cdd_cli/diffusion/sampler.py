@@ -17,8 +17,12 @@ import torch
 from cdd_cli.diffusion.processes import MaskedProcess, UniformProcess
 
 
-def sample_generator(seed: int, prompt_index: int, sample_index: int) -> torch.Generator:
-    digest = hashlib.blake2b(f"{seed}/{prompt_index}/{sample_index}".encode(), digest_size=8)
+def sample_generator(
+    seed: int, prompt_index: int, sample_index: int, attempt: int = 0
+) -> torch.Generator:
+    """The generator of one draw; a redraw (attempt > 0) gets a fresh, equally fixed stream."""
+    key = f"{seed}/{prompt_index}/{sample_index}" + (f"/{attempt}" if attempt else "")
+    digest = hashlib.blake2b(key.encode(), digest_size=8)
     return torch.Generator().manual_seed(int.from_bytes(digest.digest(), "little") >> 1)
 
 

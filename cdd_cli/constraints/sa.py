@@ -1,0 +1,41 @@
+"""Synthetic accessibility: RDKit's SA score (1 easy .. 10 hard) must be at most tau.
+
+Judge: `sascorer.calculateScore` on the decoded SMILES (an invalid SMILES cannot be scored
+and is never satisfied). Surrogate: a soft-token regressor trained on RDKit SA labels over the
+diffusion model's vocabulary (`cdd train sa-surrogate`), which also scores unreadable
+sequences as 10 so the projection steers away from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from cdd_cli.constraints.base import Constraint
+from cdd_cli.evaluate.molecules import canonical
+from cdd_cli.models.surrogate import SoftTokenRegressor
+
+TAU_RANGE = (1.0, 10.0)
+
+
+def rdkit_sa(smiles: str) -> float | None:
+    from rdkit import Chem
+    from rdkit.Contrib.SA_Score import sascorer
+
+    can = canonical(smiles)
+    return None if can is None else round(sascorer.calculateScore(Chem.MolFromSmiles(can)), 4)
+
+
+@dataclass(frozen=True)
+class SAConstraint(Constraint):
+    net: SoftTokenRegressor | None = field(default=None, compare=False, repr=False)
+    name: str = "sa"
+    judge_name: str = "rdkit-sa"
+    default_margin = 0.0  # class constant, not a field: the surrogate's aim inside tau
+
+    def surrogate(self, soft_tokens: torch.Tensor) -> torch.Tensor:
+        return self.net(soft_tokens)
+
+    def judge(self, texts: list[str]) -> list[float | None]:
+        return [rdkit_sa(t) for t in texts]

@@ -1,0 +1,92 @@
+"""Small networks that read soft tokens: the differentiable surrogates of constraints.
+
+A surrogate reads a probability tensor [B, L, V] over a diffusion model's vocabulary through
+its own embedding table (`probs @ embedding`), so gradients reach every token probability.
+It is stored like the diffusion models: `config.json` + `model.safetensors` (+ tokenizer.json).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+from torch import nn
+
+from cdd_cli import __version__
+from cdd_cli.errors import InputError
+from cdd_cli.models.checkpoint import load_state_strict
+
+
+@dataclass
+class SurrogateConfig:
+    vocab_size: int
+    max_length: int
+    target: str  # what it predicts, e.g. "sa"
+    hidden_dim: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    model_type: str = "cdd-surrogate"
+
+
+class SoftTokenRegressor(nn.Module):
+    """Token embedding + learned positions -> pre-norm transformer encoder -> mean pool -> MLP."""
+
+    def __init__(self, config: SurrogateConfig):
+        super().__init__()
+        self.config = config
+        d = config.hidden_dim
+        self.embedding = nn.Parameter(torch.randn(config.vocab_size, d) * 0.02)
+        self.positions = nn.Parameter(torch.randn(config.max_length, d) * 0.02)
+        layer = nn.TransformerEncoderLayer(
+            d,
+            config.n_heads,
+            4 * d,
+            dropout=0.0,
+            batch_first=True,
+            norm_first=True,
+            activation="gelu",
+        )
+        self.encoder = nn.TransformerEncoder(layer, config.n_layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Score per sequence [B] from ids [B, L] or probabilities [B, L, V]."""
+        if tokens.is_floating_point():
+            x = tokens.to(self.embedding.dtype) @ self.embedding
+        else:
+            x = self.embedding[tokens]
+        x = x + self.positions[: x.shape[1]]
+        x = self.norm(self.encoder(x))
+        return self.head(x.mean(dim=1)).squeeze(-1)
+
+
+def save_surrogate(model: SoftTokenRegressor, directory: Path, extra: dict | None = None) -> None:
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().float().cpu().contiguous() for k, v in model.state_dict().items()}
+    save_file(state, str(directory / "model.safetensors"))
+    config = {**asdict(model.config), "cdd_version": __version__, **(extra or {})}
+    (directory / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+
+
+def load_surrogate(directory: Path, device: str = "cpu") -> SoftTokenRegressor:
+    directory = Path(directory)
+    path = directory / "config.json"
+    if not path.is_file():
+        raise InputError(f"{directory}: no config.json for the surrogate")
+    try:
+        raw = json.loads(path.read_text())
+        names = SurrogateConfig.__dataclass_fields__
+        config = SurrogateConfig(**{k: v for k, v in raw.items() if k in names})
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{path}: not a surrogate config ({exc})") from None
+    if config.model_type != "cdd-surrogate":
+        raise InputError(f"{path}: model_type {config.model_type!r} is not cdd-surrogate")
+    model = SoftTokenRegressor(config)
+    load_state_strict(model, directory / "model.safetensors")
+    model.requires_grad_(False)  # gradients flow to the input tokens, never to the weights
+    return model.to(device).eval()

@@ -1,0 +1,165 @@
+"""The CDD projection, solved with an augmented Lagrangian (DESIGN.md §1).
+
+    y* = argmin_y KL(x' || y)  subject to  argmax(y) in C
+
+For every sample whose argmax already violates some constraint (judged by the surrogates on
+the one-hot argmax), the logits of y start at log x' and take `inner_iters` gradient steps on
+
+    L(y) = KL(x' || softmax y) + sum_i lam_i dg_i(phi(y)) + mu_i / 2 dg_i(phi(y))^2
+
+where phi is a Gumbel-softmax relaxation of y; then lam_i += mu_i dg_i(argmax y) and
+mu_i = min(alpha mu_i, mu_max). lam and mu are per sample and per constraint. A sample whose
+argmax becomes feasible is frozen (its y is no longer touched) while the rest keep iterating;
+a sample that is feasible from the start costs one surrogate call and is returned unchanged.
+The projection sees only a probability tensor and a list of constraints.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from cdd_cli.constraints.base import Constraint
+
+
+@dataclass
+class ALMSettings:
+    eta: float = 1.0  # gradient step on the logits of y
+    inner_iters: int = 100
+    max_outer_iters: int = 1000
+    mu_init: float = 1.0
+    mu_max: float = 1000.0
+    alpha: float = 2.0  # growth of mu per outer iteration
+    lambda_init: float = 0.0
+    delta: float = 0.0  # a violation at or below delta counts as satisfied
+    temperature: float = 0.5  # Gumbel-softmax temperature of phi
+    project_from: float = 0.0  # project steps from this fraction of the trajectory on (0: all)
+
+
+@dataclass
+class ALMProgress:
+    outer: int
+    inner: int
+    violating: int
+    lam_range: tuple[float, float]
+    mu_range: tuple[float, float]
+
+
+@dataclass
+class ProjectionResult:
+    probs: torch.Tensor
+    projected: torch.Tensor  # [B] bool: the sample needed projecting
+    outer_iters: torch.Tensor  # [B] outer iterations spent on each sample
+    inner_iters: torch.Tensor  # [B] inner iterations spent on each sample
+    feasible: torch.Tensor  # [B] bool: argmax satisfies every surrogate at the end
+    seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+def surrogate_violations(constraints: Sequence[Constraint], tokens: torch.Tensor) -> torch.Tensor:
+    """[B, C] violations max(0, g - tau) of soft or one-hot tokens [B, L, V]."""
+    return torch.stack([c.surrogate_violation(c.surrogate(tokens)) for c in constraints], -1)
+
+
+def gumbel_noise(
+    shape: tuple[int, ...], generators: Sequence[torch.Generator] | None, device: torch.device
+) -> torch.Tensor:
+    # One generator per row keeps each sample's result independent of the batch around it.
+    if generators is None:
+        u = torch.rand(shape, device=device)
+    else:
+        u = torch.stack([torch.rand(shape[1:], generator=g) for g in generators]).to(device)
+    return -torch.log(-torch.log(u.clamp(1e-10, 1 - 1e-7)))
+
+
+def project(
+    probs: torch.Tensor,
+    constraints: Sequence[Constraint],
+    settings: ALMSettings,
+    fixed: torch.Tensor | None = None,
+    generators: Sequence[torch.Generator] | None = None,
+    on_progress: Callable[[ALMProgress], None] | None = None,
+) -> ProjectionResult:
+    """Project x' = `probs` [B, L, V] onto the constraints; `fixed` [B, L] marks positions the
+    sampler will not change (they keep their distribution)."""
+    started = time.perf_counter()
+    batch, device = probs.shape[0], probs.device
+    zeros = torch.zeros(batch, dtype=torch.long, device=device)
+    with torch.no_grad():
+        hard = F.one_hot(probs.argmax(-1), probs.shape[-1]).to(probs.dtype)
+        violation = surrogate_violations(constraints, hard)
+    active = (violation > settings.delta).any(-1)
+    if not active.any():
+        return ProjectionResult(
+            probs, active, zeros, zeros.clone(), ~active, time.perf_counter() - started
+        )
+
+    rows = active.nonzero().squeeze(-1)
+    target = probs[rows].float()  # x'
+    log_target = torch.log(target.clamp_min(1e-30))
+    logits = log_target.clone()  # y starts at x'
+    movable = (
+        torch.ones_like(target[..., :1]) if fixed is None else (~fixed[rows]).float()[..., None]
+    )
+    row_gens = None if generators is None else [generators[i] for i in rows.tolist()]
+    n_constraints = len(constraints)
+    lam = torch.full((len(rows), n_constraints), settings.lambda_init, device=device)
+    mu = torch.full((len(rows), n_constraints), settings.mu_init, device=device)
+    running = torch.ones(len(rows), dtype=torch.bool, device=device)
+    outer_iters = torch.zeros(len(rows), dtype=torch.long, device=device)
+
+    for outer in range(1, settings.max_outer_iters + 1):
+        live = running.nonzero().squeeze(-1)
+        gens = None if row_gens is None else [row_gens[i] for i in live.tolist()]
+        y = logits[live]
+        x, log_x, move = target[live], log_target[live], movable[live]
+        lam_live, mu_live = lam[live], mu[live]
+        for _ in range(settings.inner_iters):
+            y = y.detach().requires_grad_(True)
+            noise = gumbel_noise(tuple(y.shape), gens, device)
+            soft = ((y + noise) / settings.temperature).softmax(-1)
+            dg = surrogate_violations(constraints, soft)
+            kl = (x * (log_x - y.log_softmax(-1))).sum((-1, -2))
+            loss = kl + (lam_live * dg).sum(-1) + (mu_live / 2 * dg.square()).sum(-1)
+            (grad,) = torch.autograd.grad(loss.sum(), y)
+            y = y.detach() - settings.eta * grad * move
+        with torch.no_grad():
+            logits[live] = y
+            hard = F.one_hot(y.argmax(-1), y.shape[-1]).to(y.dtype)
+            dg_hard = surrogate_violations(constraints, hard)
+            lam[live] = lam_live + mu_live * dg_hard
+            mu[live] = (mu_live * settings.alpha).clamp(max=settings.mu_max)
+            outer_iters[live] += 1
+            done = (dg_hard <= settings.delta).all(-1)
+            running[live[done]] = False
+        if on_progress is not None:
+            on_progress(
+                ALMProgress(
+                    outer,
+                    settings.inner_iters,
+                    int(running.sum()),
+                    (lam.min().item(), lam.max().item()),
+                    (mu.min().item(), mu.max().item()),
+                )
+            )
+        if not running.any():
+            break
+
+    projected = probs.clone()
+    projected[rows] = logits.softmax(-1).to(probs.dtype)
+    all_outer = zeros.clone()
+    all_outer[rows] = outer_iters
+    feasible = torch.ones(batch, dtype=torch.bool, device=device)
+    feasible[rows] = ~running
+    return ProjectionResult(
+        projected,
+        active,
+        all_outer,
+        all_outer * settings.inner_iters,
+        feasible,
+        time.perf_counter() - started,
+    )

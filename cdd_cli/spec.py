@@ -1,0 +1,278 @@
+"""YAML constraint specs: load, validate with file/line/key in every error, resolve defaults.
+
+    model: default-molecules
+    constraints:
+      - type: sa
+        tau: 3.5
+    projection: {eta: 1.0, inner_iters: 100, ...}
+    sampling: {steps: 32, batch_size: 256, seed: 0, n: 1024}
+    method: cdd
+
+Flags given on the command line override the file. Everything is checked before any sampling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cdd_cli.errors import InputError
+from cdd_cli.projection.alm import ALMSettings
+
+METHODS = ("cdd", "unconstrained", "reject")
+
+
+@dataclass
+class ConstraintSpec:
+    type: str
+    options: dict[str, Any]
+    where: str  # "FILE:LINE" or "--constraint"
+
+    @property
+    def tau(self) -> float | None:
+        return self.options.get("tau")
+
+
+@dataclass
+class RepairSettings:
+    """Certification: samples the judge rejects are redrawn with a tighter surrogate bound."""
+
+    max_redraws: int = 3
+    margin_step: float = 0.25
+
+
+@dataclass
+class SamplingSettings:
+    n: int | None = None
+    steps: int | None = None
+    batch_size: int = 64
+    seed: int = 0
+
+
+@dataclass
+class RejectSettings:
+    max_attempts: int = 16  # draws per sample before `reject` gives up
+
+
+@dataclass
+class Spec:
+    model: str | None = None
+    constraints: list[ConstraintSpec] = field(default_factory=list)
+    projection: ALMSettings = field(default_factory=ALMSettings)
+    repair: RepairSettings = field(default_factory=RepairSettings)
+    reject: RejectSettings = field(default_factory=RejectSettings)
+    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    method: str = "cdd"
+    source: str = "command line"
+
+    def resolved(self) -> dict:
+        """The configuration actually used, as plain data (written beside output files)."""
+        return {
+            "model": self.model,
+            "method": self.method,
+            "constraints": [{"type": c.type, **c.options} for c in self.constraints],
+            "projection": asdict(self.projection),
+            "repair": asdict(self.repair),
+            "reject": asdict(self.reject),
+            "sampling": asdict(self.sampling),
+        }
+
+
+# Per constraint type: allowed keys -> (python types, required). tau ranges live in RANGES.
+CONSTRAINT_KEYS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
+    "sa": {
+        "tau": ((int, float), True),
+        "surrogate": ((str,), False),
+        "margin": ((int, float), False),
+    },
+}
+RANGES = {"sa": (1.0, 10.0)}
+PLANNED = ("toxicity", "novelty", "count", "word_at", "include", "exclude", "word_count")
+
+
+class _Located:
+    """A YAML node turned into Python values while remembering where each key was written."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def where(self, node: yaml.Node) -> str:
+        return f"{self.path}:{node.start_mark.line + 1}"
+
+    def value(self, node: yaml.Node) -> Any:
+        return yaml.safe_load(yaml.serialize(node)) if node is not None else None
+
+    def mapping(self, node: yaml.Node, key: str) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+        if not isinstance(node, yaml.MappingNode):
+            raise InputError(f"{self.where(node)}: {key or 'the spec'} must be a mapping")
+        out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        for k, v in node.value:
+            name = self.value(k)
+            if not isinstance(name, str):
+                raise InputError(f"{self.where(k)}: keys must be names, got {name!r}")
+            if name in out:
+                raise InputError(
+                    f"{self.where(k)}: key '{key + '.' if key else ''}{name}' given twice"
+                )
+            out[name] = (k, v)
+        return out
+
+
+def _check_type(
+    loc: _Located, node: yaml.Node, key: str, value: Any, types: tuple[type, ...]
+) -> Any:
+    ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+    if not ok:
+        names = " or ".join(sorted({"number" if t in (int, float) else t.__name__ for t in types}))
+        raise InputError(f"{loc.where(node)}: key '{key}': expected {names}, got {value!r}")
+    return value
+
+
+def _settings(loc: _Located, node: yaml.Node, key: str, cls: type) -> Any:
+    values = {}
+    known = {f.name: f for f in fields(cls)}
+    for name, (k, v) in loc.mapping(node, key).items():
+        if name not in known:
+            raise InputError(
+                f"{loc.where(k)}: unknown key '{key}.{name}' (known: {', '.join(known)})"
+            )
+        default = getattr(cls(), name)
+        types = (int, float) if isinstance(default, float) else (int,)
+        if default is None:
+            types = (int,)
+        values[name] = _check_type(loc, v, f"{key}.{name}", loc.value(v), types)
+    return cls(**values)
+
+
+def check_constraint(c: ConstraintSpec) -> None:
+    """Validation shared by spec files and --constraint flags."""
+    if c.type not in CONSTRAINT_KEYS:
+        if c.type in PLANNED:
+            raise InputError(
+                f"{c.where}: constraint type '{c.type}' is not available in this "
+                f"version (available: {', '.join(CONSTRAINT_KEYS)})"
+            )
+        raise InputError(
+            f"{c.where}: unknown constraint type '{c.type}' "
+            f"(available: {', '.join(CONSTRAINT_KEYS)})"
+        )
+    keys = CONSTRAINT_KEYS[c.type]
+    for name, (_, required) in keys.items():
+        if required and name not in c.options:
+            raise InputError(f"{c.where}: constraint '{c.type}' needs '{name}'")
+    if c.type in RANGES and c.tau is not None:
+        low, high = RANGES[c.type]
+        if not low <= c.tau <= high:
+            raise InputError(
+                f"{c.where}: key 'tau': {c.tau} is outside [{low:g}, {high:g}] for '{c.type}'"
+            )
+    if c.options.get("margin", 0) < 0:
+        raise InputError(f"{c.where}: key 'margin' must be >= 0")
+
+
+def _constraint(loc: _Located, node: yaml.Node, index: int) -> ConstraintSpec:
+    items = loc.mapping(node, f"constraints[{index}]")
+    if "type" not in items:
+        raise InputError(f"{loc.where(node)}: constraints[{index}] needs a 'type'")
+    kind = loc.value(items["type"][1])
+    spec = ConstraintSpec(str(kind), {}, loc.where(items["type"][1]))
+    keys = CONSTRAINT_KEYS.get(spec.type, {})
+    for name, (k, v) in items.items():
+        if name == "type":
+            continue
+        if spec.type in CONSTRAINT_KEYS and name not in keys:
+            raise InputError(
+                f"{loc.where(k)}: unknown key '{name}' for constraint "
+                f"'{spec.type}' (known: type, {', '.join(keys)})"
+            )
+        if name in keys:
+            spec.options[name] = _check_type(loc, v, name, loc.value(v), keys[name][0])
+    check_constraint(spec)
+    return spec
+
+
+def load_spec(path: Path) -> Spec:
+    where = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{where}: no such spec file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{where}: cannot read spec ({exc})") from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(f"{where}{line}: YAML syntax error: {problem}") from None
+    spec = Spec(source=where)
+    if root is None:
+        return spec
+    loc = _Located(where)
+    for name, (k, v) in loc.mapping(root, "").items():
+        if name == "model":
+            spec.model = _check_type(loc, v, "model", loc.value(v), (str,))
+        elif name == "method":
+            spec.method = _check_type(loc, v, "method", loc.value(v), (str,))
+            if spec.method not in METHODS:
+                raise InputError(
+                    f"{loc.where(v)}: key 'method': {spec.method!r} is not one of "
+                    f"{', '.join(METHODS)}"
+                )
+        elif name == "constraints":
+            if not isinstance(v, yaml.SequenceNode):
+                raise InputError(f"{loc.where(v)}: key 'constraints' must be a list")
+            spec.constraints = [_constraint(loc, item, i) for i, item in enumerate(v.value)]
+        elif name == "projection":
+            spec.projection = _settings(loc, v, "projection", ALMSettings)
+        elif name == "repair":
+            spec.repair = _settings(loc, v, "repair", RepairSettings)
+        elif name == "reject":
+            spec.reject = _settings(loc, v, "reject", RejectSettings)
+        elif name == "sampling":
+            spec.sampling = _settings(loc, v, "sampling", SamplingSettings)
+        else:
+            raise InputError(
+                f"{loc.where(k)}: unknown key '{name}' (known: model, method, "
+                "constraints, projection, repair, reject, sampling)"
+            )
+    check_settings(spec, where)
+    return spec
+
+
+def check_settings(spec: Spec, where: str) -> None:
+    p = spec.projection
+    rules = [
+        (p.eta > 0, "projection.eta must be > 0"),
+        (p.inner_iters >= 1, "projection.inner_iters must be >= 1"),
+        (p.max_outer_iters >= 1, "projection.max_outer_iters must be >= 1"),
+        (p.mu_init > 0 and p.mu_max >= p.mu_init, "projection needs 0 < mu_init <= mu_max"),
+        (p.alpha >= 1, "projection.alpha must be >= 1"),
+        (p.temperature > 0, "projection.temperature must be > 0"),
+        (p.delta >= 0, "projection.delta must be >= 0"),
+        (0 <= p.project_from <= 1, "projection.project_from must be in [0, 1]"),
+        (spec.repair.max_redraws >= 0, "repair.max_redraws must be >= 0"),
+        (spec.repair.margin_step >= 0, "repair.margin_step must be >= 0"),
+        (spec.reject.max_attempts >= 1, "reject.max_attempts must be >= 1"),
+        (spec.sampling.batch_size >= 1, "sampling.batch_size must be >= 1"),
+        (spec.sampling.steps is None or spec.sampling.steps >= 1, "sampling.steps must be >= 1"),
+        (spec.sampling.n is None or spec.sampling.n >= 1, "sampling.n must be >= 1"),
+    ]
+    for ok, message in rules:
+        if not ok:
+            raise InputError(f"{where}: {message}")
+
+
+def constraint_from_flags(name: str, tau: float | None) -> ConstraintSpec:
+    options = {} if tau is None else {"tau": tau}
+    spec = ConstraintSpec(name, options, f"--constraint {name}")
+    check_constraint(spec)
+    return spec
+
+
+def dump(data: dict) -> str:
+    return yaml.safe_dump(data, sort_keys=False)

@@ -1,0 +1,166 @@
+"""The ALM projection on a toy differentiable constraint, and certification by the judge."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from rich.progress import Progress
+
+from cdd_cli.constraints.base import Constraint
+from cdd_cli.diffusion.processes import UniformProcess
+from cdd_cli.diffusion.sampler import Sampler, sample_generator
+from cdd_cli.models import registry
+from cdd_cli.pipeline import Generation
+from cdd_cli.projection.alm import ALMSettings, project
+from cdd_cli.spec import Spec
+from tests.conftest import make_tokenizer
+
+CARBON = make_tokenizer().index["C"]
+
+
+@dataclass(frozen=True)
+class CarbonCount(Constraint):
+    """At most tau 'C' tokens. The surrogate counts soft 'C' mass over every position, so on a
+    one-hot row it is never below the judge's count (which stops at <eos>)."""
+
+    name: str = "carbons"
+    judge_name: str = "count-C"
+    offset: float = 0.0  # a lying surrogate, for the disagreement test
+    token: int = CARBON
+
+    def surrogate(self, soft_tokens: torch.Tensor) -> torch.Tensor:
+        return soft_tokens[..., self.token].sum(-1) + self.offset
+
+    def judge(self, texts: list[str]) -> list[float | None]:
+        return [float(t.count("C") - t.count("Cl")) for t in texts]
+
+
+def carbon_heavy(batch: int, length: int = 12, vocab: int = 35) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(batch, length, vocab, generator=gen)
+    logits[..., CARBON] += 4.0  # 'C' is the argmax nearly everywhere
+    return logits.softmax(-1)
+
+
+def test_projection_reaches_feasibility_and_stays_close():
+    probs = carbon_heavy(4)
+    constraint = CarbonCount(tau=3.0)
+    before = probs.argmax(-1).eq(CARBON).sum(-1)
+    assert (before > 3).all()
+    result = project(probs, [constraint], ALMSettings(eta=0.5, inner_iters=10))
+    after = result.probs.argmax(-1)
+    assert (after.eq(CARBON).sum(-1) <= 3).all()
+    assert result.feasible.all() and result.projected.all()
+    assert (result.outer_iters >= 1).all()
+    # Closer to x' (in KL) than the crude feasible point that removes 'C' everywhere.
+    crude = probs.clone()
+    crude[..., CARBON] = 0
+    crude /= crude.sum(-1, keepdim=True)
+
+    def kl(y: torch.Tensor) -> torch.Tensor:
+        return (probs * (probs.log() - y.log())).sum((-1, -2))
+
+    assert (kl(result.probs) < kl(crude)).all()
+    assert torch.allclose(result.probs.sum(-1), torch.ones(4, 12), atol=1e-5)
+
+
+def test_feasible_samples_are_untouched_bit_for_bit():
+    probs = carbon_heavy(3)
+    probs[1] = torch.full((12, 35), 1 / 35)
+    probs[1, :, 9] += 0.5  # sample 1: argmax is token 9 everywhere, zero carbons
+    probs[1] /= probs[1].sum(-1, keepdim=True)
+    constraint = CarbonCount(tau=3.0)
+    result = project(probs.clone(), [constraint], ALMSettings(eta=0.5, inner_iters=10))
+    assert result.projected.tolist() == [True, False, True]
+    assert torch.equal(result.probs[1], probs[1])
+    assert result.outer_iters[1] == 0 and result.inner_iters[1] == 0
+
+    everyone_feasible = probs[1:2].clone()
+    unchanged = project(everyone_feasible, [constraint], ALMSettings())
+    assert unchanged.probs is everyone_feasible  # no work, no copy
+    assert not unchanged.projected.any()
+
+
+def test_fixed_positions_keep_their_distribution():
+    probs = carbon_heavy(2)
+    fixed = torch.zeros(2, 12, dtype=torch.bool)
+    fixed[:, :2] = True  # e.g. already unmasked tokens of a masked process
+    result = project(probs, [CarbonCount(tau=3.0)], ALMSettings(eta=0.5, inner_iters=10), fixed)
+    assert torch.allclose(result.probs[:, :2], probs[:, :2], atol=1e-6)
+    assert (result.probs.argmax(-1).eq(CARBON).sum(-1) <= 3).all()
+
+
+def test_per_sample_generators_make_projection_batch_independent():
+    probs = carbon_heavy(5)
+    settings = ALMSettings(eta=0.5, inner_iters=5)
+    gens = [sample_generator(0, 0, i) for i in range(5)]
+    together = project(probs, [CarbonCount(tau=3.0)], settings, None, gens).probs
+    alone = torch.cat([
+        project(probs[i : i + 1], [CarbonCount(tau=3.0)], settings, None,
+                [sample_generator(0, 0, i)]).probs
+        for i in range(5)
+    ])
+    assert torch.allclose(together, alone, atol=1e-5)
+
+
+def test_projection_inside_the_sampler(uniform_model_dir: Path):
+    from cdd_cli.projection.hook import ProjectionHook
+
+    loaded = registry.load(str(uniform_model_dir), "molecules")
+    process = UniformProcess(loaded.config.vocab_size)
+    sampler = Sampler(loaded.model, process, 6, True)
+    free = sampler.sample([sample_generator(1, 0, i) for i in range(4)], 24)
+    common = int(free.flatten().mode().values)  # the random model's favourite token
+    assert (free.eq(common).sum(-1) > 2).any()
+    gens = [sample_generator(1, 0, i) for i in range(4)]
+    hook = ProjectionHook([CarbonCount(tau=2.0, token=common)],
+                          ALMSettings(eta=0.5, inner_iters=10), process.fixed_positions, gens)
+    ids = sampler.sample(gens, 24, hook)
+    assert (ids.eq(common).sum(-1) <= 2).all()  # the final noise removal was projected
+    reports = [hook.report(i) for i in range(4)]
+    assert any(r["steps"] >= 1 for r in reports)
+    assert all((r["steps"] > 0) == (r["inner_iters"] > 0) for r in reports)
+
+
+def test_judge_rejection_is_redrawn_and_never_reported_satisfied(uniform_model_dir: Path):
+    loaded = registry.load(str(uniform_model_dir), "molecules")
+    spec = Spec(method="cdd", projection=ALMSettings(eta=0.5, inner_iters=5, max_outer_iters=3))
+    spec.repair.max_redraws = 2
+    # The surrogate claims every sequence is fine (offset -100); the judge (a count can never
+    # be below -1) rejects them all: each is redrawn twice, then reported as violating.
+    liar = CarbonCount(tau=-1.0, offset=-100.0)
+    with Progress(disable=True) as progress:
+        draws = Generation(spec, loaded, [liar], 4, progress).run(range(6))
+    assert [d.attempts for d in draws] == [3] * 6
+    assert not any(d.satisfied for d in draws)
+    assert all(d.projection["steps"] == 0 for d in draws)  # surrogate-feasible: no projection
+
+
+@dataclass(frozen=True)
+class TextLength(Constraint):
+    name: str = "length"
+    judge_name: str = "len"
+
+    def surrogate(self, soft_tokens: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(soft_tokens.shape[0])
+
+    def judge(self, texts: list[str]) -> list[float | None]:
+        return [float(len(t)) for t in texts]
+
+
+def test_reject_redraws_until_the_judge_accepts(uniform_model_dir: Path):
+    loaded = registry.load(str(uniform_model_dir), "molecules")
+    with Progress(disable=True) as progress:
+        free = Generation(Spec(method="unconstrained"), loaded, [TextLength(tau=0.0)], 4,
+                          progress).run(range(8))
+        shortest = min(d.values["length"] for d in free)
+        spec = Spec(method="reject")
+        spec.reject.max_attempts = 5
+        draws = Generation(spec, loaded, [TextLength(tau=shortest)], 4, progress).run(range(8))
+    assert all(d.attempts == 1 for d in free)
+    for d in draws:
+        assert d.satisfied == (d.values["length"] <= shortest)
+        assert d.satisfied or d.attempts == 5
+    assert max(d.attempts for d in draws) > 1
