@@ -107,7 +107,9 @@ def build_spec(
                 f"give one --tau per --constraint ({len(constraint)} constraint(s), "
                 f"{len(tau)} tau value(s))"
             )
-        spec.constraints += [constraint_from_flags(c, t) for c, t in zip(constraint, tau, strict=True)]
+        spec.constraints += [
+            constraint_from_flags(c, t) for c, t in zip(constraint, tau, strict=True)
+        ]
     elif tau:
         raise InputError("--tau given without --constraint")
     if method is not None:
@@ -178,7 +180,7 @@ def validate(spec: Annotated[Path, typer.Argument(help="YAML spec to check.")]) 
     """Check a spec (keys, types, ranges, model and surrogates) without sampling."""
 
     def body() -> None:
-        from cdd_cli.constraints import build_constraints
+        from cdd_cli.constraints.registry import build_constraints
         from cdd_cli.models import registry
         from cdd_cli.spec import dump, load_spec
 

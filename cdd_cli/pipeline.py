@@ -23,8 +23,8 @@ import torch
 from rich.console import Console
 from rich.progress import Progress
 
-from cdd_cli.constraints import build_constraints
 from cdd_cli.constraints.base import Constraint
+from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.diffusion.processes import make_process
 from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator
 from cdd_cli.evaluate.molecules import CANONICALIZER, MoleculeReport, describe, summarise
@@ -126,14 +126,17 @@ class Generation:
             ids = self.sampler.sample(
                 generators, self.loaded.config.model_length, hook, self.on_step
             )
-        share = (time.perf_counter() - started) / len(draws)
+        elapsed = time.perf_counter() - started
+        # Each sample pays an equal share of the batch's sampling and its own projection time.
+        projecting = [hook.seconds[i] if hook else 0.0 for i in range(len(draws))]
+        base = (elapsed - sum(projecting)) / len(draws)
         texts = self.loaded.tokenizer.decode_batch(ids)
         values = judge(self.constraints, texts)
         surrogates = self.surrogate_scores(ids)
         for i, d in enumerate(draws):
             d.text, d.values, d.surrogates = texts[i], values[i], surrogates[i]
             d.attempts += 1
-            d.seconds += share
+            d.seconds += base + projecting[i]
             d.satisfied = all(c.satisfied(values[i][c.name]) for c in self.constraints)
             if hook is not None:
                 for key, value in hook.report(i).items():

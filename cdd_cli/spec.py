@@ -126,7 +126,7 @@ def _check_type(
 ) -> Any:
     ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
     if not ok:
-        names = " or ".join(sorted({"number" if t in (int, float) else t.__name__ for t in types}))
+        names = "number" if float in types else " or ".join(t.__name__ for t in types)
         raise InputError(f"{loc.where(node)}: key '{key}': expected {names}, got {value!r}")
     return value
 

@@ -82,13 +82,14 @@ def build_model_dir(
     seed: int = 0,
     hidden_dim: int = 32,
     n_blocks: int = 2,
+    tokenizer: SmilesTokenizer | None = None,
 ) -> Path:
     """A tiny random model in our checkpoint format, with tokenizer and reference set.
 
     Weights are drawn far from the zero initialisation so that predictions depend on the input
     (a zero output layer would make every prediction uniform and hide batch-mixing bugs).
     """
-    tokenizer = make_tokenizer()
+    tokenizer = tokenizer or make_tokenizer()
     config = ModelConfig(
         vocab_size=len(tokenizer),
         model_length=length,
@@ -115,6 +116,16 @@ def build_model_dir(
 @pytest.fixture(scope="session")
 def uniform_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_model_dir(tmp_path_factory.mktemp("uniform"), "uniform")
+
+
+@pytest.fixture(scope="session")
+def shipped_vocab_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny model over the shipped QM9 vocabulary, so the shipped SA surrogate applies."""
+    from cdd_cli.models.registry import ASSETS
+    from cdd_cli.models.tokenizers import load_tokenizer
+
+    tokenizer = load_tokenizer(ASSETS / "qm9-udlm")
+    return build_model_dir(tmp_path_factory.mktemp("shipped-vocab"), tokenizer=tokenizer)
 
 
 @pytest.fixture(scope="session")

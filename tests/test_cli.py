@@ -158,3 +158,53 @@ def test_models_ls_lists_the_default():
     result = runner.invoke(app, ["models", "ls"])
     assert result.exit_code == 0
     assert result.stdout.startswith("default-molecules\t")
+
+
+def test_sa_constraint_records_are_certified_by_rdkit(
+    shipped_vocab_model_dir: Path, tmp_path: Path
+):
+    from rdkit import Chem
+    from rdkit.Contrib.SA_Score import sascorer
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "projection: {inner_iters: 5, max_outer_iters: 4, project_from: 0.5}\n"
+        "repair: {max_redraws: 1}\nsampling: {steps: 6}\n"
+    )
+    out = tmp_path / "out.jsonl"
+    result = runner.invoke(
+        app,
+        [
+            "molecules",
+            "--model",
+            str(shipped_vocab_model_dir),
+            "-n",
+            "4",
+            "--constraint",
+            "sa",
+            "--tau",
+            "4.0",
+            "--spec",
+            str(spec),
+            "-o",
+            str(out),
+            "--quiet",
+        ],
+    )
+    records = records_of(out.read_text())
+    assert len(records) == 4
+    assert result.exit_code == (0 if all(r["satisfied"] for r in records) else 3)
+    for r in records:
+        sa = r["constraints"]["sa"]
+        assert sa["judge"] == "rdkit-sa" and sa["tau"] == 4.0
+        assert isinstance(sa["surrogate"], float)
+        mol = Chem.MolFromSmiles(r["text"]) if r["text"] else None
+        if mol is None:
+            assert sa["value"] is None and not sa["satisfied"] and not r["satisfied"]
+        else:
+            assert sa["value"] == pytest.approx(sascorer.calculateScore(mol), abs=1e-3)
+            assert sa["satisfied"] == (sa["value"] <= 4.0) == r["satisfied"]
+        assert set(r["projection"]) == {"steps", "outer_iters", "inner_iters", "seconds"}
+        assert 1 <= r["attempts"] <= 2
+    config = (tmp_path / "out.jsonl.config.yaml").read_text()
+    assert "inner_iters: 5" in config and "tau: 4.0" in config

@@ -97,11 +97,18 @@ def test_per_sample_generators_make_projection_batch_independent():
     settings = ALMSettings(eta=0.5, inner_iters=5)
     gens = [sample_generator(0, 0, i) for i in range(5)]
     together = project(probs, [CarbonCount(tau=3.0)], settings, None, gens).probs
-    alone = torch.cat([
-        project(probs[i : i + 1], [CarbonCount(tau=3.0)], settings, None,
-                [sample_generator(0, 0, i)]).probs
-        for i in range(5)
-    ])
+    alone = torch.cat(
+        [
+            project(
+                probs[i : i + 1],
+                [CarbonCount(tau=3.0)],
+                settings,
+                None,
+                [sample_generator(0, 0, i)],
+            ).probs
+            for i in range(5)
+        ]
+    )
     assert torch.allclose(together, alone, atol=1e-5)
 
 
@@ -115,8 +122,12 @@ def test_projection_inside_the_sampler(uniform_model_dir: Path):
     common = int(free.flatten().mode().values)  # the random model's favourite token
     assert (free.eq(common).sum(-1) > 2).any()
     gens = [sample_generator(1, 0, i) for i in range(4)]
-    hook = ProjectionHook([CarbonCount(tau=2.0, token=common)],
-                          ALMSettings(eta=0.5, inner_iters=10), process.fixed_positions, gens)
+    hook = ProjectionHook(
+        [CarbonCount(tau=2.0, token=common)],
+        ALMSettings(eta=0.5, inner_iters=10),
+        process.fixed_positions,
+        gens,
+    )
     ids = sampler.sample(gens, 24, hook)
     assert (ids.eq(common).sum(-1) <= 2).all()  # the final noise removal was projected
     reports = [hook.report(i) for i in range(4)]
@@ -153,8 +164,9 @@ class TextLength(Constraint):
 def test_reject_redraws_until_the_judge_accepts(uniform_model_dir: Path):
     loaded = registry.load(str(uniform_model_dir), "molecules")
     with Progress(disable=True) as progress:
-        free = Generation(Spec(method="unconstrained"), loaded, [TextLength(tau=0.0)], 4,
-                          progress).run(range(8))
+        free = Generation(
+            Spec(method="unconstrained"), loaded, [TextLength(tau=0.0)], 4, progress
+        ).run(range(8))
         shortest = min(d.values["length"] for d in free)
         spec = Spec(method="reject")
         spec.reject.max_attempts = 5

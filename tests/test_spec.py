@@ -1,0 +1,142 @@
+"""YAML specs and constraint flags: clear one-line errors (file, line, key) and exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from cdd_cli.cli import app
+from cdd_cli.errors import InputError
+from cdd_cli.spec import load_spec
+
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_example_spec_is_valid():
+    spec = load_spec(ROOT / "constraints.example.yaml")
+    assert spec.model == "default-molecules"
+    assert [c.type for c in spec.constraints] == ["sa"]
+    assert spec.projection.inner_iters == 100 and spec.projection.eta == 1.0
+
+
+def test_full_spec_round_trips_through_resolved(tmp_path: Path):
+    path = write(
+        tmp_path,
+        """
+model: default-molecules
+method: reject
+constraints:
+  - type: sa
+    tau: 3.5
+    margin: 0.1
+projection: {eta: 0.5, inner_iters: 10, max_outer_iters: 50, temperature: 0.7}
+repair: {max_redraws: 1}
+reject: {max_attempts: 4}
+sampling: {steps: 16, batch_size: 8, seed: 3, n: 10}
+""",
+    )
+    spec = load_spec(path)
+    resolved = spec.resolved()
+    assert resolved["method"] == "reject"
+    assert resolved["constraints"] == [{"type": "sa", "tau": 3.5, "margin": 0.1}]
+    assert resolved["projection"]["eta"] == 0.5 and resolved["projection"]["mu_max"] == 1000.0
+    assert resolved["sampling"] == {"n": 10, "steps": 16, "batch_size": 8, "seed": 3}
+    again = write(tmp_path, yaml.safe_dump(resolved))
+    assert load_spec(again).resolved() == resolved
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "constraints:\n  - type: sa\n    tau: 12\n",
+            r"spec.yaml:2: key 'tau': 12 is outside \[1, 10\]",
+        ),
+        ("constraints:\n  - type: sa\n    tau: 0.5\n", "outside"),
+        ("constraints:\n  - type: sa\n", "spec.yaml:2: constraint 'sa' needs 'tau'"),
+        (
+            "constraints:\n  - type: bogus\n    tau: 1\n",
+            "spec.yaml:2: unknown constraint type 'bogus'",
+        ),
+        ("constraints:\n  - type: toxicity\n    tau: 0.5\n", "not available in this version"),
+        (
+            "constraints:\n  - type: sa\n    tau: 3\n    colour: red\n",
+            "spec.yaml:4: unknown key 'colour' for constraint 'sa'",
+        ),
+        ("constraints:\n  - type: sa\n    tau: high\n", "spec.yaml:3: key 'tau': expected number"),
+        ("constraints:\n  - tau: 3\n", "needs a 'type'"),
+        ("constraints: sa\n", "key 'constraints' must be a list"),
+        ("model: 3\n", "spec.yaml:1: key 'model': expected str"),
+        ("modle: x\n", "spec.yaml:1: unknown key 'modle'"),
+        ("projection:\n  eta: fast\n", "spec.yaml:2: key 'projection.eta': expected number"),
+        ("projection:\n  etaa: 1\n", "spec.yaml:2: unknown key 'projection.etaa'"),
+        ("projection:\n  inner_iters: 2.5\n", "key 'projection.inner_iters': expected int"),
+        ("projection:\n  eta: -1\n", "projection.eta must be > 0"),
+        ("sampling:\n  steps: 0\n", "sampling.steps must be >= 1"),
+        ("method: magic\n", "'magic' is not one of"),
+        (
+            "constraints:\n  - type: sa\n    tau: [3\n",
+            r"spec.yaml:\d+: YAML syntax error: expected",
+        ),
+        ("a: 1\na: 2\n", "given twice"),
+        ("- 1\n- 2\n", "the spec must be a mapping"),
+    ],
+)
+def test_bad_specs_name_file_line_and_key(tmp_path: Path, text: str, expected: str):
+    path = write(tmp_path, text)
+    with pytest.raises(InputError, match=expected) as err:
+        load_spec(path)
+    assert "\n" not in str(err.value)
+    result = runner.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("cdd: error: ")
+
+
+def test_missing_and_binary_spec_files(tmp_path: Path):
+    result = runner.invoke(app, ["molecules", "--spec", str(tmp_path / "none.yaml")])
+    assert result.exit_code == 2 and "no such spec file" in result.stderr
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"\xff\xfe\x00bad")
+    result = runner.invoke(app, ["validate", str(binary)])
+    assert result.exit_code == 2 and "cannot read spec" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--constraint", "sa"], "give one --tau per --constraint"),
+        (["--tau", "3"], "--tau given without --constraint"),
+        (["--constraint", "sa", "--tau", "11"], "outside [1, 10]"),
+        (["--constraint", "nope", "--tau", "1"], "unknown constraint type 'nope'"),
+        (["--method", "magic"], "--method must be one of"),
+    ],
+)
+def test_bad_constraint_flags(args: list[str], expected: str):
+    result = runner.invoke(app, ["molecules", "-n", "1", *args])
+    assert result.exit_code == 2
+    assert expected in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_validate_prints_the_resolved_spec():
+    result = runner.invoke(app, ["validate", str(ROOT / "constraints.example.yaml")])
+    assert result.exit_code == 0, result.stderr
+    resolved = yaml.safe_load(result.stdout)
+    assert resolved["constraints"][0]["type"] == "sa"
+    assert "ok" in result.stderr
+
+
+def test_constraints_ls():
+    result = runner.invoke(app, ["constraints", "ls"])
+    assert result.exit_code == 0
+    assert result.stdout.startswith("sa\t")
