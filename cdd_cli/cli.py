@@ -52,6 +52,24 @@ def make_progress(quiet: bool) -> Progress:
     )
 
 
+def log(message: str) -> None:
+    console.print(message, markup=False, soft_wrap=True)
+
+
+def training_progress(quiet: bool, label: str, total: int, log_every: int):
+    """A progress bar for a training loop; plain log lines every `log_every` steps instead
+    when the live display is off (e.g. stderr redirected to a file)."""
+    progress = make_progress(quiet)
+    task = progress.add_task(label, total=total, info="")
+
+    def on_step(step: int, loss: float) -> None:
+        progress.update(task, completed=step, info=f"loss {loss:.4f}")
+        if not progress.live.is_started and step % log_every == 0:
+            log(f"step {step} loss {loss:.4f}")
+
+    return progress, on_step
+
+
 def resolve_device(name: str) -> str:
     import torch
 
@@ -244,23 +262,9 @@ def train_molecules_command(
             save_every=save_every,
             sample_steps=sample_steps,
         )
-        progress = make_progress(quiet)
-        task = progress.add_task("training", total=cfg.max_steps, info="")
-
-        def on_step(step: int, loss: float) -> None:
-            progress.update(task, completed=step, info=f"loss {loss:.4f}")
-            if not progress.live.is_started and step % 100 == 0:
-                console.print(f"step {step} loss {loss:.4f}")
-
+        progress, on_step = training_progress(quiet, "training", cfg.max_steps, 100)
         with progress:
-            train_molecules(
-                cfg,
-                locate_qm9(qm9),
-                out,
-                resolve_device(device),
-                lambda m: console.print(m, markup=False),
-                on_step,
-            )
+            train_molecules(cfg, locate_qm9(qm9), out, resolve_device(device), log, on_step)
 
     run_guarded(body)
 
@@ -294,26 +298,10 @@ def train_sa_surrogate_command(
         for name in ("reference.smi.gz", "heldout.smi.gz", "tokenizer.json", "config.json"):
             if not (directory / name).is_file():
                 raise InputError(f"{directory}: no {name} (train with `cdd train molecules`)")
-        progress = make_progress(quiet)
-        task = progress.add_task("sa surrogate", total=steps, info="")
-
-        def on_step(step: int, loss: float) -> None:
-            progress.update(task, completed=step, info=f"loss {loss:.4f}")
-            if not progress.live.is_started and step % 500 == 0:
-                console.print(f"step {step} loss {loss:.4f}")
-
+        progress, on_step = training_progress(quiet, "sa surrogate", steps, 500)
         with progress:
             train_sa_surrogate(
-                directory,
-                out,
-                steps,
-                batch_size,
-                lr,
-                hidden_dim,
-                n_layers,
-                seed,
-                lambda m: console.print(m, markup=False),
-                on_step,
+                directory, out, steps, batch_size, lr, hidden_dim, n_layers, seed, log, on_step
             )
 
     run_guarded(body)

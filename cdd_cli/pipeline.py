@@ -206,6 +206,8 @@ def run_molecules(
     spec = job.spec
     loaded = registry.load(spec.model, "molecules", job.device)
     constraints = build_constraints(spec.constraints, loaded, job.device)
+    if not constraints:
+        spec.method = "unconstrained"  # nothing to project or reject against
     steps = spec.sampling.steps or loaded.default_steps
     spec.sampling.steps = steps
     reference = loaded.reference
@@ -248,7 +250,8 @@ def run_molecules(
         f"{summary.total} molecules in {elapsed:.1f}s ({summary.total / elapsed:.1f}/s, "
         f"{steps} steps, {job.device}): valid {summary.validity:.1%}, unique "
         f"{summary.uniqueness:.1%} of valid, novel {novelty} of unique valid; mean QED "
-        f"{summary.mean_qed}, mean SA {summary.mean_sa} [{CANONICALIZER}]{constraint_note}",
+        f"{summary.mean_qed or 'n/a'}, mean SA {summary.mean_sa or 'n/a'} [{CANONICALIZER}]"
+        f"{constraint_note}",
         markup=False,
         soft_wrap=True,
     )

@@ -26,7 +26,14 @@ def _surrogate_for(spec: ConstraintSpec, model: LoadedModel, device: str):
             f"than model {model.name}; train one with `cdd train sa-surrogate --model "
             f"{model.directory} --out DIR` and give `surrogate: DIR`"
         )
-    return load_surrogate(directory, device)
+    surrogate = load_surrogate(directory, device)
+    if surrogate.config.max_length < model.config.model_length:
+        raise InputError(
+            f"{spec.where}: the {spec.type} surrogate in {directory} reads at most "
+            f"{surrogate.config.max_length} tokens; model {model.name} makes "
+            f"{model.config.model_length}"
+        )
+    return surrogate
 
 
 def build_constraints(
