@@ -114,22 +114,33 @@ def build_spec(
     batch_size: Optional[int],
     seed: Optional[int],
     n: Optional[int],
+    novel: bool = False,
 ):
     """The spec file (if any) with command-line flags laid over it, fully validated."""
-    from cdd_cli.spec import METHODS, Spec, check_settings, constraint_from_flags, load_spec
+    from cdd_cli.spec import (
+        METHODS,
+        TAULESS,
+        Spec,
+        check_settings,
+        constraint_from_flags,
+        load_spec,
+    )
 
     spec = load_spec(spec_file) if spec_file else Spec()
-    if constraint:
-        if len(tau) != len(constraint):
-            raise InputError(
-                f"give one --tau per --constraint ({len(constraint)} constraint(s), "
-                f"{len(tau)} tau value(s))"
-            )
-        spec.constraints += [
-            constraint_from_flags(c, t) for c, t in zip(constraint, tau, strict=True)
-        ]
-    elif tau:
-        raise InputError("--tau given without --constraint")
+    # Each --tau goes to the next --constraint that takes a threshold (novelty takes none).
+    wants_tau = [c not in TAULESS for c in constraint]
+    if sum(wants_tau) != len(tau):
+        raise InputError(
+            f"give one --tau per --constraint that takes a threshold ({sum(wants_tau)} such "
+            f"constraint(s), {len(tau)} tau value(s))"
+        )
+    taus = iter(tau)
+    spec.constraints += [
+        constraint_from_flags(c, next(taus) if w else None)
+        for c, w in zip(constraint, wants_tau, strict=True)
+    ]
+    if novel and not any(c.type == "novelty" for c in spec.constraints):
+        spec.constraints.append(constraint_from_flags("novelty", None))
     if method is not None:
         if method not in METHODS:
             raise InputError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
@@ -171,6 +182,9 @@ def molecules(
     device: DeviceOpt = "cpu",
     constraint: ConstraintOpt = [],  # noqa: B006 (Typer reads the default, never mutates it)
     tau: TauOpt = [],  # noqa: B006
+    novel: Annotated[
+        bool, typer.Option("--novel", help="Only molecules absent from the training set.")
+    ] = False,
     spec: SpecOpt = None,
     method: MethodOpt = None,
     output: Annotated[
@@ -183,7 +197,9 @@ def molecules(
     def body() -> None:
         from cdd_cli.pipeline import MoleculeJob, run_molecules
 
-        resolved = build_spec(spec, model, constraint, tau, method, steps, batch_size, seed, n)
+        resolved = build_spec(
+            spec, model, constraint, tau, method, steps, batch_size, seed, n, novel
+        )
         job = MoleculeJob(
             n=resolved.sampling.n or 16, spec=resolved, device=resolve_device(device), output=output
         )

@@ -23,7 +23,7 @@ import torch
 from rich.console import Console
 from rich.progress import Progress
 
-from cdd_cli.constraints.base import Constraint
+from cdd_cli.constraints.base import Constraint, DifferentiableConstraint
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.diffusion.processes import make_process
 from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator
@@ -56,7 +56,13 @@ class Draw:
     surrogates: dict[str, float] = field(default_factory=dict)
     satisfied: bool = False
     projection: dict = field(
-        default_factory=lambda: {"steps": 0, "outer_iters": 0, "inner_iters": 0, "seconds": 0.0}
+        default_factory=lambda: {
+            "steps": 0,
+            "outer_iters": 0,
+            "inner_iters": 0,
+            "search_nodes": 0,
+            "seconds": 0.0,
+        }
     )
     seconds: float = 0.0
 
@@ -118,7 +124,13 @@ class Generation:
             margin = spec.repair.margin_step * draws[0].attempts
             constraints = [c.tightened(margin) for c in self.constraints]
             hook = ProjectionHook(
-                constraints, spec.projection, self.process.fixed_positions, generators, self.on_alm
+                constraints,
+                spec.projection,
+                self.process.fixed_positions,
+                generators,
+                self.loaded.tokenizer.decode,
+                spec.search,
+                self.on_alm,
             )
         self.progress.reset(self.denoise, total=self.sampler.steps)
         started = time.perf_counter()
@@ -141,14 +153,20 @@ class Generation:
             if hook is not None:
                 for key, value in hook.report(i).items():
                     d.projection[key] += value
+        for c in self.constraints:  # e.g. novelty: later samples must differ from these
+            c.remember([d.text for d in draws if d.satisfied])
 
-    def surrogate_scores(self, ids: torch.Tensor) -> list[dict[str, float]]:
-        if not self.constraints:
-            return [{} for _ in range(len(ids))]
+    def surrogate_scores(self, ids: torch.Tensor) -> list[dict[str, float | None]]:
+        """Each differentiable constraint's surrogate on the output (None for exact ones)."""
         one_hot = torch.nn.functional.one_hot(ids, self.loaded.config.vocab_size).float()
+        scores: dict[str, list[float | None]] = {}
         with torch.no_grad():
-            scores = {c.name: c.surrogate(one_hot).tolist() for c in self.constraints}
-        return [{k: round(v[i], 4) for k, v in scores.items()} for i in range(len(ids))]
+            for c in self.constraints:
+                if isinstance(c, DifferentiableConstraint):
+                    scores[c.name] = [round(v, 4) for v in c.surrogate(one_hot).tolist()]
+                else:
+                    scores[c.name] = [None] * len(ids)
+        return [{k: v[i] for k, v in scores.items()} for i in range(len(ids))]
 
     def run(self, indices: range) -> list[Draw]:
         draws = [Draw(i) for i in indices]
@@ -241,7 +259,7 @@ def run_molecules(
     if constraints:
         constraint_note = (
             f"; {summary.total - violating}/{summary.total} satisfy "
-            + ", ".join(f"{c.name} <= {c.tau:g}" for c in constraints)
+            + ", ".join(c.label() for c in constraints)
             + f" ({spec.method}, judged by "
             + ", ".join(c.judge_name for c in constraints)
             + ")"

@@ -21,6 +21,7 @@ import yaml
 
 from cdd_cli.errors import InputError
 from cdd_cli.projection.alm import ALMSettings
+from cdd_cli.projection.search import SearchSettings
 
 METHODS = ("cdd", "unconstrained", "reject")
 
@@ -62,6 +63,7 @@ class Spec:
     model: str | None = None
     constraints: list[ConstraintSpec] = field(default_factory=list)
     projection: ALMSettings = field(default_factory=ALMSettings)
+    search: SearchSettings = field(default_factory=SearchSettings)
     repair: RepairSettings = field(default_factory=RepairSettings)
     reject: RejectSettings = field(default_factory=RejectSettings)
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
@@ -75,6 +77,7 @@ class Spec:
             "method": self.method,
             "constraints": [{"type": c.type, **c.options} for c in self.constraints],
             "projection": asdict(self.projection),
+            "search": asdict(self.search),
             "repair": asdict(self.repair),
             "reject": asdict(self.reject),
             "sampling": asdict(self.sampling),
@@ -88,9 +91,11 @@ CONSTRAINT_KEYS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "surrogate": ((str,), False),
         "margin": ((int, float), False),
     },
+    "novelty": {},
 }
 RANGES = {"sa": (1.0, 10.0)}
-PLANNED = ("toxicity", "novelty", "count", "word_at", "include", "exclude", "word_count")
+TAULESS = {name for name, keys in CONSTRAINT_KEYS.items() if "tau" not in keys}
+PLANNED = ("toxicity", "count", "word_at", "include", "exclude", "word_count")
 
 
 class _Located:
@@ -229,6 +234,8 @@ def load_spec(path: Path) -> Spec:
             spec.constraints = [_constraint(loc, item, i) for i, item in enumerate(v.value)]
         elif name == "projection":
             spec.projection = _settings(loc, v, "projection", ALMSettings)
+        elif name == "search":
+            spec.search = _settings(loc, v, "search", SearchSettings)
         elif name == "repair":
             spec.repair = _settings(loc, v, "repair", RepairSettings)
         elif name == "reject":
@@ -238,7 +245,7 @@ def load_spec(path: Path) -> Spec:
         else:
             raise InputError(
                 f"{loc.where(k)}: unknown key '{name}' (known: model, method, "
-                "constraints, projection, repair, reject, sampling)"
+                "constraints, projection, search, repair, reject, sampling)"
             )
     check_settings(spec, where)
     return spec
@@ -255,6 +262,9 @@ def check_settings(spec: Spec, where: str) -> None:
         (p.temperature > 0, "projection.temperature must be > 0"),
         (p.delta >= 0, "projection.delta must be >= 0"),
         (0 <= p.project_from <= 1, "projection.project_from must be in [0, 1]"),
+        (spec.search.top_k >= 1, "search.top_k must be >= 1"),
+        (spec.search.max_nodes >= 1, "search.max_nodes must be >= 1"),
+        (0 <= spec.search.project_from <= 1, "search.project_from must be in [0, 1]"),
         (spec.repair.max_redraws >= 0, "repair.max_redraws must be >= 0"),
         (spec.repair.margin_step >= 0, "repair.margin_step must be >= 0"),
         (spec.reject.max_attempts >= 1, "reject.max_attempts must be >= 1"),

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from rich.progress import Progress
 
-from cdd_cli.constraints.base import Constraint
+from cdd_cli.constraints.base import DifferentiableConstraint
 from cdd_cli.diffusion.processes import UniformProcess
 from cdd_cli.diffusion.sampler import Sampler, sample_generator
 from cdd_cli.models import registry
@@ -21,7 +21,7 @@ CARBON = make_tokenizer().index["C"]
 
 
 @dataclass(frozen=True)
-class CarbonCount(Constraint):
+class CarbonCount(DifferentiableConstraint):
     """At most tau 'C' tokens. The surrogate counts soft 'C' mass over every position, so on a
     one-hot row it is never below the judge's count (which stops at <eos>)."""
 
@@ -150,7 +150,7 @@ def test_judge_rejection_is_redrawn_and_never_reported_satisfied(uniform_model_d
 
 
 @dataclass(frozen=True)
-class TextLength(Constraint):
+class TextLength(DifferentiableConstraint):
     name: str = "length"
     judge_name: str = "len"
 

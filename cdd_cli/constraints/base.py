@@ -1,10 +1,14 @@
-"""What every constraint is: a threshold, a differentiable surrogate and an exact judge.
+"""What every constraint is: a threshold and an exact judge, plus a way to be projected.
 
-Constraint i holds when its exact score g_i(sequence) is on the right side of tau_i; its
-violation is max(0, g_i - tau_i) (or max(0, tau_i - g_i) for a lower bound). The projection
-optimises the *surrogate* (which reads soft tokens [B, L, V]); records are certified by the
-*judge* (which reads decoded text). Neither the sampler nor the projection knows which
-constraint it serves.
+Constraint i holds when its exact score g_i(text) is on the right side of tau_i; records are
+certified by the *judge*, which reads decoded text. Two kinds, by how they are projected:
+
+- `DifferentiableConstraint`: a *surrogate* reads soft tokens [B, L, V]; the ALM projection
+  optimises its violation max(0, g - tau) (or max(0, tau - g) for a lower bound).
+- `ExactConstraint`: not differentiable (novelty, lexical); projected by a search or a
+  closed form that asks the judge directly.
+
+Neither the sampler nor the projection knows which constraint it serves.
 """
 
 from __future__ import annotations
@@ -27,17 +31,8 @@ class Constraint(ABC):
     upper_bound: bool = True  # satisfied when score <= tau (False: score >= tau)
 
     @abstractmethod
-    def surrogate(self, soft_tokens: torch.Tensor) -> torch.Tensor:
-        """Differentiable score per sample [B] from soft tokens [B, L, V]."""
-
-    @abstractmethod
     def judge(self, texts: list[str]) -> list[float | None]:
         """Exact score per decoded text; None when it cannot be scored (always a violation)."""
-
-    def surrogate_violation(self, score: torch.Tensor) -> torch.Tensor:
-        if self.upper_bound:
-            return torch.relu(score - (self.tau - self.margin))
-        return torch.relu((self.tau + self.margin) - score)
 
     def satisfied(self, value: float | None) -> bool:
         if value is None:
@@ -47,5 +42,27 @@ class Constraint(ABC):
     def tightened(self, extra_margin: float) -> Constraint:
         return replace(self, margin=self.margin + extra_margin)
 
-    def describe(self) -> dict:
-        return {"type": self.name, "tau": self.tau}
+    def label(self) -> str:
+        return f"{self.name} {'<=' if self.upper_bound else '>='} {self.tau:g}"
+
+    def remember(self, texts: list[str]) -> None:
+        """Told the final, accepted outputs (novelty keeps them; most constraints need not)."""
+        return None
+
+
+class DifferentiableConstraint(Constraint):
+    @abstractmethod
+    def surrogate(self, soft_tokens: torch.Tensor) -> torch.Tensor:
+        """Differentiable score per sample [B] from soft tokens [B, L, V]."""
+
+    def surrogate_violation(self, score: torch.Tensor) -> torch.Tensor:
+        if self.upper_bound:
+            return torch.relu(score - (self.tau - self.margin))
+        return torch.relu((self.tau + self.margin) - score)
+
+
+class ExactConstraint(Constraint):
+    """Projected by search over the decoded text: `accepts(text)` must be cheap."""
+
+    def accepts(self, text: str) -> bool:
+        return self.satisfied(self.judge([text])[0])

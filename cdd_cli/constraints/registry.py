@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cdd_cli.constraints.base import Constraint
+from cdd_cli.constraints.novelty import NoveltyConstraint
 from cdd_cli.constraints.sa import SAConstraint
 from cdd_cli.errors import InputError
 from cdd_cli.models.registry import ASSETS, LoadedModel
@@ -49,6 +50,13 @@ def build_constraints(
                     net=_surrogate_for(spec, model, device),
                 )
             )
+        elif spec.type == "novelty":
+            if model.reference is None:
+                raise InputError(
+                    f"{spec.where}: model {model.name} has no reference set "
+                    f"({model.directory}/reference.smi.gz) to judge novelty against"
+                )
+            built.append(NoveltyConstraint(reference=model.reference))
         else:  # spec validation admits only implemented types
             raise InputError(f"{spec.where}: constraint type '{spec.type}' is not available")
     return built

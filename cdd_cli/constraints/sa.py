@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from cdd_cli.constraints.base import Constraint
+from cdd_cli.constraints.base import DifferentiableConstraint
 from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.models.surrogate import SoftTokenRegressor
 
@@ -28,7 +28,7 @@ def rdkit_sa(smiles: str) -> float | None:
 
 
 @dataclass(frozen=True)
-class SAConstraint(Constraint):
+class SAConstraint(DifferentiableConstraint):
     net: SoftTokenRegressor | None = field(default=None, compare=False, repr=False)
     name: str = "sa"
     judge_name: str = "rdkit-sa"

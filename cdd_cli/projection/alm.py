@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from cdd_cli.constraints.base import Constraint
+from cdd_cli.constraints.base import DifferentiableConstraint
 
 
 @dataclass
@@ -60,7 +60,9 @@ class ProjectionResult:
     extra: dict = field(default_factory=dict)
 
 
-def surrogate_violations(constraints: Sequence[Constraint], tokens: torch.Tensor) -> torch.Tensor:
+def surrogate_violations(
+    constraints: Sequence[DifferentiableConstraint], tokens: torch.Tensor
+) -> torch.Tensor:
     """[B, C] violations max(0, g - tau) of soft or one-hot tokens [B, L, V]."""
     return torch.stack([c.surrogate_violation(c.surrogate(tokens)) for c in constraints], -1)
 
@@ -78,7 +80,7 @@ def gumbel_noise(
 
 def project(
     probs: torch.Tensor,
-    constraints: Sequence[Constraint],
+    constraints: Sequence[DifferentiableConstraint],
     settings: ALMSettings,
     fixed: torch.Tensor | None = None,
     generators: Sequence[torch.Generator] | None = None,

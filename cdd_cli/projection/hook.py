@@ -1,14 +1,21 @@
-"""Plugs the projection into a sampler's per-step hook and keeps per-sample accounts."""
+"""Plugs the projections into a sampler's per-step hook and keeps per-sample accounts.
+
+At a projected step, differentiable constraints go through the ALM projection first; then, for
+exact constraints (novelty, ...), each sample whose argmax some judge rejects is searched for
+the cheapest set of token flips that every judge accepts.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 import torch
 
-from cdd_cli.constraints.base import Constraint
+from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, ExactConstraint
 from cdd_cli.diffusion.sampler import StepInfo
 from cdd_cli.projection.alm import ALMProgress, ALMSettings, project
+from cdd_cli.projection.search import SearchSettings, best_first, make_argmax
 
 
 class ProjectionHook:
@@ -20,48 +27,89 @@ class ProjectionHook:
         settings: ALMSettings,
         fixed_positions: Callable[[torch.Tensor], torch.Tensor],
         generators: Sequence[torch.Generator],
+        decode: Callable[[list[int]], str] | None = None,
+        search: SearchSettings | None = None,
         on_progress: Callable[[ALMProgress], None] | None = None,
     ):
-        self.constraints = list(constraints)
+        self.differentiable = [c for c in constraints if isinstance(c, DifferentiableConstraint)]
+        self.exact = [c for c in constraints if isinstance(c, ExactConstraint)]
+        # Cheap exact checks first; any other judge only sees what they accept.
+        self.judges = self.exact + [c for c in constraints if c not in self.exact]
         self.settings = settings
+        self.search = search or SearchSettings()
         self.fixed_positions = fixed_positions
         self.generators = list(generators)
+        self.decode = decode
         self.on_progress = on_progress
         n = len(self.generators)
         self.steps = [0] * n
         self.outer = [0] * n
         self.inner = [0] * n
+        self.nodes = [0] * n
         self.seconds = [0.0] * n
-        self.feasible = [True] * n
+
+    def due(self, start: float, info: StepInfo) -> bool:
+        # The noise-removal prediction (index == steps) is always projected.
+        return info.index >= info.steps or info.index >= start * info.steps
+
+    def accept(self, ids: list[int]) -> bool:
+        text = self.decode(ids)
+        return all(
+            c.accepts(text) if isinstance(c, ExactConstraint) else c.satisfied(c.judge([text])[0])
+            for c in self.judges
+        )
 
     def __call__(self, probs: torch.Tensor, x: torch.Tensor, info: StepInfo) -> torch.Tensor:
-        final = info.index >= info.steps  # the noise-removal prediction is always projected
-        if not final and info.index < self.settings.project_from * info.steps:
-            return probs
-        with torch.enable_grad():
-            result = project(
-                probs,
-                self.constraints,
-                self.settings,
-                self.fixed_positions(x),
-                self.generators,
-                self.on_progress,
-            )
-        projected = result.projected.tolist()
-        share = result.seconds / max(1, sum(projected))  # batched time, split among the active
-        for i, was_projected in enumerate(projected):
-            self.feasible[i] = bool(result.feasible[i])
-            if was_projected:
-                self.steps[i] += 1
+        fixed = self.fixed_positions(x)
+        touched = [False] * len(self.generators)
+        if self.differentiable and self.due(self.settings.project_from, info):
+            with torch.enable_grad():
+                result = project(
+                    probs,
+                    self.differentiable,
+                    self.settings,
+                    fixed,
+                    self.generators,
+                    self.on_progress,
+                )
+            projected = result.projected.tolist()
+            share = result.seconds / max(1, sum(projected))  # batched time, split among active
+            for i in (i for i, p in enumerate(projected) if p):
+                touched[i] = True
                 self.outer[i] += int(result.outer_iters[i])
                 self.inner[i] += int(result.inner_iters[i])
                 self.seconds[i] += share
-        return result.probs
+            probs = result.probs
+        if self.exact and self.due(self.search.project_from, info):
+            probs = self.search_step(probs, fixed, touched)
+        for i, t in enumerate(touched):
+            self.steps[i] += t
+        return probs
+
+    def search_step(
+        self, probs: torch.Tensor, fixed: torch.Tensor, touched: list[bool]
+    ) -> torch.Tensor:
+        argmax = probs.argmax(-1).tolist()
+        out = probs
+        for i, ids in enumerate(argmax):
+            if self.accept(ids):
+                continue
+            started = time.perf_counter()
+            result = best_first(probs[i].float().cpu(), ~fixed[i].cpu(), self.accept, self.search)
+            if result.ids is not None:
+                if out is probs:
+                    out = probs.clone()
+                out[i] = make_argmax(probs[i], result.ids)
+            touched[i] = True
+            self.nodes[i] += result.nodes
+            self.seconds[i] += time.perf_counter() - started
+        return out
 
     def report(self, i: int) -> dict:
         return {
             "steps": self.steps[i],
             "outer_iters": self.outer[i],
             "inner_iters": self.inner[i],
+            "search_nodes": self.nodes[i],
             "seconds": round(self.seconds[i], 4),
         }
