@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from typer.testing import CliRunner
 
 from cdd_cli.cli import app
 from cdd_cli.errors import InputError
+from cdd_cli.projection.alm import ALMSettings
 from cdd_cli.spec import load_spec
 
 runner = CliRunner()
@@ -26,7 +28,8 @@ def test_example_spec_is_valid():
     spec = load_spec(ROOT / "constraints.example.yaml")
     assert spec.model == "default-molecules"
     assert [c.type for c in spec.constraints] == ["sa"]
-    assert spec.projection.inner_iters == 100 and spec.projection.eta == 1.0
+    assert spec.projection.inner_iters == 10 and spec.projection.eta == 1.0
+    assert spec.resolved()["projection"] == asdict(ALMSettings())  # documents the defaults
 
 
 def test_full_spec_round_trips_through_resolved(tmp_path: Path):

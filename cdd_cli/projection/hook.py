@@ -2,7 +2,8 @@
 
 At a projected step, differentiable constraints go through the ALM projection first; then, for
 exact constraints (novelty, ...), each sample whose argmax some judge rejects is searched for
-the cheapest set of token flips that every judge accepts.
+the cheapest set of token flips that every judge accepts. At the final prediction that search
+runs for every constraint, so surrogate error is repaired against the exact judges.
 """
 
 from __future__ import annotations
@@ -80,7 +81,11 @@ class ProjectionHook:
                 self.inner[i] += int(result.inner_iters[i])
                 self.seconds[i] += share
             probs = result.probs
-        if self.exact and self.due(self.search.project_from, info):
+        # Exact constraints are searched at their steps; at the final prediction every sample
+        # that some judge still rejects is searched too (a cheap, exact repair of surrogate
+        # error, instead of redrawing the whole sample).
+        final = info.index >= info.steps
+        if final or (self.exact and self.due(self.search.project_from, info)):
             probs = self.search_step(probs, fixed, touched)
         for i, t in enumerate(touched):
             self.steps[i] += t
