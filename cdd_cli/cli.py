@@ -127,6 +127,8 @@ def build_spec(
     )
 
     spec = load_spec(spec_file) if spec_file else Spec()
+    if tau and not constraint:
+        raise InputError("--tau given without --constraint")
     # Each --tau goes to the next --constraint that takes a threshold (novelty takes none).
     wants_tau = [c not in TAULESS for c in constraint]
     if sum(wants_tau) != len(tau):

@@ -204,7 +204,13 @@ def test_sa_constraint_records_are_certified_by_rdkit(
         else:
             assert sa["value"] == pytest.approx(sascorer.calculateScore(mol), abs=1e-3)
             assert sa["satisfied"] == (sa["value"] <= 4.0) == r["satisfied"]
-        assert set(r["projection"]) == {"steps", "outer_iters", "inner_iters", "seconds"}
+        assert set(r["projection"]) == {
+            "steps",
+            "outer_iters",
+            "inner_iters",
+            "search_nodes",
+            "seconds",
+        }
         assert 1 <= r["attempts"] <= 2
     config = (tmp_path / "out.jsonl.config.yaml").read_text()
     assert "inner_iters: 5" in config and "tau: 4.0" in config

@@ -28,7 +28,7 @@ class ProjectionHook:
         settings: ALMSettings,
         fixed_positions: Callable[[torch.Tensor], torch.Tensor],
         generators: Sequence[torch.Generator],
-        decode: Callable[[list[int]], str] | None = None,
+        decode: Callable[[list[int]], str],
         search: SearchSettings | None = None,
         on_progress: Callable[[ALMProgress], None] | None = None,
     ):
