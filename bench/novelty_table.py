@@ -25,13 +25,14 @@ from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.evaluate.molecules import CANONICALIZER, canonical, describe
 from cdd_cli.models import registry
 from cdd_cli.pipeline import Draw, Generation
-from cdd_cli.spec import Spec, constraint_from_flags
+from cdd_cli.spec import Spec, constraint_from_flags, load_spec
 
 
 def run(
     method: str, loaded: registry.LoadedModel, args: argparse.Namespace
 ) -> tuple[list[Draw], float]:
-    spec = Spec(model=args.model, method=method)
+    spec = load_spec(Path(args.spec)) if args.spec else Spec()
+    spec.model, spec.method, spec.constraints = args.model, method, []
     spec.sampling.batch_size = args.batch_size
     spec.sampling.steps = loaded.default_steps
     spec.reject.max_attempts = args.max_attempts
@@ -81,12 +82,14 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--max-attempts", type=int, default=16)
     parser.add_argument("--out", default="bench/results")
+    parser.add_argument("--methods", default="unconstrained,reject,cdd")
+    parser.add_argument("--spec", default=None, help="YAML spec whose search settings cdd uses")
     args = parser.parse_args()
 
     loaded = registry.load(args.model, "molecules", args.device)
     rows = []
     base = None
-    for method in ("unconstrained", "reject", "cdd"):
+    for method in args.methods.split(","):
         draws, wall = run(method, loaded, args)
         result = row(method, draws, wall, loaded.reference)
         if base is None:

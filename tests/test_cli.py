@@ -214,3 +214,38 @@ def test_sa_constraint_records_are_certified_by_rdkit(
         assert 1 <= r["attempts"] <= 2
     config = (tmp_path / "out.jsonl.config.yaml").read_text()
     assert "inner_iters: 5" in config and "tau: 4.0" in config
+
+
+def test_novel_combines_with_sa(shipped_vocab_model_dir: Path, tmp_path: Path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "projection: {inner_iters: 3, max_outer_iters: 3}\n"
+        "search: {max_nodes: 300}\nrepair: {max_redraws: 1}\nsampling: {steps: 6}\n"
+    )
+    result = runner.invoke(
+        app,
+        [
+            "molecules",
+            "--model",
+            str(shipped_vocab_model_dir),
+            "-n",
+            "3",
+            "--novel",
+            "-c",
+            "sa",
+            "--tau",
+            "6",
+            "--spec",
+            str(spec),
+            "--quiet",
+        ],
+    )
+    records = records_of(result.stdout)
+    assert result.exit_code == (0 if all(r["satisfied"] for r in records) else 3)
+    for r in records:
+        assert set(r["constraints"]) == {"sa", "novelty"}
+        assert r["constraints"]["novelty"]["surrogate"] is None
+        both = r["constraints"]["sa"]["satisfied"] and r["constraints"]["novelty"]["satisfied"]
+        assert r["satisfied"] == both
+        if r["satisfied"]:
+            assert r["valid"] and r["novel"] and r["sa"] <= 6
