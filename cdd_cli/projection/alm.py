@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -66,7 +66,6 @@ class ProjectionResult:
     inner_iters: torch.Tensor  # [B] inner iterations spent on each sample
     feasible: torch.Tensor  # [B] bool: argmax satisfies every surrogate at the end
     seconds: float = 0.0
-    extra: dict = field(default_factory=dict)
 
 
 def surrogate_violations(

@@ -17,7 +17,7 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -50,7 +50,6 @@ class TrainConfig:
     eval_samples: int = 256
     sample_steps: int = 32
     seed: int = 0
-    extra: dict = field(default_factory=dict)  # written into config.json (e.g. model_type)
 
 
 def model_config(cfg: TrainConfig, vocab_size: int) -> ModelConfig:
