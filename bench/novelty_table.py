@@ -23,6 +23,7 @@ from rich.progress import Progress
 
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.evaluate.molecules import CANONICALIZER, canonical, describe
+from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.models import registry
 from cdd_cli.pipeline import Draw, Generation
 from cdd_cli.spec import Spec, constraint_from_flags, load_spec
@@ -95,16 +96,7 @@ def main() -> None:
         if base is None:
             base = draws
         else:
-            result["overhead_mean"] = round(
-                statistics.fmean(d.seconds for d in draws)
-                / statistics.fmean(d.seconds for d in base),
-                2,
-            )
-            result["overhead_median"] = round(
-                statistics.median(d.seconds for d in draws)
-                / statistics.median(d.seconds for d in base),
-                2,
-            )
+            result.update(overhead([d.seconds for d in draws], [d.seconds for d in base]))
         rows.append(result)
         print(json.dumps(result), flush=True)
 
@@ -129,13 +121,11 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        overhead = (
-            f"{r['overhead_mean']}x / {r['overhead_median']}x" if "overhead_mean" in r else ""
-        )
+        ratios = f"{r['overhead_mean']}x / {r['overhead_median']}x" if "overhead_mean" in r else ""
         print(
             f"| {r['method']} | {r['valid']} | {r['valid_and_novel']} | {r['violation_pct']} | "
             f"{r['mean_qed_novel']} | {r['seconds_mean']} / {r['seconds_median']} | "
-            f"{overhead} | {r['mean_attempts']} |"
+            f"{ratios} | {r['mean_attempts']} |"
         )
 
 

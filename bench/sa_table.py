@@ -24,6 +24,7 @@ from rich.progress import Progress
 
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.evaluate.molecules import CANONICALIZER, describe
+from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.models import registry
 from cdd_cli.pipeline import Draw, Generation
 from cdd_cli.spec import Spec, constraint_from_flags, load_spec
@@ -103,16 +104,7 @@ def main() -> None:
             draws, wall = run(spec_for(method), loaded, tau, args.samples, args.device)
             result = row(method, tau, draws, wall, loaded.reference)
             if base:
-                result["overhead_mean"] = round(
-                    statistics.fmean(d.seconds for d in draws)
-                    / statistics.fmean(d.seconds for d in base),
-                    2,
-                )
-                result["overhead_median"] = round(
-                    statistics.median(d.seconds for d in draws)
-                    / statistics.median(d.seconds for d in base),
-                    2,
-                )
+                result.update(overhead([d.seconds for d in draws], [d.seconds for d in base]))
             rows.append(result)
             print(json.dumps(result), flush=True)
 
@@ -136,12 +128,10 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        overhead = (
-            f"{r['overhead_mean']}x / {r['overhead_median']}x" if "overhead_mean" in r else ""
-        )
+        ratios = f"{r['overhead_mean']}x / {r['overhead_median']}x" if "overhead_mean" in r else ""
         print(
             f"| {r['method']} | {r['tau']} | {r['valid']} | {r['novel']} | {r['mean_qed']} | "
-            f"{r['violation_pct']} | {r['seconds_mean']} | {overhead} | "
+            f"{r['violation_pct']} | {r['seconds_mean']} | {ratios} | "
             f"{r['valid_satisfying_per_second']} | {r['mean_attempts']} |"
         )
 
