@@ -212,6 +212,66 @@ def molecules(
 
 
 @app.command()
+def generate(
+    prompt: Annotated[
+        Optional[str], typer.Option(help="Prompt text; its tokens stay fixed.")
+    ] = None,
+    prompts: Annotated[
+        Optional[str], typer.Option(help="JSONL file (or -) of {'prompt': ..., 'id': ...}.")
+    ] = None,
+    n: Annotated[Optional[int], typer.Option("-n", help="Samples per prompt [4].")] = None,
+    length: Annotated[int, typer.Option(help="Tokens to generate after the prompt.")] = 64,
+    seed: Annotated[
+        Optional[int], typer.Option(help="Seed; sample i of prompt p uses (seed, p, i).")
+    ] = None,
+    model: Annotated[
+        Optional[str], typer.Option(help="Shipped name or HF-format directory.")
+    ] = None,
+    steps: Annotated[Optional[int], typer.Option(help="Denoising steps (model default).")] = None,
+    batch_size: Annotated[
+        Optional[int], typer.Option("--batch-size", help="Samples per batch [64].")
+    ] = None,
+    device: DeviceOpt = "cpu",
+    constraint: ConstraintOpt = [],  # noqa: B006 (Typer reads the default, never mutates it)
+    tau: TauOpt = [],  # noqa: B006
+    spec: SpecOpt = None,
+    method: MethodOpt = None,
+    output: Annotated[
+        str, typer.Option("-o", "--output", help="JSONL file (appended) or -.")
+    ] = "-",
+    quiet: QuietOpt = False,
+) -> None:
+    """Generate text continuations as JSONL records, e.g. under a toxicity constraint."""
+
+    def body() -> None:
+        from cdd_cli.pipeline import TextJob, run_text
+        from cdd_cli.prompts import PromptInput, check_prompt, read_prompts
+
+        if prompt is not None and prompts is not None:
+            raise InputError("give --prompt or --prompts, not both")
+        if length <= 0:
+            raise InputError(f"--length must be positive, got {length}")
+        if prompt is not None:
+            given: list = [PromptInput(check_prompt(prompt, "--prompt"))]
+        elif prompts is not None:
+            given = read_prompts(prompts)
+        else:
+            given = [None]
+        resolved = build_spec(spec, model, constraint, tau, method, steps, batch_size, seed, n)
+        job = TextJob(
+            n=resolved.sampling.n or 4,
+            spec=resolved,
+            device=resolve_device(device),
+            output=output,
+            prompts=given,
+            length=length,
+        )
+        raise typer.Exit(run_text(job, console, make_progress(quiet)))
+
+    run_guarded(body)
+
+
+@app.command()
 def validate(spec: Annotated[Path, typer.Argument(help="YAML spec to check.")]) -> None:
     """Check a spec (keys, types, ranges, model and surrogates) without sampling."""
 
@@ -283,6 +343,88 @@ def train_molecules_command(
         progress, on_step = training_progress(quiet, "training", cfg.max_steps, 100)
         with progress:
             train_molecules(cfg, locate_qm9(qm9), out, resolve_device(device), log, on_step)
+
+    run_guarded(body)
+
+
+@train_app.command("text")
+def train_text_command(
+    out: Annotated[Path, typer.Option(help="Run folder: checkpoints, model, logs. Resumes.")],
+    data: Annotated[Path, typer.Option(help="Folder of UTF-8 .txt files.")],
+    hidden_dim: int = 128,
+    n_blocks: int = 4,
+    n_heads: int = 4,
+    cond_dim: int = 128,
+    length: int = 128,
+    batch_size: int = 32,
+    lr: float = 2e-3,
+    max_steps: int = 20000,
+    eval_every: int = 500,
+    save_every: int = 100,
+    sample_steps: int = 64,
+    tie_embeddings: Annotated[
+        bool, typer.Option(help="Output layer reuses the embedding table (halves the size).")
+    ] = True,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch.")] = None,
+    device: DeviceOpt = "cpu",
+    quiet: QuietOpt = False,
+) -> None:
+    """Train a masked diffusion language model with the GPT-2 tokenizer."""
+
+    def body() -> None:
+        import torch
+
+        from cdd_cli.train.diffusion import TrainConfig
+        from cdd_cli.train.text import train_text
+
+        if threads:
+            torch.set_num_threads(threads)
+        cfg = TrainConfig(
+            noise="masked",
+            hidden_dim=hidden_dim,
+            n_blocks=n_blocks,
+            n_heads=n_heads,
+            cond_dim=cond_dim,
+            length=length,
+            batch_size=batch_size,
+            lr=lr,
+            warmup_steps=100,
+            max_steps=max_steps,
+            eval_every=eval_every,
+            save_every=save_every,
+            sample_steps=sample_steps,
+            tie_embeddings=tie_embeddings,
+        )
+        progress, on_step = training_progress(quiet, "training", cfg.max_steps, 50)
+        with progress:
+            train_text(cfg, data, out, resolve_device(device), log, on_step)
+
+    run_guarded(body)
+
+
+@train_app.command("toxicity-surrogate")
+def train_toxicity_surrogate_command(
+    out: Annotated[Path, typer.Option(help="Folder for the surrogate.")],
+    data: Annotated[Path, typer.Option(help="Davidson labeled_data.csv (or its folder).")],
+    epochs: int = 4,
+    batch_size: int = 128,
+    lr: float = 2e-3,
+    seed: int = 0,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch.")] = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Train the toxicity classifier that reads GPT-2 soft tokens (held-out ROC-AUC logged)."""
+
+    def body() -> None:
+        import torch
+
+        from cdd_cli.train.toxicity import train_toxicity_surrogate
+
+        if threads:
+            torch.set_num_threads(threads)
+        progress, on_step = training_progress(quiet, "training", None, 50)
+        with progress:
+            train_toxicity_surrogate(data, out, epochs, batch_size, lr, seed, log, on_step)
 
     run_guarded(body)
 

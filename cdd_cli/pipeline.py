@@ -8,8 +8,10 @@ Methods:
   redrawn with surrogate bounds tightened by `repair.margin_step` per redraw, at most
   `repair.max_redraws` times. A record is `satisfied` only when every judge accepts it.
 
-Each draw of sample i uses generators derived from (seed, prompt 0, i, attempt), so records do
-not depend on the batch size.
+Each draw of sample i of prompt p uses a generator derived from (seed, p, i, attempt), so
+records do not depend on the batch size. Text jobs draw `-n` samples per prompt; the prompt's
+tokens stay fixed while `length` continuation tokens are denoised, and constraints judge the
+continuation (the record's `text`), told the prompt for scopes that include it.
 """
 
 from __future__ import annotations
@@ -27,10 +29,13 @@ from cdd_cli.constraints.base import Constraint, DifferentiableConstraint
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.diffusion.processes import make_process
 from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator
+from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import CANONICALIZER, MoleculeReport, describe, summarise
 from cdd_cli.models import registry
+from cdd_cli.models.tokenizers import Gpt2Tokenizer
 from cdd_cli.projection.alm import ALMProgress
 from cdd_cli.projection.hook import ProjectionHook
+from cdd_cli.prompts import PromptInput
 from cdd_cli.records import JsonlWriter
 from cdd_cli.spec import Spec, dump
 
@@ -43,6 +48,26 @@ class MoleculeJob:
     spec: Spec
     device: str
     output: str
+
+
+@dataclass
+class TextJob:
+    n: int  # samples per prompt
+    spec: Spec
+    device: str
+    output: str
+    prompts: list[PromptInput | None]  # [None]: unconditional
+    length: int
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A prompt as the sampler sees it: its index in the job, text and token ids."""
+
+    index: int = 0
+    text: str | None = None
+    ids: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
+    id: str | int | None = None
 
 
 @dataclass
@@ -85,6 +110,7 @@ class Generation:
         constraints: list[Constraint],
         steps: int,
         progress: Progress,
+        length: int | None = None,
     ):
         self.spec, self.loaded, self.constraints, self.progress = (
             spec,
@@ -96,6 +122,7 @@ class Generation:
             loaded.config.noise, loaded.config.vocab_size, loaded.tokenizer.mask_id
         )
         self.sampler = Sampler(loaded.model, self.process, steps, loaded.config.time_conditioning)
+        self.length = length or loaded.config.model_length  # tokens after the prompt
         self.denoise = progress.add_task("  denoising", total=steps, info="")
         self.alm = progress.add_task("  projection", total=None, info="", visible=False)
 
@@ -114,37 +141,48 @@ class Generation:
             ),
         )
 
-    def draw(self, draws: list[Draw]) -> None:
+    def draw(self, draws: list[Draw], prompt: Prompt) -> None:
         """One more draw for each of `draws` (in one batch), judged; updates them in place."""
         spec = self.spec
-        generators = [sample_generator(spec.sampling.seed, 0, d.index, d.attempts) for d in draws]
+        generators = [
+            sample_generator(spec.sampling.seed, prompt.index, d.index, d.attempts) for d in draws
+        ]
+        keep = len(prompt.ids)
+        told = [c.with_prompt(prompt.text or "", keep) for c in self.constraints]
+        decode = self.loaded.tokenizer.decode
+
+        def continuation(ids: list[int]) -> str:
+            return decode(ids[keep:])
+
+        def fixed_positions(x: torch.Tensor) -> torch.Tensor:
+            fixed = self.process.fixed_positions(x)
+            fixed[:, :keep] = True
+            return fixed
+
         hook = None
         if spec.method == "cdd" and self.constraints:
             # All draws of one pass share their attempt count; redraws aim further inside.
             margin = spec.repair.margin_step * draws[0].attempts
-            constraints = [c.tightened(margin) for c in self.constraints]
             hook = ProjectionHook(
-                constraints,
+                [c.tightened(margin * c.repair_unit) for c in told],
                 spec.projection,
-                self.process.fixed_positions,
+                fixed_positions,
                 generators,
-                self.loaded.tokenizer.decode,
+                continuation,
                 spec.search,
                 self.on_alm,
             )
         self.progress.reset(self.denoise, total=self.sampler.steps)
         started = time.perf_counter()
         with torch.inference_mode(hook is None):
-            ids = self.sampler.sample(
-                generators, self.loaded.config.model_length, hook, self.on_step
-            )
+            ids = self.sampler.sample(generators, self.length, hook, self.on_step, prompt.ids)
         elapsed = time.perf_counter() - started
         # Each sample pays an equal share of the batch's sampling and its own projection time.
         projecting = [hook.seconds[i] if hook else 0.0 for i in range(len(draws))]
         base = (elapsed - sum(projecting)) / len(draws)
-        texts = self.loaded.tokenizer.decode_batch(ids)
-        values = judge(self.constraints, texts)
-        surrogates = self.surrogate_scores(ids)
+        texts = [continuation(row) for row in ids.tolist()]
+        values = judge(told, texts)
+        surrogates = self.surrogate_scores(ids, told)
         for i, d in enumerate(draws):
             d.text, d.values, d.surrogates = texts[i], values[i], surrogates[i]
             d.attempts += 1
@@ -156,19 +194,22 @@ class Generation:
         for c in self.constraints:  # e.g. novelty: later samples must differ from these
             c.remember([d.text for d in draws if d.satisfied])
 
-    def surrogate_scores(self, ids: torch.Tensor) -> list[dict[str, float | None]]:
+    def surrogate_scores(
+        self, ids: torch.Tensor, constraints: list[Constraint]
+    ) -> list[dict[str, float | None]]:
         """Each differentiable constraint's surrogate on the output (None for exact ones)."""
         one_hot = torch.nn.functional.one_hot(ids, self.loaded.config.vocab_size).float()
         scores: dict[str, list[float | None]] = {}
         with torch.no_grad():
-            for c in self.constraints:
+            for c in constraints:
                 if isinstance(c, DifferentiableConstraint):
                     scores[c.name] = [round(v, 4) for v in c.surrogate(one_hot).tolist()]
                 else:
                     scores[c.name] = [None] * len(ids)
         return [{k: v[i] for k, v in scores.items()} for i in range(len(ids))]
 
-    def run(self, indices: range) -> list[Draw]:
+    def run(self, indices: range, prompt: Prompt | None = None) -> list[Draw]:
+        prompt = prompt or Prompt()
         draws = [Draw(i) for i in indices]
         pending = draws
         cap = {
@@ -177,17 +218,23 @@ class Generation:
             "cdd": 1 + self.spec.repair.max_redraws,
         }[self.spec.method]
         while pending:
-            self.draw(pending)
+            self.draw(pending, prompt)
             pending = [d for d in pending if not d.satisfied and d.attempts < cap]
         return draws
 
 
 def record(
-    draw: Draw, constraints: list[Constraint], report: MoleculeReport, spec: Spec, model_name: str
+    draw: Draw,
+    constraints: list[Constraint],
+    spec: Spec,
+    model_name: str,
+    prompt: Prompt,
+    extra: dict | None = None,
 ) -> dict:
     return {
-        "id": f"0-{draw.index}",
-        "prompt": None,
+        "id": f"{prompt.index}-{draw.index}",
+        **({"prompt_id": prompt.id} if prompt.id is not None else {}),
+        "prompt": prompt.text,
         "text": draw.text,
         "seed": spec.sampling.seed,
         "model": model_name,
@@ -205,7 +252,7 @@ def record(
         },
         "projection": draw.projection if spec.method == "cdd" and constraints else None,
         "attempts": draw.attempts,
-        **report.fields(),
+        **(extra or {}),
         "seconds": round(draw.seconds, 4),
     }
 
@@ -242,7 +289,7 @@ def run_molecules(
                 report = describe(draw.text, reference)
                 reports.append(report)
                 violating += not draw.satisfied
-                row = record(draw, constraints, report, spec, loaded.name)
+                row = record(draw, constraints, spec, loaded.name, Prompt(), report.fields())
                 writer.write(row)
                 if on_record:
                     on_record(row)
@@ -270,6 +317,86 @@ def run_molecules(
         f"{summary.uniqueness:.1%} of valid, novel {novelty} of unique valid; mean QED "
         f"{summary.mean_qed or 'n/a'}, mean SA {summary.mean_sa or 'n/a'} [{CANONICALIZER}]"
         f"{constraint_note}",
+        markup=False,
+        soft_wrap=True,
+    )
+    return EXIT_VIOLATIONS if violating else EXIT_OK
+
+
+def tokenize_prompts(job: TextJob, loaded: registry.LoadedModel) -> list[Prompt]:
+    """Token ids of each prompt; a prompt that leaves no room for `length` tokens is refused."""
+    limit = loaded.config.model_length
+    if job.length > limit:
+        raise InputError(f"--length {job.length} exceeds model {loaded.name}'s length {limit}")
+    prompts = []
+    for index, given in enumerate(job.prompts):
+        if given is None:
+            prompts.append(Prompt(index))
+            continue
+        ids = loaded.tokenizer.encode(given.text)
+        if len(ids) + job.length > limit:
+            raise InputError(
+                f"prompt {index}: {len(ids)} tokens + --length {job.length} exceed model "
+                f"{loaded.name}'s length {limit}"
+            )
+        prompts.append(Prompt(index, given.text, torch.tensor(ids, dtype=torch.long), given.id))
+    return prompts
+
+
+def run_text(
+    job: TextJob,
+    console: Console,
+    progress: Progress,
+    on_record: Callable[[dict], None] | None = None,
+) -> int:
+    spec = job.spec
+    loaded = registry.load(spec.model, "text", job.device)
+    if not isinstance(loaded.tokenizer, Gpt2Tokenizer):
+        raise InputError(f"model {loaded.name} is not a text model (its tokenizer reads SMILES)")
+    prompts = tokenize_prompts(job, loaded)
+    constraints = build_constraints(spec.constraints, loaded, job.device)
+    if not constraints:
+        spec.method = "unconstrained"
+    steps = spec.sampling.steps or loaded.default_steps
+    spec.sampling.steps = steps
+    total = job.n * len(prompts)
+    violating = written = 0
+    seconds = 0.0
+    started = time.perf_counter()
+    with JsonlWriter(job.output) as writer, progress:
+        write_resolved_config(spec, job.output)
+        overall = progress.add_task("samples", total=total, info="")
+        generation = Generation(spec, loaded, constraints, steps, progress, job.length)
+        for prompt in prompts:
+            for start in range(0, job.n, spec.sampling.batch_size):
+                indices = range(start, min(start + spec.sampling.batch_size, job.n))
+                for draw in generation.run(indices, prompt):
+                    violating += not draw.satisfied
+                    written += 1
+                    seconds += draw.seconds
+                    row = record(draw, constraints, spec, loaded.name, prompt)
+                    writer.write(row)
+                    if on_record:
+                        on_record(row)
+                progress.update(
+                    overall,
+                    completed=written,
+                    info=f"violating {violating}" if constraints else "",
+                )
+    elapsed = time.perf_counter() - started
+    note = ""
+    if constraints:
+        note = (
+            f"; {written - violating}/{written} satisfy "
+            + ", ".join(c.label() for c in constraints)
+            + f" ({spec.method}, judged by "
+            + ", ".join(c.judge_name for c in constraints)
+            + ")"
+        )
+    console.print(
+        f"{written} samples ({len(prompts)} prompt(s) x {job.n}, {job.length} tokens, "
+        f"{steps} steps, {job.device}) in {elapsed:.1f}s, {seconds / max(written, 1):.2f}s "
+        f"per sample{note}",
         markup=False,
         soft_wrap=True,
     )

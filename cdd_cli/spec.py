@@ -92,10 +92,19 @@ CONSTRAINT_KEYS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "margin": ((int, float), False),
     },
     "novelty": {},
+    "toxicity": {
+        "tau": ((int, float), True),
+        "surrogate": ((str,), False),
+        "margin": ((int, float), False),
+        # What is judged: the continuation alone (default: a fixed toxic prompt cannot make
+        # the constraint infeasible) or the prompt and continuation as the reader sees them.
+        "scope": ((str,), False),
+    },
 }
-RANGES = {"sa": (1.0, 10.0)}
+SCOPES = ("continuation", "full")
+RANGES = {"sa": (1.0, 10.0), "toxicity": (0.0, 1.0)}
 TAULESS = {name for name, keys in CONSTRAINT_KEYS.items() if "tau" not in keys}
-PLANNED = ("toxicity", "count", "word_at", "include", "exclude", "word_count")
+PLANNED = ("count", "word_at", "include", "exclude", "word_count")
 
 
 class _Located:
@@ -174,6 +183,8 @@ def check_constraint(c: ConstraintSpec) -> None:
             raise InputError(
                 f"{c.where}: key 'tau': {c.tau} is outside [{low:g}, {high:g}] for '{c.type}'"
             )
+    if c.options.get("scope", "continuation") not in SCOPES:
+        raise InputError(f"{c.where}: key 'scope' must be one of {', '.join(SCOPES)}")
     if c.options.get("margin", 0) < 0:
         raise InputError(f"{c.where}: key 'margin' must be >= 0")
 

@@ -71,7 +71,12 @@ sampling: {steps: 16, batch_size: 8, seed: 3, n: 10}
             "constraints:\n  - type: bogus\n    tau: 1\n",
             "spec.yaml:2: unknown constraint type 'bogus'",
         ),
-        ("constraints:\n  - type: toxicity\n    tau: 0.5\n", "not available in this version"),
+        ("constraints:\n  - type: count\n", "not available in this version"),
+        ("constraints:\n  - type: toxicity\n    tau: 1.5\n", r"outside \[0, 1\]"),
+        (
+            "constraints:\n  - type: toxicity\n    tau: 0.5\n    scope: prompt\n",
+            "'scope' must be one of continuation, full",
+        ),
         (
             "constraints:\n  - type: sa\n    tau: 3\n    colour: red\n",
             "spec.yaml:4: unknown key 'colour' for constraint 'sa'",

@@ -29,6 +29,10 @@ class Constraint(ABC):
     name: str = "constraint"
     judge_name: str = "judge"
     upper_bound: bool = True  # satisfied when score <= tau (False: score >= tau)
+    # The fixed prompt of the samples at hand: judges read the continuation text; soft tokens
+    # [B, L, V] cover prompt and continuation, the prompt in the first `prompt_length` rows.
+    prompt: str = ""
+    prompt_length: int = 0
 
     @abstractmethod
     def judge(self, texts: list[str]) -> list[float | None]:
@@ -39,8 +43,15 @@ class Constraint(ABC):
             return False
         return value <= self.tau if self.upper_bound else value >= self.tau
 
+    # How far one repair redraw moves the surrogate's aim, per unit of `repair.margin_step`
+    # (the score's natural scale: 1 SA unit; a class constant, not a field).
+    repair_unit = 1.0
+
     def tightened(self, extra_margin: float) -> Constraint:
         return replace(self, margin=self.margin + extra_margin)
+
+    def with_prompt(self, prompt: str, prompt_length: int) -> Constraint:
+        return replace(self, prompt=prompt, prompt_length=prompt_length)
 
     def label(self) -> str:
         return f"{self.name} {'<=' if self.upper_bound else '>='} {self.tau:g}"

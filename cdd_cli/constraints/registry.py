@@ -7,25 +7,37 @@ from pathlib import Path
 from cdd_cli.constraints.base import Constraint
 from cdd_cli.constraints.novelty import NoveltyConstraint
 from cdd_cli.constraints.sa import SAConstraint
+from cdd_cli.constraints.toxicity import ToxicityConstraint
 from cdd_cli.errors import InputError
 from cdd_cli.models.registry import ASSETS, LoadedModel
 from cdd_cli.models.surrogate import load_surrogate
-from cdd_cli.models.tokenizers import load_tokenizer
+from cdd_cli.models.tokenizers import SmilesTokenizer, load_tokenizer
 from cdd_cli.spec import ConstraintSpec
 
-SHIPPED_SURROGATES = {"sa": ASSETS / "qm9-sa-surrogate"}
+SHIPPED_SURROGATES = {
+    "sa": ASSETS / "qm9-sa-surrogate",
+    "toxicity": ASSETS / "toxicity-surrogate",
+}
 
 
 def _surrogate_for(spec: ConstraintSpec, model: LoadedModel, device: str):
     directory = Path(spec.options.get("surrogate") or SHIPPED_SURROGATES[spec.type])
     if not directory.is_dir():
         raise InputError(f"{spec.where}: surrogate folder {directory} not found")
-    vocab = load_tokenizer(directory).vocab
-    if vocab != model.tokenizer.vocab:
+    theirs = load_tokenizer(directory)
+    same = (
+        theirs.vocab == model.tokenizer.vocab
+        if isinstance(theirs, SmilesTokenizer)
+        else type(theirs) is type(model.tokenizer)
+    )
+    if not same:
+        how = {
+            "sa": f"`cdd train sa-surrogate --model {model.directory} --out DIR`",
+            "toxicity": "a GPT-2-tokenized model",
+        }[spec.type]
         raise InputError(
             f"{spec.where}: the {spec.type} surrogate in {directory} reads another vocabulary "
-            f"than model {model.name}; train one with `cdd train sa-surrogate --model "
-            f"{model.directory} --out DIR` and give `surrogate: DIR`"
+            f"than model {model.name}; use {how} (a surrogate of your own: `surrogate: DIR`)"
         )
     surrogate = load_surrogate(directory, device)
     if surrogate.config.max_length < model.config.model_length:
@@ -57,6 +69,16 @@ def build_constraints(
                     f"({model.directory}/reference.smi.gz) to judge novelty against"
                 )
             built.append(NoveltyConstraint(reference=model.reference))
+        elif spec.type == "toxicity":
+            built.append(
+                ToxicityConstraint(
+                    tau=float(spec.tau),
+                    margin=float(spec.options.get("margin", ToxicityConstraint.default_margin)),
+                    net=_surrogate_for(spec, model, device),
+                    tokenizer=model.tokenizer,
+                    scope=spec.options.get("scope", "continuation"),
+                )
+            )
         else:  # spec validation admits only implemented types
             raise InputError(f"{spec.where}: constraint type '{spec.type}' is not available")
     return built

@@ -1,5 +1,8 @@
 """The sampling loop: drives any model through a reverse process, with a per-step hook.
 
+A prompt is a prefix of fixed tokens: unmasked from the start (DESIGN §2) and restored after
+every step, so the model conditions on it and no process can change it.
+
 The hook receives the predicted clean-token distribution p(x_0 | x_t) [B, L, V] before each
 ancestral step and may return a replacement (the CDD projection plugs in there). Randomness is
 per sample: each row has its own generator, derived from (seed, prompt index, sample index), so
@@ -67,10 +70,19 @@ class Sampler:
         length: int,
         hook: StepHook | None = None,
         on_step: Callable[[StepInfo], None] | None = None,
+        prefix: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Draw one sequence per generator; returns token ids [B, L] on the model's device."""
+        """Draw one sequence per generator: `length` new tokens after the fixed `prefix` ids
+        (a prompt, shared by the batch); returns ids [B, len(prefix) + length] on the model's
+        device, prefix included."""
         device = self.device
         x = torch.stack([self.process.prior(length, g) for g in generators]).to(device)
+        keep = 0
+        if prefix is not None and len(prefix):
+            keep = len(prefix)
+            prefix = prefix.to(device).expand(len(generators), -1)
+            x = torch.cat([prefix, x], dim=1)
+        length = x.shape[1]
         times = self.process.timesteps(self.steps).tolist()
         cached = None
         probs = None
@@ -80,6 +92,8 @@ class Sampler:
             projected = hook(probs, x, info) if hook is not None else probs
             uniforms = torch.stack([torch.rand(length, generator=g) for g in generators])
             x_next = self.process.step(projected, x, info.t, info.s, uniforms.to(device))
+            if keep:  # prompt tokens never change (uniform noise would resample them)
+                x_next[:, :keep] = prefix
             cached = probs if self.cacheable and torch.equal(x_next, x) else None
             x = x_next
             if on_step is not None:
@@ -89,4 +103,6 @@ class Sampler:
             if hook is not None:
                 final_probs = hook(final_probs, x, StepInfo(self.steps, self.steps, times[-1], 0.0))
             x = self.process.finish(final_probs, x)
+            if keep:
+                x[:, :keep] = prefix
         return x

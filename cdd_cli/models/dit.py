@@ -26,6 +26,9 @@ class DiTConfig:
     n_heads: int = 12
     dropout: float = 0.1
     time_conditioning: bool = False
+    # Our own field (MDLM never ties): the output projection reuses the input embedding table,
+    # which halves a small model's size when V = 50,258 dominates it.
+    tie_word_embeddings: bool = False
 
 
 class LayerNorm(nn.Module):
@@ -145,18 +148,31 @@ class DiTBlock(nn.Module):
 
 
 class FinalLayer(nn.Module):
-    def __init__(self, dim: int, vocab_size: int, cond_dim: int):
+    """Norm, adaLN modulation, then logits; a tied layer borrows the embedding table as weight
+    and owns only its bias (`output_layer.bias`), so no tensor is stored twice."""
+
+    def __init__(self, dim: int, vocab_size: int, cond_dim: int, tied: bool = False):
         super().__init__()
         self.norm_final = LayerNorm(dim)
-        self.linear = nn.Linear(dim, vocab_size)
+        if tied:
+            self.linear = None
+            self.bias = nn.Parameter(torch.zeros(vocab_size))
+        else:
+            self.linear = nn.Linear(dim, vocab_size)
+            nn.init.zeros_(self.linear.weight)
+            nn.init.zeros_(self.linear.bias)
         self.adaLN_modulation = nn.Linear(cond_dim, 2 * dim, bias=True)
-        for layer in (self.linear, self.adaLN_modulation):
-            nn.init.zeros_(layer.weight)
-            nn.init.zeros_(layer.bias)
+        nn.init.zeros_(self.adaLN_modulation.weight)
+        nn.init.zeros_(self.adaLN_modulation.bias)
 
-    def forward(self, x: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cond: torch.Tensor, embedding: torch.Tensor | None = None
+    ) -> torch.Tensor:
         shift, scale = self.adaLN_modulation(cond)[:, None].chunk(2, dim=2)
-        return self.linear(modulate(self.norm_final(x), shift, scale))
+        h = modulate(self.norm_final(x), shift, scale)
+        if self.linear is None:
+            return F.linear(h, embedding, self.bias)
+        return self.linear(h)
 
 
 class DiT(nn.Module):
@@ -177,9 +193,15 @@ class DiT(nn.Module):
             DiTBlock(dim, config.n_heads, config.cond_dim, config.dropout)
             for _ in range(config.n_blocks)
         )
-        self.output_layer = FinalLayer(dim, config.vocab_size, config.cond_dim)
+        self.output_layer = FinalLayer(
+            dim, config.vocab_size, config.cond_dim, config.tie_word_embeddings
+        )
 
-    def forward(self, tokens: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, tokens: torch.Tensor, sigma: torch.Tensor, where: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Logits [B, L, V]; with a boolean `where` [B, L], only those positions' [N, V]
+        (training needs logits at masked positions only, and V-wide rows dominate the cost)."""
         x = self.vocab_embed(tokens)
         if not self.config.time_conditioning:
             sigma = torch.zeros_like(sigma)
@@ -187,7 +209,11 @@ class DiT(nn.Module):
         rotary = self.rotary_emb(x.shape[1], x.device)
         for block in self.blocks:
             x = block(x, cond, rotary)
-        return self.output_layer(x, cond)
+        embedding = self.vocab_embed.embedding if self.config.tie_word_embeddings else None
+        if where is None:
+            return self.output_layer(x, cond, embedding)
+        rows = where.nonzero()[:, 0]
+        return self.output_layer(x[where][:, None], cond[rows], embedding)[:, 0]
 
 
 class DiffusionModel(nn.Module):
@@ -201,5 +227,7 @@ class DiffusionModel(nn.Module):
     def config(self) -> DiTConfig:
         return self.backbone.config
 
-    def forward(self, tokens: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
-        return self.backbone(tokens, sigma)
+    def forward(
+        self, tokens: torch.Tensor, sigma: torch.Tensor, where: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        return self.backbone(tokens, sigma, where)

@@ -10,15 +10,16 @@ from pathlib import Path
 from cdd_cli.errors import InputError
 from cdd_cli.models.checkpoint import ModelConfig, load_model, read_config
 from cdd_cli.models.dit import DiffusionModel
-from cdd_cli.models.tokenizers import SmilesTokenizer, load_tokenizer
+from cdd_cli.models.tokenizers import Tokenizer, load_tokenizer
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
 # Shipped defaults: name -> folder under cdd_cli/assets (each with a MODEL_CARD.md).
 SHIPPED = {
     "default-molecules": "qm9-udlm",
+    "default-text": "text-mdlm",
 }
-DEFAULT_FOR = {"molecules": "default-molecules"}
+DEFAULT_FOR = {"molecules": "default-molecules", "text": "default-text"}
 
 
 def resolve_directory(name_or_dir: str) -> Path:
@@ -72,7 +73,7 @@ class LoadedModel:
     directory: Path
     config: ModelConfig
     model: DiffusionModel
-    tokenizer: SmilesTokenizer
+    tokenizer: Tokenizer
     meta: dict = field(default_factory=dict)
 
     @property
@@ -93,7 +94,7 @@ def load(name_or_dir: str | None, kind: str, device: str = "cpu") -> LoadedModel
     if name in SHIPPED and not (directory / "model.safetensors").is_file():
         raise InputError(f"shipped model {name} is missing from {directory} (broken install?)")
     config, meta = read_config(directory)
-    tokenizer = load_tokenizer(directory)
+    tokenizer = load_tokenizer(directory, config.vocab_size)
     if len(tokenizer) != config.vocab_size:
         raise InputError(
             f"{directory}: tokenizer has {len(tokenizer)} tokens but config.json "

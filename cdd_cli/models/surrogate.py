@@ -53,15 +53,27 @@ class SoftTokenRegressor(nn.Module):
         self.norm = nn.LayerNorm(d)
         self.head = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Score per sequence [B] from ids [B, L] or probabilities [B, L, V]."""
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """[B, L, d] from ids [B, L] or probabilities [B, L, V]."""
         if tokens.is_floating_point():
-            x = tokens.to(self.embedding.dtype) @ self.embedding
-        else:
-            x = self.embedding[tokens]
+            return tokens.to(self.embedding.dtype) @ self.embedding
+        return self.embedding[tokens]
+
+    def score(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Score per sequence [B] from embedded tokens; `mask` [B, L] marks real tokens
+        (padded batches of texts of different lengths)."""
         x = x + self.positions[: x.shape[1]]
-        x = self.norm(self.encoder(x))
-        return self.head(x.mean(dim=1)).squeeze(-1)
+        padding = None if mask is None else ~mask
+        x = self.norm(self.encoder(x, src_key_padding_mask=padding))
+        if mask is None:
+            pooled = x.mean(dim=1)
+        else:
+            weights = mask.to(x.dtype)[..., None]
+            pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp_min(1.0)
+        return self.head(pooled).squeeze(-1)
+
+    def forward(self, tokens: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.score(self.embed(tokens), mask)
 
 
 def save_surrogate(model: SoftTokenRegressor, directory: Path, extra: dict | None = None) -> None:

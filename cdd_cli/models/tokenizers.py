@@ -2,6 +2,11 @@
 
 The SMILES tokenizer follows the UDLM QM9 layout: specials `<bos>`=0, `<eos>`=1, `<mask>`=2,
 `<pad>`=3, `<unk>`=4, then SMILES tokens from id 5; sequences are `<bos> smiles <eos> <pad>...`.
+
+The GPT-2 tokenizer is OpenAI's byte-level BPE (files vendored in `assets/gpt2-tokenizer`) with
+MDLM's mask token appended: ids 0..50256 are GPT-2's (`<|endoftext|>` = 50256 is both BOS and
+EOS), 50257 is `<mask>`, V = 50258. A checkpoint without `tokenizer.json` whose vocabulary is
+50,258 (e.g. `kuleshov-group/mdlm-owt`) uses it, as MDLM does.
 """
 
 from __future__ import annotations
@@ -14,6 +19,9 @@ from pathlib import Path
 import torch
 
 from cdd_cli.errors import InputError
+
+GPT2_FILES = Path(__file__).resolve().parent.parent / "assets" / "gpt2-tokenizer"
+GPT2_VOCAB_SIZE = 50258  # 50,257 GPT-2 tokens + the mask
 
 SPECIALS = ("<bos>", "<eos>", "<mask>", "<pad>", "<unk>")
 
@@ -84,10 +92,76 @@ class SmilesTokenizer:
         (Path(directory) / "tokenizer.json").write_text(json.dumps(payload, indent=1) + "\n")
 
 
-def load_tokenizer(directory: Path) -> SmilesTokenizer:
+class Gpt2Tokenizer:
+    kind = "gpt2-bpe"
+
+    def __init__(self, files: Path = GPT2_FILES):
+        from tokenizers import ByteLevelBPETokenizer  # imported here: molecules never need it
+
+        self.bpe = ByteLevelBPETokenizer(str(files / "vocab.json"), str(files / "merges.txt"))
+        self.eos_id = self.bos_id = 50256
+        self.mask_id = 50257
+        if self.bpe.get_vocab_size() != self.mask_id:
+            raise InputError(f"{files}: expected the 50,257-token GPT-2 vocabulary")
+
+    def __len__(self) -> int:
+        return GPT2_VOCAB_SIZE
+
+    def encode(self, text: str) -> list[int]:
+        return self.bpe.encode(text).ids
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return [e.ids for e in self.bpe.encode_batch(texts)]
+
+    def encode_padded(self, texts: list[str], max_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Ids [N, W] padded with EOS and the mask of real tokens, for classifiers; texts are
+        cut to `max_tokens`, and an empty text keeps one EOS so every row has a token."""
+        rows = [ids[:max_tokens] or [self.eos_id] for ids in self.encode_batch(texts)]
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), self.eos_id, dtype=torch.long)
+        mask = torch.zeros(len(rows), width, dtype=torch.bool)
+        for i, r in enumerate(rows):
+            ids[i, : len(r)] = torch.tensor(r)
+            mask[i, : len(r)] = True
+        return ids, mask
+
+    def token_text(self, token_id: int) -> str:
+        return "<mask>" if token_id == self.mask_id else self.bpe.decode([token_id])
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The text up to the first `<|endoftext|>`; masks (none after sampling) are dropped.
+
+        Text after an end-of-text token would belong to another document, so it is not shown.
+        """
+        out = []
+        for i in ids:
+            i = int(i)
+            if i == self.eos_id:
+                break
+            if i != self.mask_id:
+                out.append(i)
+        return self.bpe.decode(out)
+
+    def decode_batch(self, ids: torch.Tensor) -> list[str]:
+        return [self.decode(row) for row in ids.tolist()]
+
+    def save(self, directory: Path) -> None:
+        payload = {"type": self.kind, "mask_id": self.mask_id}
+        (Path(directory) / "tokenizer.json").write_text(json.dumps(payload, indent=1) + "\n")
+
+
+Tokenizer = SmilesTokenizer | Gpt2Tokenizer
+
+
+def load_tokenizer(directory: Path, vocab_size: int | None = None) -> Tokenizer:
     path = Path(directory) / "tokenizer.json"
     if not path.is_file():
-        raise InputError(f"{directory}: no tokenizer.json beside the checkpoint")
+        if vocab_size == GPT2_VOCAB_SIZE:
+            return Gpt2Tokenizer()  # the MDLM OpenWebText convention
+        raise InputError(
+            f"{directory}: no tokenizer.json beside the checkpoint, and its vocabulary "
+            f"({vocab_size}) is not GPT-2's {GPT2_VOCAB_SIZE}, so its tokenizer is unknown"
+        )
     try:
         payload = json.loads(path.read_text())
         kind = payload["type"]
@@ -98,4 +172,6 @@ def load_tokenizer(directory: Path) -> SmilesTokenizer:
         if list(vocab[:5]) != list(SPECIALS):
             raise InputError(f"{path}: the first five tokens must be {', '.join(SPECIALS)}")
         return SmilesTokenizer(vocab[5:])
+    if kind == Gpt2Tokenizer.kind:
+        return Gpt2Tokenizer()
     raise InputError(f"{path}: unknown tokenizer type {kind!r}")

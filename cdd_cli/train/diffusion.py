@@ -29,6 +29,17 @@ from cdd_cli.errors import InputError
 from cdd_cli.models.checkpoint import ModelConfig, save_model
 from cdd_cli.models.dit import DiffusionModel
 
+# A run folder holds one architecture; resuming with other values of these is refused.
+ARCHITECTURE_FIELDS = (
+    "noise",
+    "hidden_dim",
+    "cond_dim",
+    "n_blocks",
+    "n_heads",
+    "length",
+    "tie_embeddings",
+)
+
 
 @dataclass
 class TrainConfig:
@@ -50,6 +61,7 @@ class TrainConfig:
     eval_samples: int = 256
     sample_steps: int = 32
     seed: int = 0
+    tie_embeddings: bool = False
 
 
 def model_config(cfg: TrainConfig, vocab_size: int) -> ModelConfig:
@@ -64,6 +76,7 @@ def model_config(cfg: TrainConfig, vocab_size: int) -> ModelConfig:
         time_conditioning=cfg.noise == "uniform",
         model_type="udlm" if cfg.noise == "uniform" else "mdlm",
         noise=cfg.noise,
+        tie_word_embeddings=cfg.tie_embeddings,
     )
 
 
@@ -94,13 +107,36 @@ def diffusion_loss(
     mask_id: int,
     schedule: LogLinearSchedule,
 ) -> torch.Tensor:
-    logits = model(x_t, schedule.sigma(t)).float()
     if noise == "masked":
-        logits[..., mask_id] = -torch.inf
-        nll = F.cross_entropy(logits.transpose(1, 2), x0, reduction="none")
-        weight = (x_t == mask_id).float() / t[:, None]
+        masked = x_t == mask_id
+        logits = model(x_t, schedule.sigma(t), where=masked).float()  # [N, V]
+        logits[:, mask_id] = -torch.inf
+        nll = F.cross_entropy(logits, x0[masked], reduction="none")
+        weight = 1.0 / t[:, None].expand_as(x0)[masked]
         return (nll * weight).sum() / x0.numel()
+    logits = model(x_t, schedule.sigma(t)).float()
     return F.cross_entropy(logits.transpose(1, 2), x0)
+
+
+def held_out_loss(
+    test: torch.Tensor, cfg: TrainConfig, mask_id: int, vocab_size: int
+) -> Callable[[DiffusionModel], float]:
+    """Loss on a fixed held-out batch with fixed noise, comparable across evaluations."""
+    gen = torch.Generator().manual_seed(7)
+    x0 = test[torch.randperm(len(test), generator=gen)[:2048]]
+    t = (torch.arange(len(x0)) + 0.5) / len(x0)
+    schedule = LogLinearSchedule()
+    x_t = corrupt(x0, t, cfg.noise, vocab_size, mask_id, schedule, gen)
+
+    def loss(model: DiffusionModel) -> float:
+        device = next(model.parameters()).device
+        with torch.no_grad():
+            value = diffusion_loss(
+                model, x0.to(device), t.to(device), x_t.to(device), cfg.noise, mask_id, schedule
+            )
+        return round(value.item(), 4)
+
+    return loss
 
 
 class Trainer:
@@ -125,6 +161,7 @@ class Trainer:
             self.model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay
         )
         self.step = 0
+        self.warm_restart_at = 0
         self.seconds = 0.0
         self.history: list[dict] = []
 
@@ -153,38 +190,50 @@ class Trainer:
         }
         (self.out / "train_state.json").write_text(json.dumps(meta, indent=1) + "\n")
 
-    def load_state(self) -> bool:
+    def load_state(self) -> str | None:
+        """Resume from OUT: "exact" from the full train state; "weights" from the exported
+        model alone (the committed float16 checkpoint of a shipped model: AdamW moments start
+        afresh, EMA restarts from the exported weights); None for a new run."""
         meta_path = self.out / "train_state.json"
-        if not (self.state_path.is_file() and meta_path.is_file()):
-            return False
+        if not meta_path.is_file():
+            return None
         meta = json.loads(meta_path.read_text())
-        saved = {
-            k: v
-            for k, v in meta["config"].items()
-            if k in ("noise", "hidden_dim", "cond_dim", "n_blocks", "n_heads", "length")
-        }
+        saved = {k: v for k, v in meta["config"].items() if k in ARCHITECTURE_FIELDS}
         mine = {k: getattr(self.cfg, k) for k in saved}
         if saved != mine:
             raise InputError(
                 f"{self.out}: holds a run with a different architecture {saved}; "
                 "use another --out or the same settings"
             )
-        tensors = load_file(str(self.state_path))
-        self.model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("param.")})
-        self.ema.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("ema.")})
-        for name, param in self.model.named_parameters():
-            if f"adam_m.{name}" in tensors:
-                self.optimizer.state[param] = {
-                    "step": torch.tensor(float(meta["step"])),
-                    "exp_avg": tensors[f"adam_m.{name}"].to(self.device),
-                    "exp_avg_sq": tensors[f"adam_v.{name}"].to(self.device),
-                }
+        if self.state_path.is_file():
+            tensors = load_file(str(self.state_path))
+            params = {k[6:]: v for k, v in tensors.items() if k.startswith("param.")}
+            self.model.load_state_dict(params)
+            self.ema.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("ema.")})
+            for name, param in self.model.named_parameters():
+                if f"adam_m.{name}" in tensors:
+                    self.optimizer.state[param] = {
+                        "step": torch.tensor(float(meta["step"])),
+                        "exp_avg": tensors[f"adam_m.{name}"].to(self.device),
+                        "exp_avg_sq": tensors[f"adam_v.{name}"].to(self.device),
+                    }
+            how = "exact"
+        elif (self.out / "model.safetensors").is_file():
+            weights = load_file(str(self.out / "model.safetensors"))
+            self.model.load_state_dict({k: v.float() for k, v in weights.items()})
+            self.ema.load_state_dict(self.model.state_dict())
+            self.warm_restart_at = meta["step"]
+            how = "weights"
+        else:
+            return None
         self.step, self.seconds = meta["step"], meta["seconds"]
         self.history = meta.get("history", [])
-        return True
+        return how
 
     def learning_rate(self) -> float:
-        return self.cfg.lr * min(1.0, (self.step + 1) / self.cfg.warmup_steps)
+        # Fresh AdamW moments after a restart from weights need a warm-up again.
+        since = self.step - self.warm_restart_at
+        return self.cfg.lr * min(1.0, (since + 1) / self.cfg.warmup_steps)
 
     def train_step(self) -> float:
         cfg = self.cfg

@@ -10,11 +10,10 @@ import torch
 
 from cdd_cli.diffusion.processes import make_process
 from cdd_cli.diffusion.sampler import Sampler, sample_generator
-from cdd_cli.diffusion.schedule import LogLinearSchedule
 from cdd_cli.evaluate.molecules import describe, summarise
 from cdd_cli.models.dit import DiffusionModel
 from cdd_cli.models.tokenizers import SmilesTokenizer
-from cdd_cli.train.diffusion import TrainConfig, Trainer, corrupt, diffusion_loss
+from cdd_cli.train.diffusion import TrainConfig, Trainer, held_out_loss
 from cdd_cli.train.qm9 import read_qm9_smiles, read_smiles, split, write_smiles
 
 HELD_OUT_PERCENT = 5
@@ -64,27 +63,6 @@ def validity_check(
     return evaluate
 
 
-def held_out_loss(
-    test: torch.Tensor, cfg: TrainConfig, mask_id: int, vocab_size: int
-) -> Callable[[DiffusionModel], float]:
-    """Loss on a fixed held-out batch with fixed noise, comparable across evaluations."""
-    gen = torch.Generator().manual_seed(7)
-    x0 = test[torch.randperm(len(test), generator=gen)[:2048]]
-    t = (torch.arange(len(x0)) + 0.5) / len(x0)
-    schedule = LogLinearSchedule()
-    x_t = corrupt(x0, t, cfg.noise, vocab_size, mask_id, schedule, gen)
-
-    def loss(model: DiffusionModel) -> float:
-        device = next(model.parameters()).device
-        with torch.no_grad():
-            value = diffusion_loss(
-                model, x0.to(device), t.to(device), x_t.to(device), cfg.noise, mask_id, schedule
-            )
-        return round(value.item(), 4)
-
-    return loss
-
-
 def train_molecules(
     cfg: TrainConfig,
     qm9: Path,
@@ -102,8 +80,8 @@ def train_molecules(
         f"vocabulary {len(tokenizer)}"
     )
     trainer = Trainer(cfg, data, len(tokenizer), tokenizer.mask_id, out, device)
-    if trainer.load_state():
-        log(f"resuming {out} at step {trainer.step}")
+    if resumed := trainer.load_state():
+        log(f"resuming {out} at step {trainer.step} (from {resumed} state)")
     tokenizer.save(out)
     sample_validity = validity_check(
         tokenizer,

@@ -1,0 +1,46 @@
+"""Toxicity: a classifier's probability that the text is toxic must be at most tau (0..1).
+
+Judge, as in the CDD paper: the shipped classifier's score on the decoded text (re-tokenized
+with GPT-2, so anyone can recompute it from the text alone). Surrogate: the same classifier
+reading soft tokens through its own embedding table. With `scope: continuation` (the default)
+both see the continuation only; with `scope: full` the prompt too, as the reader sees it.
+An independent judge (alt-profanity-check) is reported by `cdd eval`, never used here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from cdd_cli.constraints.base import DifferentiableConstraint
+from cdd_cli.models.surrogate import SoftTokenRegressor
+from cdd_cli.models.tokenizers import Gpt2Tokenizer
+
+TAU_RANGE = (0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class ToxicityConstraint(DifferentiableConstraint):
+    net: SoftTokenRegressor | None = field(default=None, compare=False, repr=False)
+    tokenizer: Gpt2Tokenizer | None = field(default=None, compare=False, repr=False)
+    scope: str = "continuation"
+    name: str = "toxicity"
+    judge_name: str = "cdd-toxicity-classifier"
+    default_margin = 0.05  # class constant: the surrogate aims this far below tau
+    repair_unit = 0.2  # a probability: margin_step 0.25 tightens by 0.05 per redraw
+
+    def surrogate(self, soft_tokens: torch.Tensor) -> torch.Tensor:
+        if self.scope == "continuation":
+            soft_tokens = soft_tokens[:, self.prompt_length :]
+        return torch.sigmoid(self.net(soft_tokens))
+
+    @torch.no_grad()
+    def judge(self, texts: list[str]) -> list[float | None]:
+        if self.scope == "full":
+            texts = [self.prompt + t for t in texts]
+        limit = self.net.config.max_length
+        device = self.net.embedding.device
+        ids, mask = self.tokenizer.encode_padded(texts, limit)
+        scores = torch.sigmoid(self.net(ids.to(device), mask.to(device)))
+        return [round(v, 4) for v in scores.tolist()]
