@@ -220,7 +220,9 @@ def generate(
         Optional[str], typer.Option(help="JSONL file (or -) of {'prompt': ..., 'id': ...}.")
     ] = None,
     n: Annotated[Optional[int], typer.Option("-n", help="Samples per prompt [4].")] = None,
-    length: Annotated[int, typer.Option(help="Tokens to generate after the prompt.")] = 64,
+    length: Annotated[
+        Optional[int], typer.Option(help="Tokens to generate after the prompt [64].")
+    ] = None,
     seed: Annotated[
         Optional[int], typer.Option(help="Seed; sample i of prompt p uses (seed, p, i).")
     ] = None,
@@ -249,7 +251,7 @@ def generate(
 
         if prompt is not None and prompts is not None:
             raise InputError("give --prompt or --prompts, not both")
-        if length <= 0:
+        if length is not None and length <= 0:
             raise InputError(f"--length must be positive, got {length}")
         if prompt is not None:
             given: list = [PromptInput(check_prompt(prompt, "--prompt"))]

@@ -57,7 +57,7 @@ class TextJob:
     device: str
     output: str
     prompts: list[PromptInput | None]  # [None]: unconditional
-    length: int
+    length: int | None  # None: DEFAULT_LENGTH, or what the model's length leaves room for
 
 
 @dataclass(frozen=True)
@@ -323,24 +323,28 @@ def run_molecules(
     return EXIT_VIOLATIONS if violating else EXIT_OK
 
 
-def tokenize_prompts(job: TextJob, loaded: registry.LoadedModel) -> list[Prompt]:
-    """Token ids of each prompt; a prompt that leaves no room for `length` tokens is refused."""
+DEFAULT_LENGTH = 64
+
+
+def tokenize_prompts(job: TextJob, loaded: registry.LoadedModel) -> tuple[list[Prompt], int]:
+    """Token ids of each prompt and the continuation length; a prompt that leaves no room for
+    `--length` tokens in the model's length is refused."""
     limit = loaded.config.model_length
-    if job.length > limit:
-        raise InputError(f"--length {job.length} exceeds model {loaded.name}'s length {limit}")
     prompts = []
     for index, given in enumerate(job.prompts):
         if given is None:
             prompts.append(Prompt(index))
             continue
-        ids = loaded.tokenizer.encode(given.text)
-        if len(ids) + job.length > limit:
-            raise InputError(
-                f"prompt {index}: {len(ids)} tokens + --length {job.length} exceed model "
-                f"{loaded.name}'s length {limit}"
-            )
-        prompts.append(Prompt(index, given.text, torch.tensor(ids, dtype=torch.long), given.id))
-    return prompts
+        ids = torch.tensor(loaded.tokenizer.encode(given.text), dtype=torch.long)
+        prompts.append(Prompt(index, given.text, ids, given.id))
+    longest = max(len(p.ids) for p in prompts)
+    length = job.length or min(DEFAULT_LENGTH, limit - longest)
+    if length <= 0 or longest + length > limit:
+        where = "a prompt" if job.length is None else f"--length {length}"
+        raise InputError(
+            f"prompt of {longest} tokens + {where} exceed model {loaded.name}'s length {limit}"
+        )
+    return prompts, length
 
 
 def run_text(
@@ -353,7 +357,7 @@ def run_text(
     loaded = registry.load(spec.model, "text", job.device)
     if not isinstance(loaded.tokenizer, Gpt2Tokenizer):
         raise InputError(f"model {loaded.name} is not a text model (its tokenizer reads SMILES)")
-    prompts = tokenize_prompts(job, loaded)
+    prompts, length = tokenize_prompts(job, loaded)
     constraints = build_constraints(spec.constraints, loaded, job.device)
     if not constraints:
         spec.method = "unconstrained"
@@ -366,7 +370,7 @@ def run_text(
     with JsonlWriter(job.output) as writer, progress:
         write_resolved_config(spec, job.output)
         overall = progress.add_task("samples", total=total, info="")
-        generation = Generation(spec, loaded, constraints, steps, progress, job.length)
+        generation = Generation(spec, loaded, constraints, steps, progress, length)
         for prompt in prompts:
             for start in range(0, job.n, spec.sampling.batch_size):
                 indices = range(start, min(start + spec.sampling.batch_size, job.n))
@@ -394,7 +398,7 @@ def run_text(
             + ")"
         )
     console.print(
-        f"{written} samples ({len(prompts)} prompt(s) x {job.n}, {job.length} tokens, "
+        f"{written} samples ({len(prompts)} prompt(s) x {job.n}, {length} tokens, "
         f"{steps} steps, {job.device}) in {elapsed:.1f}s, {seconds / max(written, 1):.2f}s "
         f"per sample{note}",
         markup=False,

@@ -26,7 +26,7 @@ def _surrogate_for(spec: ConstraintSpec, model: LoadedModel, device: str):
         raise InputError(f"{spec.where}: surrogate folder {directory} not found")
     theirs = load_tokenizer(directory)
     same = (
-        theirs.vocab == model.tokenizer.vocab
+        theirs.vocab == getattr(model.tokenizer, "vocab", None)
         if isinstance(theirs, SmilesTokenizer)
         else type(theirs) is type(model.tokenizer)
     )
