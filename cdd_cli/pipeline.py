@@ -270,6 +270,8 @@ def run_molecules(
 ) -> int:
     spec = job.spec
     loaded = registry.load(spec.model, "molecules", job.device)
+    if isinstance(loaded.tokenizer, Gpt2Tokenizer):
+        raise InputError(f"model {loaded.name} is a text model: use `cdd generate`")
     constraints = build_constraints(spec.constraints, loaded, job.device)
     if not constraints:
         spec.method = "unconstrained"  # nothing to project or reject against

@@ -247,3 +247,9 @@ def test_train_text_and_resume_from_weights_alone(tmp_path: Path):
     assert json.loads((out / "config.json").read_text())["training_steps"] == 4
     loaded = load_model(out)
     assert loaded.config.vocab_size == V
+
+
+def test_molecules_refuses_a_text_model(text_model_dir: Path):
+    result = runner.invoke(app, ["molecules", "--model", str(text_model_dir), "-n", "1"])
+    assert result.exit_code == 2
+    assert "is a text model: use `cdd generate`" in result.stderr

@@ -119,11 +119,11 @@ def diffusion_loss(
 
 
 def held_out_loss(
-    test: torch.Tensor, cfg: TrainConfig, mask_id: int, vocab_size: int
+    test: torch.Tensor, cfg: TrainConfig, mask_id: int, vocab_size: int, rows: int = 2048
 ) -> Callable[[DiffusionModel], float]:
     """Loss on a fixed held-out batch with fixed noise, comparable across evaluations."""
     gen = torch.Generator().manual_seed(7)
-    x0 = test[torch.randperm(len(test), generator=gen)[:2048]]
+    x0 = test[torch.randperm(len(test), generator=gen)[:rows]]
     t = (torch.arange(len(x0)) + 0.5) / len(x0)
     schedule = LogLinearSchedule()
     x_t = corrupt(x0, t, cfg.noise, vocab_size, mask_id, schedule, gen)
