@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from cdd_cli.constraints.base import Constraint, DifferentiableConstraint
+from cdd_cli.constraints.lexical import LexicalConstraint
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.diffusion.processes import make_process
 from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator
@@ -35,6 +36,7 @@ from cdd_cli.models import registry
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
 from cdd_cli.projection.alm import ALMProgress
 from cdd_cli.projection.hook import ProjectionHook
+from cdd_cli.projection.layout import WordLayout
 from cdd_cli.prompts import PromptInput
 from cdd_cli.records import JsonlWriter
 from cdd_cli.spec import Spec, dump
@@ -161,6 +163,7 @@ class Generation:
 
         hook = None
         if spec.method == "cdd" and self.constraints:
+            layout = self.layout(told, keep)
             # All draws of one pass share their attempt count; redraws aim further inside.
             margin = spec.repair.margin_step * draws[0].attempts
             hook = ProjectionHook(
@@ -171,6 +174,7 @@ class Generation:
                 continuation,
                 spec.search,
                 self.on_alm,
+                layout,
             )
         self.progress.reset(self.denoise, total=self.sampler.steps)
         started = time.perf_counter()
@@ -193,6 +197,13 @@ class Generation:
                     d.projection[key] += value
         for c in self.constraints:  # e.g. novelty: later samples must differ from these
             c.remember([d.text for d in draws if d.satisfied])
+
+    def layout(self, constraints: list[Constraint], keep: int) -> WordLayout | None:
+        """The closed-form word layout of the lexical constraints (InputError if none fits)."""
+        lexical = [c for c in constraints if isinstance(c, LexicalConstraint)]
+        if not lexical:
+            return None
+        return WordLayout(lexical, self.loaded.tokenizer, keep, self.length)
 
     def surrogate_scores(
         self, ids: torch.Tensor, constraints: list[Constraint]
@@ -247,6 +258,7 @@ def record(
                 "satisfied": c.satisfied(draw.values[c.name]),
                 "surrogate": draw.surrogates[c.name],
                 "judge": c.judge_name,
+                **({"detail": d} if (d := c.explain(draw.text)) is not None else {}),
             }
             for c in constraints
         },
@@ -365,6 +377,14 @@ def run_text(
         spec.method = "unconstrained"
     steps = spec.sampling.steps or loaded.default_steps
     spec.sampling.steps = steps
+    told_of = {}  # each prompt's constraints, told the prompt
+    for prompt in prompts:  # every prompt's lexical constraints must fit: check before sampling
+        told = told_of[prompt.index] = [
+            c.with_prompt(prompt.text or "", len(prompt.ids)) for c in constraints
+        ]
+        lexical = [c for c in told if isinstance(c, LexicalConstraint)]
+        if lexical:
+            WordLayout(lexical, loaded.tokenizer, len(prompt.ids), length)
     total = job.n * len(prompts)
     violating = written = 0
     seconds = 0.0
@@ -380,7 +400,7 @@ def run_text(
                     violating += not draw.satisfied
                     written += 1
                     seconds += draw.seconds
-                    row = record(draw, constraints, spec, loaded.name, prompt)
+                    row = record(draw, told_of[prompt.index], spec, loaded.name, prompt)
                     writer.write(row)
                     if on_record:
                         on_record(row)

@@ -100,11 +100,17 @@ CONSTRAINT_KEYS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         # the constraint infeasible) or the prompt and continuation as the reader sees them.
         "scope": ((str,), False),
     },
+    # Lexical constraints on the continuation's words (DESIGN.md §5 word rules).
+    "word_at": {"position": ((int,), True), "word": ((str,), True)},
+    "include": {"words": ((list,), True)},
+    "exclude": {"words": ((list,), True)},
+    "word_count": {"min": ((int,), False), "max": ((int,), False), "equals": ((int,), False)},
+    "count": {"letter": ((str,), False), "word": ((str,), False)},
 }
 SCOPES = ("continuation", "full")
 RANGES = {"sa": (1.0, 10.0), "toxicity": (0.0, 1.0)}
 TAULESS = {name for name, keys in CONSTRAINT_KEYS.items() if "tau" not in keys}
-PLANNED = ("count", "word_at", "include", "exclude", "word_count")
+PLANNED: tuple[str, ...] = ()
 
 
 class _Located:
@@ -183,10 +189,67 @@ def check_constraint(c: ConstraintSpec) -> None:
             raise InputError(
                 f"{c.where}: key 'tau': {c.tau} is outside [{low:g}, {high:g}] for '{c.type}'"
             )
+    check_lexical_options(c)
     if c.options.get("scope", "continuation") not in SCOPES:
         raise InputError(f"{c.where}: key 'scope' must be one of {', '.join(SCOPES)}")
     if c.options.get("margin", 0) < 0:
         raise InputError(f"{c.where}: key 'margin' must be >= 0")
+
+
+def check_lexical_options(c: ConstraintSpec) -> None:
+    o = c.options
+    if c.type == "word_at":
+        if o["position"] == 0:
+            raise InputError(f"{c.where}: key 'position': 1-based (negative from the end), not 0")
+        if not o["word"].strip():
+            raise InputError(f"{c.where}: key 'word' is empty")
+    if c.type in ("include", "exclude"):
+        words = o["words"]
+        if not words or not all(isinstance(w, str) and w.strip() for w in words):
+            raise InputError(f"{c.where}: key 'words' must be a list of non-empty words")
+    if c.type == "word_count":
+        bounds = {k: o[k] for k in ("min", "max", "equals") if k in o}
+        if not bounds:
+            raise InputError(f"{c.where}: word_count needs min, max or equals")
+        if any(v < 0 for v in bounds.values()):
+            raise InputError(f"{c.where}: word counts must be >= 0")
+        if "equals" in bounds and len(bounds) > 1:
+            raise InputError(f"{c.where}: give 'equals' alone, or 'min'/'max'")
+        if bounds.get("min", 0) > bounds.get("max", bounds.get("min", 0)):
+            raise InputError(f"{c.where}: min {bounds['min']} > max {bounds['max']}")
+    if c.type == "count":
+        if "letter" in o and len(o["letter"]) != 1:
+            raise InputError(f"{c.where}: key 'letter' must be one character")
+        if ("letter" in o) != ("word" in o):
+            raise InputError(f"{c.where}: give both 'letter' and 'word', or neither (prompt)")
+        if "word" in o and not o["word"].strip():
+            raise InputError(f"{c.where}: key 'word' is empty")
+
+
+def check_lexical_together(constraints: list[ConstraintSpec]) -> None:
+    """Contradictions between lexical constraints that no model or length can resolve."""
+    required: dict[str, str] = {}
+    forbidden: dict[str, str] = {}
+    positions: dict[int, tuple[str, str]] = {}
+    for c in constraints:
+        if c.type == "word_at":
+            required[c.options["word"]] = c.where
+            p, w = c.options["position"], c.options["word"]
+            if p in positions and positions[p][0] != w:
+                raise InputError(
+                    f"{c.where}: word {p} cannot be {w!r}: {positions[p][1]} makes it "
+                    f"{positions[p][0]!r}"
+                )
+            positions[p] = (w, c.where)
+        if c.type == "include":
+            required.update({w: c.where for w in c.options["words"]})
+        if c.type == "exclude":
+            forbidden.update({w: c.where for w in c.options["words"]})
+    for word, where in required.items():
+        if word in forbidden:
+            raise InputError(
+                f"{where}: {word!r} is required here but excluded at {forbidden[word]}"
+            )
 
 
 def _constraint(loc: _Located, node: yaml.Node, index: int) -> ConstraintSpec:
@@ -286,6 +349,7 @@ def check_settings(spec: Spec, where: str) -> None:
     for ok, message in rules:
         if not ok:
             raise InputError(f"{where}: {message}")
+    check_lexical_together(spec.constraints)
 
 
 def constraint_from_flags(name: str, tau: float | None) -> ConstraintSpec:

@@ -71,7 +71,26 @@ sampling: {steps: 16, batch_size: 8, seed: 3, n: 10}
             "constraints:\n  - type: bogus\n    tau: 1\n",
             "spec.yaml:2: unknown constraint type 'bogus'",
         ),
-        ("constraints:\n  - type: count\n", "not available in this version"),
+        (
+            "constraints:\n  - type: word_at\n    position: 0\n    word: cat\n",
+            "position': 1-based",
+        ),
+        ("constraints:\n  - type: word_at\n    position: 2\n    word: ' '\n", "'word' is empty"),
+        ("constraints:\n  - type: include\n    words: []\n", "list of non-empty words"),
+        ("constraints:\n  - type: word_count\n    min: 5\n    max: 3\n", "min 5 > max 3"),
+        ("constraints:\n  - type: word_count\n    equals: 5\n    min: 3\n", "'equals' alone"),
+        ("constraints:\n  - type: word_count\n", "needs min, max or equals"),
+        ("constraints:\n  - type: count\n    letter: rr\n    word: x\n", "one character"),
+        (
+            "constraints:\n  - type: include\n    words: [cat]\n  - type: exclude\n"
+            "    words: [dog, cat]\n",
+            "'cat' is required here but excluded",
+        ),
+        (
+            "constraints:\n  - type: word_at\n    position: 2\n    word: cat\n"
+            "  - type: word_at\n    position: 2\n    word: dog\n",
+            "word 2 cannot be 'dog'",
+        ),
         ("constraints:\n  - type: toxicity\n    tau: 1.5\n", r"outside \[0, 1\]"),
         (
             "constraints:\n  - type: toxicity\n    tau: 0.5\n    scope: prompt\n",

@@ -56,6 +56,10 @@ class Constraint(ABC):
     def label(self) -> str:
         return f"{self.name} {'<=' if self.upper_bound else '>='} {self.tau:g}"
 
+    def explain(self, text: str) -> str | None:
+        """Why the judge says what it says, in words, where a number alone does not tell."""
+        return None
+
     def remember(self, texts: list[str]) -> None:
         """Told the final, accepted outputs (novelty keeps them; most constraints need not)."""
         return None

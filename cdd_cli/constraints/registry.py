@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from cdd_cli.constraints.base import Constraint
+from cdd_cli.constraints.lexical import LEXICAL_TYPES, lexical_from_spec
 from cdd_cli.constraints.novelty import NoveltyConstraint
 from cdd_cli.constraints.sa import SAConstraint
 from cdd_cli.constraints.toxicity import ToxicityConstraint
 from cdd_cli.errors import InputError
 from cdd_cli.models.registry import ASSETS, LoadedModel
 from cdd_cli.models.surrogate import load_surrogate
-from cdd_cli.models.tokenizers import SmilesTokenizer, load_tokenizer
+from cdd_cli.models.tokenizers import Gpt2Tokenizer, SmilesTokenizer, load_tokenizer
 from cdd_cli.spec import ConstraintSpec
 
 SHIPPED_SURROGATES = {
@@ -79,6 +81,22 @@ def build_constraints(
                     scope=spec.options.get("scope", "continuation"),
                 )
             )
+        elif spec.type in LEXICAL_TYPES:
+            if not isinstance(model.tokenizer, Gpt2Tokenizer):
+                raise InputError(
+                    f"{spec.where}: '{spec.type}' constrains text; {model.name} is not a text model"
+                )
+            built.append(lexical_from_spec(spec.type, spec.options))
         else:  # spec validation admits only implemented types
             raise InputError(f"{spec.where}: constraint type '{spec.type}' is not available")
-    return built
+    return unique_names(built)
+
+
+def unique_names(constraints: list[Constraint]) -> list[Constraint]:
+    """Records key constraints by name: a second `word_at` becomes `word_at#2`."""
+    seen: dict[str, int] = {}
+    out = []
+    for c in constraints:
+        seen[c.name] = seen.get(c.name, 0) + 1
+        out.append(c if seen[c.name] == 1 else replace(c, name=f"{c.name}#{seen[c.name]}"))
+    return out

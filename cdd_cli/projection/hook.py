@@ -16,6 +16,7 @@ import torch
 from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, ExactConstraint
 from cdd_cli.diffusion.sampler import StepInfo
 from cdd_cli.projection.alm import ALMProgress, ALMSettings, project
+from cdd_cli.projection.layout import Plan, WordLayout
 from cdd_cli.projection.search import SearchSettings, best_first, make_argmax
 
 
@@ -31,6 +32,7 @@ class ProjectionHook:
         decode: Callable[[list[int]], str],
         search: SearchSettings | None = None,
         on_progress: Callable[[ALMProgress], None] | None = None,
+        layout: WordLayout | None = None,
     ):
         self.differentiable = [c for c in constraints if isinstance(c, DifferentiableConstraint)]
         self.exact = [c for c in constraints if isinstance(c, ExactConstraint)]
@@ -42,6 +44,8 @@ class ProjectionHook:
         self.generators = list(generators)
         self.decode = decode
         self.on_progress = on_progress
+        self.layout = layout  # lexical constraints: applied at every step, from the first
+        self.plans: list[Plan] | None = None
         n = len(self.generators)
         self.steps = [0] * n
         self.outer = [0] * n
@@ -63,6 +67,15 @@ class ProjectionHook:
     def __call__(self, probs: torch.Tensor, x: torch.Tensor, info: StepInfo) -> torch.Tensor:
         fixed = self.fixed_positions(x)
         touched = [False] * len(self.generators)
+        if self.layout is not None:
+            started = time.perf_counter()
+            if self.plans is None:
+                self.plans = [self.layout.plan(row) for row in probs]
+            probs = self.layout.apply(probs, self.plans, fixed)
+            share = (time.perf_counter() - started) / len(self.generators)
+            for i in range(len(self.generators)):
+                touched[i] = True
+                self.seconds[i] += share
         if self.differentiable and self.due(self.settings.project_from, info):
             with torch.enable_grad():
                 result = project(
@@ -81,6 +94,8 @@ class ProjectionHook:
                 self.inner[i] += int(result.inner_iters[i])
                 self.seconds[i] += share
             probs = result.probs
+            if self.layout is not None:  # the ALM may have lent mass to tokens off the layout
+                probs = self.layout.apply(probs, self.plans, fixed)
         # Exact constraints are searched at their steps; at the final prediction every sample
         # that some judge still rejects is searched too (a cheap, exact repair of surrogate
         # error, instead of redrawing the whole sample).

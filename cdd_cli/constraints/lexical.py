@@ -1,0 +1,178 @@
+"""Lexical and counting constraints on the continuation: `word_at`, `include`, `exclude`,
+`word_count`, `count`.
+
+Judges are exact string checks with the plain word rules of `cdd_cli.evaluate.lexical` (split
+on whitespace, surrounding punctuation stripped, case-sensitive; DESIGN.md §5); each value is
+1.0 when satisfied, 0.0 when not. None of them is differentiable: each says what it needs of
+the continuation's words (a word at a position, words somewhere, forbidden words, a number of
+words), and `projection/layout.py` turns all of them together into one closed-form projection
+of the probability tensor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from cdd_cli.constraints.base import ExactConstraint
+from cdd_cli.errors import InputError
+from cdd_cli.evaluate import lexical
+from cdd_cli.evaluate.lexical import Judgement
+
+
+@dataclass(frozen=True)
+class LexicalConstraint(ExactConstraint):
+    tau: float = 1.0
+    upper_bound: bool = False  # value 1.0 (satisfied) >= tau
+    judge_name: str = "plain-words"
+
+    def check(self, text: str) -> Judgement:
+        raise NotImplementedError
+
+    def judge(self, texts: list[str]) -> list[float | None]:
+        return [1.0 if self.check(t) else 0.0 for t in texts]
+
+    def explain(self, text: str) -> str | None:
+        return self.check(text).detail
+
+    # What the layout must arrange; positions are 1-based, negative from the end.
+    def pinned(self) -> dict[int, str]:
+        return {}
+
+    def included(self) -> tuple[str, ...]:
+        return ()
+
+    def forbidden(self) -> tuple[str, ...]:
+        return ()
+
+    def word_bounds(self) -> tuple[int | None, int | None]:
+        return None, None
+
+
+@dataclass(frozen=True)
+class WordAt(LexicalConstraint):
+    position: int = 1
+    word: str = ""
+    name: str = "word_at"
+
+    def check(self, text: str) -> Judgement:
+        return lexical.word_at(text, self.position, self.word)
+
+    def pinned(self) -> dict[int, str]:
+        return {self.position: self.word}
+
+    def label(self) -> str:
+        return f"word {self.position} = {self.word!r}"
+
+
+@dataclass(frozen=True)
+class Include(LexicalConstraint):
+    words: tuple[str, ...] = ()
+    name: str = "include"
+
+    def check(self, text: str) -> Judgement:
+        return lexical.include(text, self.words)
+
+    def included(self) -> tuple[str, ...]:
+        return self.words
+
+    def label(self) -> str:
+        return f"includes {', '.join(self.words)}"
+
+
+@dataclass(frozen=True)
+class Exclude(LexicalConstraint):
+    words: tuple[str, ...] = ()
+    name: str = "exclude"
+
+    def check(self, text: str) -> Judgement:
+        return lexical.exclude(text, self.words)
+
+    def forbidden(self) -> tuple[str, ...]:
+        return self.words
+
+    def label(self) -> str:
+        return f"excludes {', '.join(self.words)}"
+
+
+@dataclass(frozen=True)
+class WordCount(LexicalConstraint):
+    min: int | None = None
+    max: int | None = None
+    equals: int | None = None
+    name: str = "word_count"
+
+    def check(self, text: str) -> Judgement:
+        return lexical.word_count(text, self.min, self.max, self.equals)
+
+    def word_bounds(self) -> tuple[int | None, int | None]:
+        if self.equals is not None:
+            return self.equals, self.equals
+        return self.min, self.max
+
+    def label(self) -> str:
+        low, high = self.word_bounds()
+        return f"{low if low is not None else 0}..{high if high is not None else 'any'} words"
+
+
+@dataclass(frozen=True)
+class Count(LexicalConstraint):
+    """The first number in the continuation is how often `letter` occurs in `word`; both come
+    from the spec or, when left out there, from the prompt ("How many r's are in strawberry?")."""
+
+    letter: str | None = None
+    word: str | None = None
+    name: str = "count"
+    resolved: tuple[str, str] | None = field(default=None, compare=False)
+
+    def with_prompt(self, prompt: str, prompt_length: int) -> Count:
+        letter, word = self.letter, self.word
+        if letter is None or word is None:
+            parsed = lexical.parse_count_prompt(prompt) if prompt else None
+            if parsed is None:
+                raise InputError(
+                    f"count: no 'letter' and 'word' in the spec, and the prompt {prompt!r} "
+                    'does not ask one (e.g. "How many r\'s are in strawberry?")'
+                )
+            letter, word = letter or parsed[0], word or parsed[1]
+        return replace(self, prompt=prompt, prompt_length=prompt_length, resolved=(letter, word))
+
+    def answer(self) -> int:
+        if self.resolved is None:
+            raise InputError("count: letter and word are unknown (no prompt given)")
+        letter, word = self.resolved
+        return word.casefold().count(letter.casefold())
+
+    def check(self, text: str) -> Judgement:
+        if self.resolved is None:
+            raise InputError("count: letter and word are unknown (no prompt given)")
+        return lexical.count(text, *self.resolved)
+
+    def pinned(self) -> dict[int, str]:
+        return {1: str(self.answer())}
+
+    def label(self) -> str:
+        if self.resolved is None:
+            return "count"
+        return f"count of {self.resolved[0]!r} in {self.resolved[1]!r}"
+
+
+def lexical_from_spec(kind: str, options: dict) -> LexicalConstraint:
+    if kind == "word_at":
+        return WordAt(position=options["position"], word=options["word"])
+    if kind == "include":
+        return Include(words=tuple(options["words"]))
+    if kind == "exclude":
+        return Exclude(words=tuple(options["words"]))
+    if kind == "word_count":
+        return WordCount(
+            min=options.get("min"), max=options.get("max"), equals=options.get("equals")
+        )
+    if kind == "count":
+        count = Count(letter=options.get("letter"), word=options.get("word"))
+        if count.letter is not None and count.word is not None:
+            count = replace(count, resolved=(count.letter, count.word))
+        return count
+    raise InputError(f"constraint type '{kind}' is not lexical")
+
+
+LEXICAL_TYPES = ("word_at", "include", "exclude", "word_count", "count")
