@@ -9,7 +9,8 @@ import torch
 
 from cdd_cli.models.checkpoint import ModelConfig, save_model
 from cdd_cli.models.dit import DiffusionModel
-from cdd_cli.models.tokenizers import SmilesTokenizer
+from cdd_cli.models.surrogate import SoftTokenRegressor, SurrogateConfig, save_surrogate
+from cdd_cli.models.tokenizers import Gpt2Tokenizer, SmilesTokenizer
 from cdd_cli.train.qm9 import write_smiles
 
 # Real QM9 molecules (canonical, stereo-free), enough to build the full 30-token vocabulary.
@@ -131,3 +132,52 @@ def shipped_vocab_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def masked_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_model_dir(tmp_path_factory.mktemp("masked"), "masked")
+
+
+V_GPT2 = 50258
+
+
+def build_text_model(path: Path, noise: str = "masked", length: int = 48) -> Path:
+    config = ModelConfig(
+        vocab_size=V_GPT2,
+        model_length=length,
+        hidden_dim=16,
+        cond_dim=8,
+        n_blocks=1,
+        n_heads=2,
+        dropout=0.0,
+        time_conditioning=noise == "uniform",
+        model_type="mdlm" if noise == "masked" else "udlm",
+        noise=noise,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    model = DiffusionModel(config)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.3)
+    save_model(model, path, extra={"default_sampling_steps": 6})
+    Gpt2Tokenizer().save(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def text_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_text_model(tmp_path_factory.mktemp("text"))
+
+
+@pytest.fixture(scope="module")
+def toxicity_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small random classifier over GPT-2 tokens: scores spread over (0, 1)."""
+    torch.manual_seed(1)
+    net = SoftTokenRegressor(
+        SurrogateConfig(
+            vocab_size=V_GPT2, max_length=64, target="toxicity", hidden_dim=8, n_layers=1
+        )
+    )
+    with torch.no_grad():
+        net.embedding.normal_(0, 1.0)
+    path = tmp_path_factory.mktemp("toxicity")
+    save_surrogate(net, path, {"output": "logit"})
+    Gpt2Tokenizer().save(path)
+    return path

@@ -14,10 +14,9 @@ from cdd_cli.cli import app
 from cdd_cli.diffusion.processes import MaskedProcess, UniformProcess
 from cdd_cli.diffusion.sampler import Sampler, sample_generator
 from cdd_cli.errors import InputError
-from cdd_cli.models.checkpoint import ModelConfig, load_model, save_model
-from cdd_cli.models.dit import DiffusionModel
-from cdd_cli.models.surrogate import SoftTokenRegressor, SurrogateConfig, save_surrogate
+from cdd_cli.models.checkpoint import load_model
 from cdd_cli.models.tokenizers import Gpt2Tokenizer, load_tokenizer
+from tests.conftest import build_text_model
 from tests.test_checkpoint import write_mdlm_owt
 
 V = 50258
@@ -30,50 +29,6 @@ def generate(model: Path, *args: str, **kwargs):
 
 def records(output: str) -> list[dict]:
     return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
-
-
-def build_text_model(path: Path, noise: str = "masked", length: int = 48) -> Path:
-    config = ModelConfig(
-        vocab_size=V,
-        model_length=length,
-        hidden_dim=16,
-        cond_dim=8,
-        n_blocks=1,
-        n_heads=2,
-        dropout=0.0,
-        time_conditioning=noise == "uniform",
-        model_type="mdlm" if noise == "masked" else "udlm",
-        noise=noise,
-        tie_word_embeddings=True,
-    )
-    torch.manual_seed(0)
-    model = DiffusionModel(config)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0, 0.3)
-    save_model(model, path, extra={"default_sampling_steps": 6})
-    Gpt2Tokenizer().save(path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def text_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_text_model(tmp_path_factory.mktemp("text"))
-
-
-@pytest.fixture(scope="module")
-def toxicity_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A small random classifier over GPT-2 tokens: scores spread over (0, 1)."""
-    torch.manual_seed(1)
-    net = SoftTokenRegressor(
-        SurrogateConfig(vocab_size=V, max_length=64, target="toxicity", hidden_dim=8, n_layers=1)
-    )
-    with torch.no_grad():
-        net.embedding.normal_(0, 1.0)
-    path = tmp_path_factory.mktemp("toxicity")
-    save_surrogate(net, path, {"output": "logit"})
-    Gpt2Tokenizer().save(path)
-    return path
 
 
 def test_gpt2_ids_and_mask_convention(tmp_path: Path):
