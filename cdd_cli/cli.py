@@ -304,17 +304,28 @@ def validate(spec: Annotated[Path, typer.Argument(help="YAML spec to check.")]) 
     """Check a spec (keys, types, ranges, model and surrogates) without sampling."""
 
     def body() -> None:
+        from cdd_cli.constraints.lexical import Count
         from cdd_cli.constraints.registry import build_constraints
         from cdd_cli.models import registry
-        from cdd_cli.spec import dump, load_spec
+        from cdd_cli.projection.layout import layout_for
+        from cdd_cli.spec import TEXT_TYPES, dump, load_spec
 
         resolved = load_spec(spec)
-        kind = "molecules"
-        loaded = registry.load(resolved.model, kind, "cpu")
-        build_constraints(resolved.constraints, loaded, "cpu")
+        text = any(c.type in TEXT_TYPES for c in resolved.constraints)
+        loaded = registry.load(resolved.model, "text" if text else "molecules", "cpu")
+        constraints = build_constraints(resolved.constraints, loaded, "cpu")
+        note = ""
+        # Lexical layouts checked for the longest continuation the model allows; `generate`
+        # checks again with --length and each prompt (and counts read from prompts).
+        placed = [c for c in constraints if not (isinstance(c, Count) and c.resolved is None)]
+        try:
+            if layout_for(placed, loaded.tokenizer, 0, loaded.config.model_length):
+                note = f", words fit {loaded.config.model_length} tokens"
+        except InputError as exc:
+            raise InputError(f"{spec}: {exc}") from None
         typer.echo(dump(resolved.resolved()), nl=False)
         console.print(
-            f"{spec}: ok ({len(resolved.constraints)} constraint(s), model {loaded.name})",
+            f"{spec}: ok ({len(resolved.constraints)} constraint(s), model {loaded.name}{note})",
             markup=False,
         )
 

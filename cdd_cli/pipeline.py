@@ -26,7 +26,6 @@ from rich.console import Console
 from rich.progress import Progress
 
 from cdd_cli.constraints.base import Constraint, DifferentiableConstraint
-from cdd_cli.constraints.lexical import LexicalConstraint
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.diffusion.processes import make_process
 from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator
@@ -36,7 +35,7 @@ from cdd_cli.models import registry
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
 from cdd_cli.projection.alm import ALMProgress
 from cdd_cli.projection.hook import ProjectionHook
-from cdd_cli.projection.layout import WordLayout
+from cdd_cli.projection.layout import WordLayout, layout_for
 from cdd_cli.prompts import PromptInput
 from cdd_cli.records import JsonlWriter
 from cdd_cli.spec import Spec, dump
@@ -200,10 +199,7 @@ class Generation:
 
     def layout(self, constraints: list[Constraint], keep: int) -> WordLayout | None:
         """The closed-form word layout of the lexical constraints (InputError if none fits)."""
-        lexical = [c for c in constraints if isinstance(c, LexicalConstraint)]
-        if not lexical:
-            return None
-        return WordLayout(lexical, self.loaded.tokenizer, keep, self.length)
+        return layout_for(constraints, self.loaded.tokenizer, keep, self.length)
 
     def surrogate_scores(
         self, ids: torch.Tensor, constraints: list[Constraint]
@@ -382,9 +378,7 @@ def run_text(
         told = told_of[prompt.index] = [
             c.with_prompt(prompt.text or "", len(prompt.ids)) for c in constraints
         ]
-        lexical = [c for c in told if isinstance(c, LexicalConstraint)]
-        if lexical:
-            WordLayout(lexical, loaded.tokenizer, len(prompt.ids), length)
+        layout_for(told, loaded.tokenizer, len(prompt.ids), length)
     total = job.n * len(prompts)
     violating = written = 0
     seconds = 0.0

@@ -108,6 +108,7 @@ CONSTRAINT_KEYS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "count": {"letter": ((str,), False), "word": ((str,), False)},
 }
 SCOPES = ("continuation", "full")
+TEXT_TYPES = ("toxicity", "word_at", "include", "exclude", "word_count", "count")
 RANGES = {"sa": (1.0, 10.0), "toxicity": (0.0, 1.0)}
 TAULESS = {name for name, keys in CONSTRAINT_KEYS.items() if "tau" not in keys}
 PLANNED: tuple[str, ...] = ()

@@ -162,3 +162,16 @@ def test_layout_projection_keeps_the_rest_of_each_distribution():
 def test_count_without_a_question_is_refused():
     with pytest.raises(InputError, match="does not ask"):
         Count().with_prompt("Hello there", 2)
+
+
+def test_validate_catches_words_that_cannot_fit(tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from cdd_cli.cli import app
+
+    spec = write(tmp_path, "constraints:\n  - type: word_at\n    position: 500\n    word: cat\n")
+    result = CliRunner().invoke(app, ["validate", str(spec)])
+    assert result.exit_code == 2 and "need 500 words" in result.stderr
+    ok = write(tmp_path, SPEC)
+    result = CliRunner().invoke(app, ["validate", str(ok)])
+    assert result.exit_code == 0 and "words fit 128 tokens" in result.stderr

@@ -178,3 +178,12 @@ class WordLayout:
                 out[b, positions] = 0.0
                 out[b, positions, tokens] = 1.0
         return out
+
+
+def layout_for(
+    constraints: list, tokenizer: Gpt2Tokenizer, start: int, length: int
+) -> WordLayout | None:
+    """The layout of the lexical ones among `constraints` (None without any); InputError when
+    no continuation of `length` tokens after `start` can satisfy them."""
+    lexical = [c for c in constraints if isinstance(c, LexicalConstraint)]
+    return WordLayout(lexical, tokenizer, start, length) if lexical else None
