@@ -1,0 +1,183 @@
+"""Lexical constraints on COLLIE and letter counting: unconstrained vs reject vs cdd.
+
+    python bench/lexical_table.py [--records 10] [-n 2] [--length 48] [--max-attempts 8]
+        [--collie ../shared/data/collie/collie.jsonl] [--model default-text] [--out bench/results]
+
+Sets (the first `--records` of each, in file order):
+- c05: exact word count plus given words at given positions;
+- c07: must contain the given words;
+- c09: forbidden words (COLLIE's sentence count is not one of our constraint types and is
+  left out);
+- count: "How many X's are in WORD?" for words drawn from the text corpus vocabulary (fixed
+  seed), letters drawn from each word; the continuation's first number must be the count.
+
+COLLIE's own prompts are instructions for chat models; our models are not instruction-tuned,
+so COLLIE sets are generated unconditionally with the record's constraints, the counting set
+with its question as the prompt. Judges use the plain word rules (the CLI contract; see
+cdd_cli/evaluate/lexical.py for how they differ from COLLIE's own NLTK-based counting). For
+each set and method: violation % (samples whose record is not satisfied), perplexity
+(SmolLM2-135M), entropy, distinct-2, seconds per sample (mean / median), overhead over
+unconstrained (same run) and the reject attempts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import time
+from pathlib import Path
+
+import torch
+from rich.progress import Progress
+
+from cdd_cli.constraints.registry import build_constraints
+from cdd_cli.evaluate.lexical import collie_constraints
+from cdd_cli.evaluate.report import text_report
+from cdd_cli.evaluate.runtime import overhead
+from cdd_cli.models import registry
+from cdd_cli.pipeline import Generation, Prompt, record
+from cdd_cli.spec import ConstraintSpec, Spec, check_constraint
+
+WORDS_FOR_COUNTING = [
+    "strawberry", "whale", "harpooneer", "leviathan", "constitution", "government",
+    "congress", "mississippi", "parliament", "tempest", "committee", "bookkeeper",
+    "assessment", "occurrence", "independence", "necessary", "possession", "successful",
+    "embarrass", "millennium",
+]  # fmt: skip
+
+
+def collie_sets(path: Path, count: int) -> dict[str, list[list[ConstraintSpec]]]:
+    sets: dict[str, list[list[ConstraintSpec]]] = {"c05": [], "c07": [], "c09": []}
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        family = row["family"]
+        if family not in sets or len(sets[family]) >= count:
+            continue
+        specs = []
+        for c in collie_constraints(row):
+            if c["type"] == "sentence_count":
+                continue
+            options = {k: v for k, v in c.items() if k != "type"}
+            spec = ConstraintSpec(c["type"], options, f"{row['id']}")
+            check_constraint(spec)
+            specs.append(spec)
+        sets[family].append(specs)
+    return sets
+
+
+def counting_prompts(count: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    prompts = []
+    for _ in range(count):
+        word = rng.choice(WORDS_FOR_COUNTING)
+        prompts.append(f"How many {rng.choice(sorted(set(word)))}'s are in {word}?")
+    return prompts
+
+
+def run(method, loaded, jobs, n, length, max_attempts, device):
+    """`jobs`: (constraint specs, prompt text or None) pairs; n samples each."""
+    spec = Spec(method=method)
+    spec.sampling.steps = loaded.default_steps
+    spec.reject.max_attempts = max_attempts
+    records, seconds, attempts = [], [], []
+    started = time.perf_counter()
+    with Progress(disable=True) as progress:
+        for index, (specs, prompt_text) in enumerate(jobs):
+            constraints = build_constraints(specs, loaded, device)
+            ids = loaded.tokenizer.encode(prompt_text) if prompt_text else []
+            prompt = Prompt(index, prompt_text, torch.tensor(ids, dtype=torch.long))
+            told = [c.with_prompt(prompt_text or "", len(ids)) for c in constraints]
+            generation = Generation(
+                spec, loaded, constraints, spec.sampling.steps, progress, length
+            )
+            for draw in generation.run(range(n), prompt):
+                records.append(record(draw, told, spec, loaded.name, prompt))
+                seconds.append(draw.seconds)
+                attempts.append(draw.attempts)
+    return records, seconds, attempts, time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=10)
+    parser.add_argument("-n", type=int, default=2)
+    parser.add_argument("--length", type=int, default=48)
+    parser.add_argument("--max-attempts", type=int, default=8)
+    parser.add_argument("--collie", default="../shared/data/collie/collie.jsonl")
+    parser.add_argument("--model", default="default-text")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--methods", default="unconstrained,reject,cdd")
+    parser.add_argument("--out", default="bench/results")
+    args = parser.parse_args()
+
+    loaded = registry.load(args.model, "text", args.device)
+    sets = {
+        name: [(specs, None) for specs in jobs]
+        for name, jobs in collie_sets(Path(args.collie), args.records).items()
+    }
+    counting = [ConstraintSpec("count", {}, "--constraint count")]
+    sets["count"] = [(counting, p) for p in counting_prompts(args.records)]
+    rows = []
+    for name, jobs in sets.items():
+        base = None
+        for method in args.methods.split(","):
+            records, seconds, attempts, wall = run(
+                method, loaded, jobs, args.n, args.length, args.max_attempts, args.device
+            )
+            report = text_report(records, perplexity=True, judge=False, log=lambda _: None)
+            result = {
+                "set": name,
+                "method": method,
+                "samples": len(records),
+                "violation_pct": round(
+                    100 * sum(not r["satisfied"] for r in records) / len(records), 1
+                ),
+                "perplexity": report["fluency"]["perplexity"]["corpus"],
+                "entropy": report["fluency"]["entropy"],
+                "distinct_2": report["fluency"]["distinct_2"],
+                "seconds_mean": report["seconds_per_sample"]["mean"],
+                "seconds_median": report["seconds_per_sample"]["median"],
+                "mean_attempts": round(sum(attempts) / len(attempts), 2),
+                "wall_seconds": round(wall, 1),
+                "example": records[0]["text"][:160],
+            }
+            if method == "unconstrained":
+                base = seconds
+            elif base:
+                result.update(overhead(seconds, base))
+            rows.append(result)
+            print(json.dumps(result), flush=True)
+    meta = {
+        "model": args.model,
+        "training_steps": loaded.meta.get("training_steps"),
+        "steps": loaded.default_steps,
+        "records_per_set": args.records,
+        "samples_per_record": args.n,
+        "length": args.length,
+        "max_attempts": args.max_attempts,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "machine": platform.machine(),
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "lexical_table.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    print(f"\n{json.dumps(meta)}\n")
+    print(
+        "| set | method | violation % | perplexity | entropy | distinct-2 | s/sample mean / "
+        "median | overhead mean / median | attempts |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        ratios = f"{r['overhead_mean']}x / {r['overhead_median']}x" if "overhead_mean" in r else ""
+        print(
+            f"| {r['set']} | {r['method']} | {r['violation_pct']} | {r['perplexity']} | "
+            f"{r['entropy']} | {r['distinct_2']} | {r['seconds_mean']} / {r['seconds_median']} | "
+            f"{ratios} | {r['mean_attempts']} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
