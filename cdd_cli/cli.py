@@ -165,6 +165,10 @@ ConstraintOpt = Annotated[
     typer.Option("--constraint", "-c", help="Constraint type (repeatable; pair with --tau)."),
 ]
 TauOpt = Annotated[list[float], typer.Option("--tau", help="Threshold of each --constraint.")]
+ModelOpt = Annotated[Optional[str], typer.Option(help="Shipped name or HF-format directory.")]
+StepsOpt = Annotated[Optional[int], typer.Option(help="Denoising steps (model default).")]
+BatchOpt = Annotated[Optional[int], typer.Option("--batch-size", help="Samples per batch [64].")]
+OutputOpt = Annotated[str, typer.Option("-o", "--output", help="JSONL file (appended) or -.")]
 SpecOpt = Annotated[Optional[Path], typer.Option("--spec", help="YAML constraint spec.")]
 MethodOpt = Annotated[
     Optional[str], typer.Option(help="cdd (projection), reject (best-of-N) or unconstrained.")
@@ -175,13 +179,9 @@ MethodOpt = Annotated[
 def molecules(
     n: Annotated[Optional[int], typer.Option("-n", help="Number of molecules [16].")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Seed; sample i uses (seed, 0, i).")] = None,
-    model: Annotated[
-        Optional[str], typer.Option(help="Shipped name or HF-format directory.")
-    ] = None,
-    steps: Annotated[Optional[int], typer.Option(help="Denoising steps (model default).")] = None,
-    batch_size: Annotated[
-        Optional[int], typer.Option("--batch-size", help="Samples per batch [64].")
-    ] = None,
+    model: ModelOpt = None,
+    steps: StepsOpt = None,
+    batch_size: BatchOpt = None,
     device: DeviceOpt = "cpu",
     constraint: ConstraintOpt = [],  # noqa: B006 (Typer reads the default, never mutates it)
     tau: TauOpt = [],  # noqa: B006
@@ -190,9 +190,7 @@ def molecules(
     ] = False,
     spec: SpecOpt = None,
     method: MethodOpt = None,
-    output: Annotated[
-        str, typer.Option("-o", "--output", help="JSONL file (appended) or -.")
-    ] = "-",
+    output: OutputOpt = "-",
     quiet: QuietOpt = False,
 ) -> None:
     """Generate SMILES molecules as JSONL records (validity, QED, SA, novelty, constraints)."""
@@ -227,21 +225,15 @@ def generate(
     seed: Annotated[
         Optional[int], typer.Option(help="Seed; sample i of prompt p uses (seed, p, i).")
     ] = None,
-    model: Annotated[
-        Optional[str], typer.Option(help="Shipped name or HF-format directory.")
-    ] = None,
-    steps: Annotated[Optional[int], typer.Option(help="Denoising steps (model default).")] = None,
-    batch_size: Annotated[
-        Optional[int], typer.Option("--batch-size", help="Samples per batch [64].")
-    ] = None,
+    model: ModelOpt = None,
+    steps: StepsOpt = None,
+    batch_size: BatchOpt = None,
     device: DeviceOpt = "cpu",
     constraint: ConstraintOpt = [],  # noqa: B006 (Typer reads the default, never mutates it)
     tau: TauOpt = [],  # noqa: B006
     spec: SpecOpt = None,
     method: MethodOpt = None,
-    output: Annotated[
-        str, typer.Option("-o", "--output", help="JSONL file (appended) or -.")
-    ] = "-",
+    output: OutputOpt = "-",
     quiet: QuietOpt = False,
 ) -> None:
     """Generate text continuations as JSONL records, e.g. under a toxicity constraint."""

@@ -265,6 +265,17 @@ def record(
     }
 
 
+def satisfaction_note(
+    constraints: list[Constraint], total: int, violating: int, method: str
+) -> str:
+    """The summary's clause on constraints ("" without any)."""
+    if not constraints:
+        return ""
+    labels = ", ".join(c.label() for c in constraints)
+    judges = ", ".join(sorted({c.judge_name for c in constraints}))
+    return f"; {total - violating}/{total} satisfy {labels} ({method}, judged by {judges})"
+
+
 def write_resolved_config(spec: Spec, output: str) -> None:
     if output != "-":
         Path(f"{output}.config.yaml").write_text(dump(spec.resolved()))
@@ -312,15 +323,7 @@ def run_molecules(
     elapsed = time.perf_counter() - started
     summary = summarise(reports)
     novelty = "n/a" if summary.novelty is None else f"{summary.novelty:.1%}"
-    constraint_note = ""
-    if constraints:
-        constraint_note = (
-            f"; {summary.total - violating}/{summary.total} satisfy "
-            + ", ".join(c.label() for c in constraints)
-            + f" ({spec.method}, judged by "
-            + ", ".join(c.judge_name for c in constraints)
-            + ")"
-        )
+    constraint_note = satisfaction_note(constraints, summary.total, violating, spec.method)
     console.print(
         f"{summary.total} molecules in {elapsed:.1f}s ({summary.total / elapsed:.1f}/s, "
         f"{steps} steps, {job.device}): valid {summary.validity:.1%}, unique "
@@ -404,15 +407,7 @@ def run_text(
                     info=f"violating {violating}" if constraints else "",
                 )
     elapsed = time.perf_counter() - started
-    note = ""
-    if constraints:
-        note = (
-            f"; {written - violating}/{written} satisfy "
-            + ", ".join(c.label() for c in constraints)
-            + f" ({spec.method}, judged by "
-            + ", ".join(c.judge_name for c in constraints)
-            + ")"
-        )
+    note = satisfaction_note(constraints, written, violating, spec.method)
     console.print(
         f"{written} samples ({len(prompts)} prompt(s) x {job.n}, {length} tokens, "
         f"{steps} steps, {job.device}) in {elapsed:.1f}s, {seconds / max(written, 1):.2f}s "

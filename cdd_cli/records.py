@@ -44,3 +44,31 @@ class JsonlWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def read_jsonl(source: str, what: str) -> list[tuple[str, dict]]:
+    """The JSON objects of a JSONL file or stdin ("-"), each with its "file:line" for error
+    messages; blank lines are skipped. `what` names the records in errors."""
+    where = "stdin" if source == "-" else source
+    try:
+        raw = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+    except OSError as exc:
+        raise InputError(f"{source}: cannot read ({exc.strerror})") from None
+    try:
+        content = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{where}: not UTF-8 (byte {exc.start})") from None
+    items = []
+    for number, line in enumerate(content.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError as exc:
+            raise InputError(f"{where}:{number}: not a JSON {what} ({exc.msg})") from None
+        if not isinstance(item, dict):
+            raise InputError(f"{where}:{number}: not a JSON {what} (not an object)")
+        items.append((f"{where}:{number}", item))
+    if not items:
+        raise InputError(f"{where}: no {what}s")
+    return items

@@ -11,38 +11,20 @@ SA, as recorded.
 
 from __future__ import annotations
 
-import json
 import statistics
-import sys
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from cdd_cli.errors import InputError
+from cdd_cli.records import read_jsonl
 
 
 def read_records(source: str) -> list[dict]:
-    where = "stdin" if source == "-" else source
-    try:
-        raw = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
-        lines = raw.decode("utf-8").splitlines()
-    except OSError as exc:
-        raise InputError(f"{source}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{where}: not UTF-8 (byte {exc.start})") from None
     records = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise InputError(f"{where}:{number}: not a JSON record ({exc.msg})") from None
-        if not isinstance(row, dict) or not isinstance(row.get("text"), str):
-            raise InputError(f"{where}:{number}: not a cdd record (no 'text')")
+    for where, row in read_jsonl(source, "record"):
+        if not isinstance(row.get("text"), str):
+            raise InputError(f"{where}: not a cdd record (no 'text')")
         records.append(row)
-    if not records:
-        raise InputError(f"{where}: no records")
     return records
 
 
