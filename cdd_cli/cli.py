@@ -138,6 +138,8 @@ def build_spec(
             f"constraint(s), {len(tau)} tau value(s))"
         )
     taus = iter(tau)
+    # A flag overrides the spec: a --constraint of a type the spec has replaces its entries.
+    spec.constraints = [c for c in spec.constraints if c.type not in constraint]
     spec.constraints += [
         constraint_from_flags(c, next(taus) if w else None)
         for c, w in zip(constraint, wants_tau, strict=True)
@@ -271,11 +273,13 @@ def eval_command(
     records: Annotated[str, typer.Argument(help="JSONL records (file or -).")],
     perplexity: Annotated[
         Optional[bool],
-        typer.Option(help="Perplexity under SmolLM2-135M [on when installed: [fluency]]."),
+        typer.Option(
+            help="Perplexity under SmolLM2-135M (default: on if the fluency extra is in)."
+        ),
     ] = None,
     judge: Annotated[
         Optional[bool],
-        typer.Option(help="Independent toxicity judge [on when installed: [judge]]."),
+        typer.Option(help="alt-profanity-check toxicity (default: on if the judge extra is in)."),
     ] = None,
 ) -> None:
     """Summarise records: constraints, toxicity, fluency or molecule metrics; JSON on stdout."""
@@ -286,7 +290,8 @@ def eval_command(
         report = evaluate(records, perplexity, judge, log)
         sys.stdout.write(json.dumps(report) + "\n")
         sys.stdout.flush()
-        console.print_json(data=report)
+        if console.is_terminal:  # for a person reading stderr; stdout has the JSON line
+            console.print_json(data=report)
 
     run_guarded(body)
 
@@ -319,6 +324,7 @@ def validate(spec: Annotated[Path, typer.Argument(help="YAML spec to check.")]) 
         console.print(
             f"{spec}: ok ({len(resolved.constraints)} constraint(s), model {loaded.name}{note})",
             markup=False,
+            soft_wrap=True,
         )
 
     run_guarded(body)
@@ -529,4 +535,20 @@ def models_ls() -> None:
 
 
 def main() -> None:
-    app()
+    try:  # newer typer vendors click; older ones use it directly
+        from typer._click.exceptions import UsageError
+    except ImportError:
+        from click.exceptions import UsageError
+
+    try:
+        code = app(standalone_mode=False)
+    except UsageError as exc:  # a bad flag or value: one line, like every input error
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            sys.exit(0)  # `cdd` alone: the help was shown
+        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+        console.print(f"cdd: error: {exc.format_message()}{hint}", markup=False, soft_wrap=True)
+        sys.exit(2)
+    except typer.Abort:
+        console.print("cdd: error: interrupted", markup=False)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -258,7 +258,9 @@ def record(
             }
             for c in constraints
         },
-        "projection": draw.projection if spec.method == "cdd" and constraints else None,
+        "projection": {k: round(v, 4) for k, v in draw.projection.items()}
+        if spec.method == "cdd" and constraints
+        else None,
         "attempts": draw.attempts,
         **(extra or {}),
         "seconds": round(draw.seconds, 4),
@@ -277,7 +279,9 @@ def satisfaction_note(
 
 
 def write_resolved_config(spec: Spec, output: str) -> None:
-    if output != "-":
+    """`OUT.config.yaml` beside a regular output file (not /dev/null and the like): the
+    settings of the latest run that appended to OUT."""
+    if output != "-" and Path(output).is_file():
         Path(f"{output}.config.yaml").write_text(dump(spec.resolved()))
 
 
@@ -289,6 +293,7 @@ def run_molecules(
 ) -> int:
     spec = job.spec
     loaded = registry.load(spec.model, "molecules", job.device)
+    spec.model = spec.model or loaded.name
     if isinstance(loaded.tokenizer, Gpt2Tokenizer):
         raise InputError(f"model {loaded.name} is a text model: use `cdd generate`")
     constraints = build_constraints(spec.constraints, loaded, job.device)
@@ -350,12 +355,14 @@ def tokenize_prompts(job: TextJob, loaded: registry.LoadedModel) -> tuple[list[P
             continue
         ids = torch.tensor(loaded.tokenizer.encode(given.text), dtype=torch.long)
         prompts.append(Prompt(index, given.text, ids, given.id))
-    longest = max(len(p.ids) for p in prompts)
+    index = max(range(len(prompts)), key=lambda i: len(prompts[i].ids))
+    longest = len(prompts[index].ids)
     length = job.length or min(DEFAULT_LENGTH, limit - longest)
     if length <= 0 or longest + length > limit:
-        where = "a prompt" if job.length is None else f"--length {length}"
+        need = "leaves no room in" if job.length is None else f"+ --length {length} exceed"
         raise InputError(
-            f"prompt of {longest} tokens + {where} exceed model {loaded.name}'s length {limit}"
+            f"prompt {index} ({longest} tokens) {need} model {loaded.name}'s "
+            f"length of {limit} tokens"
         )
     return prompts, length
 
@@ -368,6 +375,7 @@ def run_text(
 ) -> int:
     spec = job.spec
     loaded = registry.load(spec.model, "text", job.device)
+    spec.model = spec.model or loaded.name
     if not isinstance(loaded.tokenizer, Gpt2Tokenizer):
         raise InputError(f"model {loaded.name} is not a text model (its tokenizer reads SMILES)")
     prompts, length = tokenize_prompts(job, loaded)

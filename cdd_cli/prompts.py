@@ -21,7 +21,16 @@ class PromptInput:
 def check_prompt(text: str, where: str) -> str:
     if not text.strip():
         raise InputError(f"{where}: the prompt is empty")
+    check_unicode(text, where)
     return text
+
+
+def check_unicode(text: str, where: str) -> None:
+    """Lone surrogates (from a JSON escape or a non-UTF-8 command line) are not text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"{where}: not valid Unicode text (at character {exc.start})") from None
 
 
 def read_prompts(source: str) -> list[PromptInput]:

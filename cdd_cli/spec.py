@@ -337,6 +337,7 @@ def check_settings(spec: Spec, where: str) -> None:
         (p.temperature > 0, "projection.temperature must be > 0"),
         (p.delta >= 0, "projection.delta must be >= 0"),
         (0 <= p.project_from <= 1, "projection.project_from must be in [0, 1]"),
+        (p.support >= 0, "projection.support must be >= 0 (0: the whole vocabulary)"),
         (spec.search.top_k >= 1, "search.top_k must be >= 1"),
         (spec.search.max_nodes >= 1, "search.max_nodes must be >= 1"),
         (0 <= spec.search.project_from <= 1, "search.project_from must be in [0, 1]"),

@@ -88,3 +88,27 @@ def test_bad_record_files_exit_2(tmp_path: Path):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")
     assert "no records" in runner.invoke(app, ["eval", str(empty)]).stderr
+
+
+def test_records_of_the_wrong_shape_exit_2(tmp_path: Path):
+    cases = [
+        ('{"text": "hello"}', "'id' should be like"),
+        ('{"id": 5, "text": "x"}', "'id' should be like"),
+        ('{"id": "0-0", "text": "x", "constraints": "x"}', "'constraints' should map"),
+        ('{"id": "0-0", "text": "x", "constraints": {"t": {"tau": 1}}}', "'constraints' should"),
+        ('{"id": "0-0", "text": "hi \\ud800"}', "not valid Unicode"),
+    ]
+    for line, expected in cases:
+        path = tmp_path / "r.jsonl"
+        path.write_text(line + "\n")
+        result = runner.invoke(app, ["eval", str(path), "--no-perplexity", "--no-judge"])
+        assert result.exit_code == 2, (line, result.output)
+        assert expected in result.stderr
+
+
+def test_empty_texts_give_null_not_nan(tmp_path: Path):
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps({"id": "0-0", "text": "", "constraints": {}}) + "\n")
+    result = runner.invoke(app, ["eval", str(path), "--no-perplexity", "--no-judge"])
+    report = json.loads(result.stdout.splitlines()[0])  # strict JSON: NaN would still parse
+    assert report["fluency"]["distinct_2"] is None and "NaN" not in result.stdout

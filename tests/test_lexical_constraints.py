@@ -96,13 +96,13 @@ def test_lexical_with_toxicity_in_one_spec(
         (
             "constraints:\n  - type: word_at\n    position: 40\n    word: cat\n",
             [],
-            "need 40 words",
+            "need 40 word(s)",
         ),
         (
             "constraints:\n  - type: word_at\n    position: 1\n    word: cat\n"
             "  - type: word_count\n    max: 0\n",
             [],
-            "need 1 words",
+            "word_count allows at most 0",
         ),
         (
             "constraints:\n  - type: include\n    words: [antidisestablishmentarianism]\n",
@@ -171,7 +171,7 @@ def test_validate_catches_words_that_cannot_fit(tmp_path: Path):
 
     spec = write(tmp_path, "constraints:\n  - type: word_at\n    position: 500\n    word: cat\n")
     result = CliRunner().invoke(app, ["validate", str(spec)])
-    assert result.exit_code == 2 and "need 500 words" in result.stderr
+    assert result.exit_code == 2 and "need 500 word(s)" in result.stderr
     ok = write(tmp_path, SPEC)
     result = CliRunner().invoke(app, ["validate", str(ok)])
     assert result.exit_code == 0 and "words fit 128 tokens" in result.stderr

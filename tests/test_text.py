@@ -143,7 +143,7 @@ def test_molecule_surrogate_refuses_a_text_model(text_model_dir: Path):
         app, ["generate", "--model", str(text_model_dir), "-c", "sa", "--tau", "3"]
     )
     assert result.exit_code == 2
-    assert "another vocabulary" in result.stderr
+    assert "applies to molecules" in result.stderr
 
 
 def toxicity_spec(tmp_path: Path, surrogate: Path, tau: float, scope: str) -> Path:
@@ -208,3 +208,43 @@ def test_molecules_refuses_a_text_model(text_model_dir: Path):
     result = runner.invoke(app, ["molecules", "--model", str(text_model_dir), "-n", "1"])
     assert result.exit_code == 2
     assert "is a text model: use `cdd generate`" in result.stderr
+
+
+def test_review_fixes_for_text_input(text_model_dir: Path, tmp_path: Path):
+    # A lone surrogate (valid JSON escape, not text) is bad input, not a crash.
+    result = generate(text_model_dir, "--prompts", "-", input=b'{"prompt": "hi \\ud800"}\n')
+    assert result.exit_code == 2 and "not valid Unicode" in result.stderr
+    # The resolved config beside -o names the model and validates as a spec again.
+    out = tmp_path / "o.jsonl"
+    assert generate(text_model_dir, "--prompt", "A", "-n", "1", "--length", "4", "-o", str(out))
+    config = tmp_path / "o.jsonl.config.yaml"
+    assert f"model: {text_model_dir}" in config.read_text()
+    assert runner.invoke(app, ["validate", str(config)]).exit_code == 0
+    # A flag overrides the spec's constraint of the same type instead of adding a second.
+    spec = tmp_path / "t.yaml"
+    spec.write_text("constraints:\n  - type: word_count\n    max: 3\n")
+    result = generate(
+        text_model_dir, "--spec", str(spec), "-c", "word_count", "--length", "4", "-n", "1"
+    )
+    assert result.exit_code == 2 and "needs min, max or equals" in result.stderr
+
+
+def test_few_steps_still_project(text_model_dir: Path, toxicity_dir: Path, tmp_path: Path):
+    spec = toxicity_spec(tmp_path, toxicity_dir, 0.0, "continuation")
+    result = generate(
+        text_model_dir, "--spec", str(spec), "--steps", "3", "--length", "4", "-n", "1",
+        "--prompt", "A",
+    )  # fmt: skip
+    (row,) = records(result.stdout)
+    assert row["projection"]["steps"] >= 1 and row["projection"]["outer_iters"] >= 1
+
+
+def test_usage_errors_are_one_line_exit_2():
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "cdd_cli", "generate", "-n", "abc"], capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "Invalid value for '-n'" in done.stderr

@@ -14,7 +14,7 @@ from cdd_cli.errors import InputError
 from cdd_cli.models.registry import ASSETS, LoadedModel
 from cdd_cli.models.surrogate import load_surrogate
 from cdd_cli.models.tokenizers import Gpt2Tokenizer, SmilesTokenizer, load_tokenizer
-from cdd_cli.spec import ConstraintSpec
+from cdd_cli.spec import TEXT_TYPES, ConstraintSpec
 
 SHIPPED_SURROGATES = {
     "sa": ASSETS / "qm9-sa-surrogate",
@@ -55,7 +55,14 @@ def build_constraints(
     specs: list[ConstraintSpec], model: LoadedModel, device: str
 ) -> list[Constraint]:
     built: list[Constraint] = []
+    text_model = isinstance(model.tokenizer, Gpt2Tokenizer)
     for spec in specs:
+        if text_model != (spec.type in TEXT_TYPES):
+            needs = "a text model (`cdd generate`)" if not text_model else "molecules"
+            raise InputError(
+                f"{spec.where}: '{spec.type}' applies to {needs}; {model.name} is "
+                + ("a text model" if text_model else "a molecule model")
+            )
         if spec.type == "sa":
             built.append(
                 SAConstraint(
@@ -82,10 +89,6 @@ def build_constraints(
                 )
             )
         elif spec.type in LEXICAL_TYPES:
-            if not isinstance(model.tokenizer, Gpt2Tokenizer):
-                raise InputError(
-                    f"{spec.where}: '{spec.type}' constrains text; {model.name} is not a text model"
-                )
             built.append(lexical_from_spec(spec.type, spec.options))
         else:  # spec validation admits only implemented types
             raise InputError(f"{spec.where}: constraint type '{spec.type}' is not available")

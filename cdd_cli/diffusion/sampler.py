@@ -86,7 +86,11 @@ class Sampler:
         times = self.process.timesteps(self.steps).tolist()
         cached = None
         probs = None
-        for i in range(self.steps):
+        # A masked model's last step commits every position still masked: it is taken as the
+        # final prediction (hook, then argmax), so a projection or exact repair of it decides
+        # those tokens instead of being diluted by one more random draw.
+        ancestral = self.steps - 1 if isinstance(self.process, MaskedProcess) else self.steps
+        for i in range(ancestral):
             info = StepInfo(i, self.steps, times[i], times[i + 1])
             probs = cached if cached is not None else self.predict(x, info.t)
             projected = hook(probs, x, info) if hook is not None else probs
@@ -99,10 +103,12 @@ class Sampler:
             if on_step is not None:
                 on_step(info)
         if not self.process.is_final(x):
-            final_probs = self.predict(x, times[-1])
+            final_probs = self.predict(x, times[ancestral])
             if hook is not None:
                 final_probs = hook(final_probs, x, StepInfo(self.steps, self.steps, times[-1], 0.0))
             x = self.process.finish(final_probs, x)
             if keep:
                 x[:, :keep] = prefix
+        if on_step is not None and ancestral < self.steps:
+            on_step(StepInfo(self.steps - 1, self.steps, times[ancestral], 0.0))
         return x

