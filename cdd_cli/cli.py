@@ -102,6 +102,16 @@ def run_guarded(body) -> None:
 
 
 DeviceOpt = Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:K.")]
+ThreadsOpt = Annotated[Optional[int], typer.Option(help="CPU threads for torch.")]
+
+
+def set_threads(threads: int | None) -> None:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
 
 
@@ -346,14 +356,13 @@ def train_molecules_command(
     eval_every: int = 500,
     save_every: int = 100,
     sample_steps: int = 32,
-    threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch.")] = None,
+    threads: ThreadsOpt = None,
     device: DeviceOpt = "cpu",
     quiet: QuietOpt = False,
 ) -> None:
     """Train a diffusion model on QM9 (read from the qm9pack wheel's CSV files)."""
 
     def body() -> None:
-        import torch
 
         from cdd_cli.train.diffusion import TrainConfig
         from cdd_cli.train.molecules import train_molecules
@@ -361,8 +370,7 @@ def train_molecules_command(
 
         if noise not in ("uniform", "masked"):
             raise InputError(f"--noise must be uniform or masked, got {noise!r}")
-        if threads:
-            torch.set_num_threads(threads)
+        set_threads(threads)
         cfg = TrainConfig(
             noise=noise,
             hidden_dim=hidden_dim,
@@ -402,20 +410,18 @@ def train_text_command(
     tie_embeddings: Annotated[
         bool, typer.Option(help="Output layer reuses the embedding table (halves the size).")
     ] = True,
-    threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch.")] = None,
+    threads: ThreadsOpt = None,
     device: DeviceOpt = "cpu",
     quiet: QuietOpt = False,
 ) -> None:
     """Train a masked diffusion language model with the GPT-2 tokenizer."""
 
     def body() -> None:
-        import torch
 
         from cdd_cli.train.diffusion import TrainConfig
         from cdd_cli.train.text import train_text
 
-        if threads:
-            torch.set_num_threads(threads)
+        set_threads(threads)
         cfg = TrainConfig(
             noise="masked",
             hidden_dim=hidden_dim,
@@ -452,18 +458,16 @@ def train_toxicity_surrogate_command(
     batch_size: int = 128,
     lr: float = 2e-3,
     seed: int = 0,
-    threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch.")] = None,
+    threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Train the toxicity classifier that reads GPT-2 soft tokens (held-out ROC-AUC logged)."""
 
     def body() -> None:
-        import torch
 
         from cdd_cli.train.toxicity import train_toxicity_surrogate
 
-        if threads:
-            torch.set_num_threads(threads)
+        set_threads(threads)
         progress, on_step = training_progress(quiet, "training", None, 50)
         with progress:
             train_toxicity_surrogate(
@@ -485,19 +489,17 @@ def train_sa_surrogate_command(
     hidden_dim: int = 64,
     n_layers: int = 2,
     seed: int = 0,
-    threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch.")] = None,
+    threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Train the SA surrogate (RDKit SA labels) over a molecule model's vocabulary."""
 
     def body() -> None:
-        import torch
 
         from cdd_cli.models.registry import resolve_directory
         from cdd_cli.train.surrogate import train_sa_surrogate
 
-        if threads:
-            torch.set_num_threads(threads)
+        set_threads(threads)
         directory = resolve_directory(model)
         for name in ("reference.smi.gz", "heldout.smi.gz", "tokenizer.json", "config.json"):
             if not (directory / name).is_file():
