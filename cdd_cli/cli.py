@@ -27,7 +27,7 @@ app = typer.Typer(
     help="Constrained discrete diffusion: text and molecules under hard constraints.",
 )
 train_app = typer.Typer(no_args_is_help=True, help="Train diffusion models.")
-models_app = typer.Typer(no_args_is_help=True, help="Shipped and local models.")
+models_app = typer.Typer(no_args_is_help=True, help="Shipped default models.")
 app.add_typer(train_app, name="train")
 constraints_app = typer.Typer(no_args_is_help=True, help="Constraint types.")
 app.add_typer(models_app, name="models")
@@ -516,12 +516,13 @@ def train_sa_surrogate_command(
 @constraints_app.command("ls")
 def constraints_ls() -> None:
     """List the constraint types and their keys."""
-    from cdd_cli.spec import CONSTRAINT_KEYS, PLANNED, RANGES
+    from cdd_cli.spec import CONSTRAINT_KEYS, PLANNED, RANGES, TEXT_TYPES
 
     for name, keys in CONSTRAINT_KEYS.items():
         described = ", ".join(f"{k}{'' if required else '?'}" for k, (_, required) in keys.items())
         bound = f"tau in [{RANGES[name][0]:g}, {RANGES[name][1]:g}]" if name in RANGES else ""
-        typer.echo(f"{name}\t{described}\t{bound}")
+        kind = "text" if name in TEXT_TYPES else "molecules"
+        typer.echo(f"{name}\t{kind}\t{described}\t{bound}")
     for name in PLANNED:
         typer.echo(f"{name}\t(not available in this version)")
 

@@ -166,4 +166,5 @@ def test_validate_prints_the_resolved_spec():
 def test_constraints_ls():
     result = runner.invoke(app, ["constraints", "ls"])
     assert result.exit_code == 0
-    assert result.stdout.startswith("sa\t")
+    assert result.stdout.startswith("sa\tmolecules\t")
+    assert "\ntoxicity\ttext\t" in result.stdout and "\nword_at\ttext\t" in result.stdout
