@@ -108,7 +108,8 @@ CONSTRAINT_KEYS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "count": {"letter": ((str,), False), "word": ((str,), False)},
 }
 SCOPES = ("continuation", "full")
-TEXT_TYPES = ("toxicity", "word_at", "include", "exclude", "word_count", "count")
+LEXICAL_TYPES = ("word_at", "include", "exclude", "word_count", "count")
+TEXT_TYPES = ("toxicity", *LEXICAL_TYPES)
 RANGES = {"sa": (1.0, 10.0), "toxicity": (0.0, 1.0)}
 TAULESS = {name for name, keys in CONSTRAINT_KEYS.items() if "tau" not in keys}
 PLANNED: tuple[str, ...] = ()

@@ -173,6 +173,3 @@ def lexical_from_spec(kind: str, options: dict) -> LexicalConstraint:
             count = replace(count, resolved=(count.letter, count.word))
         return count
     raise InputError(f"constraint type '{kind}' is not lexical")
-
-
-LEXICAL_TYPES = ("word_at", "include", "exclude", "word_count", "count")

@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from cdd_cli.constraints.base import Constraint
-from cdd_cli.constraints.lexical import LEXICAL_TYPES, lexical_from_spec
+from cdd_cli.constraints.lexical import lexical_from_spec
 from cdd_cli.constraints.novelty import NoveltyConstraint
 from cdd_cli.constraints.sa import SAConstraint
 from cdd_cli.constraints.toxicity import ToxicityConstraint
@@ -14,7 +14,7 @@ from cdd_cli.errors import InputError
 from cdd_cli.models.registry import ASSETS, LoadedModel
 from cdd_cli.models.surrogate import load_surrogate
 from cdd_cli.models.tokenizers import Gpt2Tokenizer, SmilesTokenizer, load_tokenizer
-from cdd_cli.spec import TEXT_TYPES, ConstraintSpec
+from cdd_cli.spec import LEXICAL_TYPES, TEXT_TYPES, ConstraintSpec
 
 SHIPPED_SURROGATES = {
     "sa": ASSETS / "qm9-sa-surrogate",

@@ -16,8 +16,6 @@ from cdd_cli.constraints.base import DifferentiableConstraint
 from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.models.surrogate import SoftTokenRegressor
 
-TAU_RANGE = (1.0, 10.0)
-
 
 def rdkit_sa(smiles: str) -> float | None:
     from rdkit import Chem

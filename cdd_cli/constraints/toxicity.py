@@ -17,8 +17,6 @@ from cdd_cli.constraints.base import DifferentiableConstraint
 from cdd_cli.models.surrogate import SoftTokenRegressor
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
 
-TAU_RANGE = (0.0, 1.0)
-
 
 @dataclass(frozen=True)
 class ToxicityConstraint(DifferentiableConstraint):
