@@ -126,14 +126,54 @@ def test_impossible_lexical_specs_fail_before_sampling(
     assert not out.exists() or out.read_text() == ""  # nothing sampled
 
 
-def test_layout_places_include_words_where_they_cost_least():
+def draw_plans(layout: WordLayout, probs: torch.Tensor, x=None, fixed=None, seed: int = 0):
+    n = len(probs)
+    x = torch.zeros(probs.shape[:2], dtype=torch.long) if x is None else x
+    fixed = torch.zeros(probs.shape[:2], dtype=torch.bool) if fixed is None else fixed
+    generators = [torch.Generator().manual_seed(seed + i) for i in range(n)]
+    return layout.plan(probs, x, fixed, generators)
+
+
+def peaked(tokenizer: Gpt2Tokenizer, rows: list[str]) -> torch.Tensor:
+    """[1, L, V]: each position nearly certain of its token."""
+    probs = torch.full((1, len(rows), len(tokenizer)), 1e-9)
+    for i, text in enumerate(rows):
+        probs[0, i, tokenizer.encode(text)[0] if text else tokenizer.eos_id] = 1.0
+    return probs / probs.sum(-1, keepdim=True)
+
+
+def test_layout_places_include_words_where_the_model_wants_them():
     tokenizer = Gpt2Tokenizer()
     layout = WordLayout([Include(words=("whale",))], tokenizer, start=2, length=5)
-    probs = torch.full((7, len(tokenizer)), 1e-6)
+    probs = peaked(tokenizer, ["Call", " me", " the", ",", " a", " whale", " sea"])
+    (plan,) = draw_plans(layout, probs)
     (whale,) = tokenizer.encode(" whale")
-    probs[5, whale] = 1.0  # the model already wants " whale" at the 4th word
-    plan = layout.plan(probs)
-    assert plan.pinned == {5: whale} and plan.free == [2, 3, 4, 6]
+    assert plan.pinned == {5: whale} and plan.words == [2, 4, 6] and plan.punctuation == [3]
+
+
+def test_layout_follows_the_tokens_already_decided():
+    tokenizer = Gpt2Tokenizer()
+    layout = WordLayout(
+        [WordAt(position=2, word="whale"), WordCount(equals=3)], tokenizer, start=0, length=6
+    )
+    probs = torch.rand(8, 6, len(tokenizer), generator=torch.Generator().manual_seed(1))
+    probs = probs / probs.sum(-1, keepdim=True)
+    x = torch.zeros(8, 6, dtype=torch.long)
+    fixed = torch.zeros(8, 6, dtype=torch.bool)
+    x[:, 1], fixed[:, 1] = tokenizer.encode(",")[0], True  # punctuation decided at 1
+    x[:, 2], fixed[:, 2] = tokenizer.encode(" the")[0], True  # a word decided at 2
+    (whale,) = tokenizer.encode(" whale")
+    for plan in draw_plans(layout, probs, x, fixed):
+        assert 1 in plan.punctuation and 2 in plan.words
+        # " the" at 2 can only be word 1 (word 2 is whale), so 0 holds punctuation
+        assert 0 in plan.punctuation and whale in plan.pinned.values()
+    for b, plan in enumerate(draw_plans(layout, probs, x, fixed)):
+        out = layout.apply(probs[b : b + 1], [plan], fixed[b : b + 1])
+        assert torch.equal(out[0, 1:3], probs[b, 1:3])  # decided rows are left alone
+        ids = out[0].argmax(-1)
+        ids[fixed[b]] = x[b][fixed[b]]
+        words = split_words(tokenizer.decode(ids.tolist()))
+        assert len(words) == 3 and words[:2] == ["the", "whale"], words
 
 
 def test_layout_projection_keeps_the_rest_of_each_distribution():
@@ -142,21 +182,120 @@ def test_layout_projection_keeps_the_rest_of_each_distribution():
         [WordAt(position=1, word="Call"), Exclude(words=("whale",)), WordCount(equals=3)],
         tokenizer,
         start=0,
-        length=5,
+        length=6,
     )
-    probs = torch.rand(1, 5, len(tokenizer), generator=torch.Generator().manual_seed(0))
+    probs = torch.rand(16, 6, len(tokenizer), generator=torch.Generator().manual_seed(0))
     probs = probs / probs.sum(-1, keepdim=True)
-    (plan,) = [layout.plan(probs[0])]
-    out = layout.apply(probs, [plan], torch.zeros(1, 5, dtype=torch.bool))
+    plans = draw_plans(layout, probs)
+    out = layout.apply(probs, plans, torch.zeros(16, 6, dtype=torch.bool))
     (call,) = tokenizer.encode(" Call")
-    assert out[0, 0, call] == 1.0
-    assert torch.all(out[0, 3:, tokenizer.eos_id] == 1.0)  # after 3 words: end of text
-    free = out[0, 1]
-    allowed = layout.allowed
-    assert free[~allowed].sum() == 0 and torch.isclose(free.sum(), torch.tensor(1.0))
-    ratio = free[allowed] / probs[0, 1][allowed]
-    assert torch.allclose(ratio, ratio[0].expand_as(ratio))  # renormalised, shape kept
-    assert not allowed[tokenizer.encode(" whale")[0]]
+    roles = set()
+    for b, plan in enumerate(plans):
+        (at,) = [p for p, t in plan.pinned.items() if t == call]
+        assert out[b, at, call] == 1.0
+        for positions, allowed in (
+            (plan.words, layout.allowed),
+            (plan.punctuation, layout.punctuation),
+        ):
+            for position in positions:
+                row = out[b, position]
+                assert row[~allowed].sum() == 0 and torch.isclose(row.sum(), torch.tensor(1.0))
+                ratio = row[allowed] / probs[b, position][allowed]
+                assert torch.allclose(ratio, ratio[0].expand_as(ratio))  # renormalised
+        text = tokenizer.decode(out[b].argmax(-1).tolist())
+        assert len(split_words(text)) == 3 and split_words(text)[0] == "Call", text
+        roles.add((tuple(plan.words), tuple(plan.punctuation)))
+    assert not layout.allowed[tokenizer.encode(" whale")[0]]
+    assert len(roles) > 1  # layouts are drawn, not fixed
+
+
+ROLES = ("punct", "word", "whale", "ship", "end")
+
+
+def exact_layout_distribution(probs: torch.Tensor, tokenizer, layout, valid) -> dict:
+    """Every role sequence by brute force, weighted as projection/layout.py defines it.
+    "whale" and "ship" are placements; a free word ("word") may be any allowed word token."""
+    import itertools
+
+    (whale,), (ship,) = tokenizer.encode(" whale"), tokenizer.encode(" ship")
+    word = (probs * layout.allowed).sum(-1)
+    punct = (probs * layout.punctuation).sum(-1)
+    mass = {"punct": punct, "word": word, "whale": probs[:, whale], "ship": probs[:, ship]}
+    weights = {}
+    for roles in itertools.product(ROLES, repeat=len(probs)):
+        if "end" in roles:
+            first = roles.index("end")
+            if any(r != "end" for r in roles[first:]):
+                continue
+        else:
+            first = len(roles)
+        words = [r for r in roles[:first] if r != "punct"]
+        if not valid(words):
+            continue
+        weight = 1.0
+        for i, r in enumerate(roles):
+            if i < first:
+                weight *= float(mass[r][i])
+            elif i == first:
+                weight *= float((probs[i] * layout.ends).sum())  # a paragraph or text ends
+            else:
+                weight *= float(word[i] + punct[i])
+        weights[roles] = weight
+    total = sum(weights.values())
+    return {k: v / total for k, v in weights.items()}
+
+
+def plan_roles(plan, tokenizer, length: int) -> tuple[str, ...]:
+    names = {tokenizer.encode(" whale")[0]: "whale", tokenizer.encode(" ship")[0]: "ship"}
+    roles = []
+    for i in range(length):
+        if i in plan.words:
+            roles.append("word")
+        elif i in plan.punctuation:
+            roles.append("punct")
+        elif i in plan.end:
+            roles.append("end")
+        else:
+            token = plan.pinned[i]
+            roles.append("end" if token == tokenizer.eos_id else names[token])
+    return tuple(roles)
+
+
+@pytest.mark.parametrize(
+    ("constraints", "valid"),
+    [
+        # word 2 is whale, ship placed once elsewhere, any number of words
+        (
+            [WordAt(position=2, word="whale"), Include(words=("ship",))],
+            lambda w: len(w) >= 2 and w[1] == "whale" and w.count("whale") == w.count("ship") == 1,
+        ),
+        # the last word is whale, at most 3 words: the number of words is drawn per sample
+        (
+            [WordAt(position=-1, word="whale"), WordCount(max=3)],
+            lambda w: (
+                1 <= len(w) <= 3 and w[-1] == "whale" and "whale" not in w[:-1] and "ship" not in w
+            ),
+        ),
+    ],
+)
+def test_layouts_are_drawn_in_proportion_to_their_weight(constraints, valid):
+    """The forward-filtering backward-sampling draw against brute-force enumeration."""
+    tokenizer = Gpt2Tokenizer()
+    length, n = 4, 3000
+    layout = WordLayout(constraints, tokenizer, start=0, length=length)
+    probs = torch.rand(length, len(tokenizer), generator=torch.Generator().manual_seed(3)) ** 8
+    probs = 0.55 * probs / probs.sum(-1, keepdim=True)
+    (whale,), (ship,) = tokenizer.encode(" whale"), tokenizer.encode(" ship")
+    probs[:, [whale, ship, tokenizer.eos_id]] += 0.15  # placed words and ends are likely
+    expected = exact_layout_distribution(probs, tokenizer, layout, valid)
+    plans = draw_plans(layout, probs.expand(n, -1, -1).contiguous())
+    seen: dict = {}
+    for plan in plans:
+        roles = plan_roles(plan, tokenizer, length)
+        assert roles in expected, roles  # every draw is a valid layout
+        seen[roles] = seen.get(roles, 0) + 1 / n
+    distance = sum(abs(seen.get(k, 0) - v) for k, v in expected.items()) / 2
+    assert distance < 0.05, sorted(expected.items(), key=lambda kv: -kv[1])[:5]
 
 
 def test_count_without_a_question_is_refused():

@@ -70,8 +70,8 @@ class ProjectionHook:
         touched = [False] * len(self.generators)
         if self.layout is not None:
             started = time.perf_counter()
-            if self.plans is None:
-                self.plans = [self.layout.plan(row) for row in probs]
+            # Re-drawn every step, given what is decided so far (see projection/layout.py).
+            self.plans = self.layout.plan(probs, x, fixed, self.generators)
             probs = self.layout.apply(probs, self.plans, fixed)
             share = (time.perf_counter() - started) / len(self.generators)
             for i in range(len(self.generators)):

@@ -1,30 +1,44 @@
-"""The closed-form projection of lexical constraints: a word layout of the continuation.
+"""The closed-form projection of lexical constraints: a layout of the continuation's words.
 
-Word positions are only well defined once the text is, and a masked diffusion model fixes
-tokens in random order, so positions cannot be aligned after the fact. Instead the layout
-makes token positions and words line up by construction:
+Word positions are only defined once the text is, and a masked diffusion model fixes tokens in
+random order, so word indices cannot be aligned after the fact. Instead every position of the
+continuation gets a *role* that makes tokens and words line up by construction:
 
-- every free position may only hold a *word token*: a GPT-2 token that is a space and letters
-  (" the", " whale"), so each free token is exactly one word under the plain word rules;
-- a word a constraint places (`word_at`, the answer of `count`, an `include` word) is pinned
-  as the tokens of " word" at its slot (several tokens when BPE splits it: only the first
-  starts with a space, so they read as one word, and later slots shift by the extra tokens);
-- `word_count` fixes the number of words N; positions after the N words hold end-of-text;
-- `exclude` removes the word tokens that are a forbidden word.
+- a free word: a GPT-2 token that is a space and letters (" the", " whale"), exactly one word
+  under the plain word rules;
+- punctuation: a token of only punctuation, symbols or line breaks (",", ".\\n\\n", '"'). It
+  attaches to the word before it or stands alone, and the word rules strip it: no word;
+- a placed word (`word_at`, the answer of `count`, an `include` word): the tokens of " word"
+  (several when BPE splits it: only the first starts with a space, so they read as one word);
+- end: a paragraph break or end-of-text, after which every token is end-of-text (the text is
+  over). A model trained on documents ends a paragraph far more often than a document, and
+  either ends what the judges read. Its weight is the model's probability of ending there;
+  the positions after it weigh what free text would weigh in their place.
 
-Projected at every step, the KL-closest distribution with that support is the model's own,
-renormalised over the allowed tokens (a pinned position becomes one-hot), which keeps the
-rest of each distribution. `include` words go to the free slots where their tokens cost least,
--sum log p, under the first prediction (the cheapest insertion in KL). The price is fluency:
-free positions hold no punctuation, digits or word pieces.
+A *layout* is a role per position that satisfies every constraint: the word at position k is
+the k-th word-role, `word_count` bounds the number of words before the end, `include` words are
+placed once each, `exclude` removes the word tokens that spell a forbidden word. Given the
+model's p(x_0 | x_t), a layout's weight is the product over positions of the mass its role
+holds. The projection draws a layout with probability proportional to that weight (exact
+forward filtering, backward sampling over (position, words so far, includes placed)), then
+renormalises each position's distribution over its role's tokens. Sampling tokens from the
+result samples the model's factorised distribution *conditioned* on the constraints, which is
+the KL projection of that distribution onto the texts that satisfy them, and it keeps the model's
+own punctuation and sentence ends where the constraints leave room.
+
+Every step re-draws the layout conditioned on the tokens already decided, so the layout follows
+the model as the text forms; the tokens decided so far fit the previous layout, so some layout
+always exists.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from functools import cache
 
+import numpy as np
 import torch
 
 from cdd_cli.constraints.lexical import LexicalConstraint
@@ -33,27 +47,62 @@ from cdd_cli.evaluate.lexical import split_words
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
 
 WORD_TOKEN = re.compile(r"^ [A-Za-z]+$")
+NEUTRAL, WORD, PLACED, END, AFTER_END = "neutral", "word", "placed", "end", "after end"
+
+
+def is_punctuation(text: str) -> bool:
+    """Only punctuation, symbols and line breaks: the plain word rules read it as no word and
+    it cannot join two words into one."""
+    # U+FFFD stands for a token's partial UTF-8 bytes, which may complete a letter.
+    return bool(text) and all(
+        ch in "\n\r" or (ch != "\ufffd" and unicodedata.category(ch)[0] in "PS") for ch in text
+    )
 
 
 @cache
-def word_token_ids(tokenizer: Gpt2Tokenizer) -> tuple[torch.Tensor, dict[str, list[int]]]:
-    """Ids of the word tokens and, for each word, the ids of its tokens."""
+def token_classes(
+    tokenizer: Gpt2Tokenizer,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict]:
+    """Word, punctuation and end tokens (end-of-text and line breaks alone) as boolean masks
+    over the vocabulary, and the ids of the word tokens of each word."""
+    words = torch.zeros(len(tokenizer), dtype=torch.bool)
+    punctuation = torch.zeros(len(tokenizer), dtype=torch.bool)
+    ends = torch.zeros(len(tokenizer), dtype=torch.bool)
+    ends[tokenizer.eos_id] = True
     by_word: dict[str, list[int]] = {}
-    ids = []
     for token_id in range(tokenizer.mask_id):
+        if token_id == tokenizer.eos_id:
+            continue
         text = tokenizer.token_text(token_id)
         if WORD_TOKEN.match(text):
-            ids.append(token_id)
+            words[token_id] = True
             by_word.setdefault(text[1:], []).append(token_id)
-    return torch.tensor(ids), by_word
+        elif is_punctuation(text):
+            punctuation[token_id] = True
+            ends[token_id] = set(text) <= set("\r\n")
+    return words, punctuation, ends, by_word
 
 
 @dataclass
 class Plan:
-    """One sample's layout: pinned token per position, free positions, end-of-text positions."""
+    """One sample's layout: token per placed position (placed words, end-of-text after the
+    end), and the positions that hold a free word, punctuation, or the end."""
 
     pinned: dict[int, int] = field(default_factory=dict)
-    free: list[int] = field(default_factory=list)
+    words: list[int] = field(default_factory=list)
+    punctuation: list[int] = field(default_factory=list)
+    end: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Counting:
+    """What the dynamic programme counts: `slots` maps 0-based word slots to placed words;
+    words beyond `top` are counted as `top` when `saturate` (nothing depends on them)."""
+
+    slots: dict[int, str]
+    low: int
+    top: int
+    saturate: bool
 
 
 class WordLayout:
@@ -67,7 +116,7 @@ class WordLayout:
         """`start`: the first continuation position (the prompt's length); `length`: tokens
         in the continuation. Raises InputError for layouts no text can satisfy."""
         self.tokenizer, self.start, self.length = tokenizer, start, length
-        self.words_of = {}
+        self.words_of: dict[str, list[int]] = {}
         pins: dict[int, str] = {}
         includes: list[str] = []
         forbidden: set[str] = set()
@@ -98,10 +147,10 @@ class WordLayout:
             len(self.words_of[w]) - 1 for w in includes if w not in pins.values()
         )
         capacity = length - extra
-        n_words = capacity if high is None else min(high, capacity)
+        most = capacity if high is None else min(high, capacity)
         placed = len(set(pins.values()) | set(includes))
         needed = max([low, placed, *(abs(p) for p in pins)], default=0)
-        if n_words < needed or n_words < 1:
+        if most < needed or most < 1:
             limit = (
                 f"word_count allows at most {high}"
                 if high is not None and high < capacity
@@ -109,66 +158,254 @@ class WordLayout:
                 + (f" (the placed words take {extra + placed} tokens)" if placed else "")
             )
             raise InputError(f"the constraints need {max(needed, 1)} word(s), but {limit}")
-        self.n_words = n_words
-        self.slots = {(p - 1 if p > 0 else n_words + p): w for p, w in pins.items()}
-        if len(self.slots) != len(pins):
+        self.pins, self.low, self.high, self.most = pins, low, high, most
+        self.needed = needed
+        if not any(self.counting(n) for n in self.word_counts()):
             raise InputError("two word positions name the same word slot")
-        self.includes = [w for w in includes if w not in self.slots.values()]
-        ids, by_word = word_token_ids(tokenizer)
-        allowed = torch.zeros(len(tokenizer), dtype=torch.bool)
-        allowed[ids] = True
+        self.includes = [w for w in includes if w not in pins.values()]
+        words, punctuation, ends, by_word = token_classes(tokenizer)
+        self.allowed = words.clone()
         for word in forbidden:
-            allowed[by_word.get(word, [])] = False
-        self.allowed = allowed
+            self.allowed[by_word.get(word, [])] = False
+        self.punctuation, self.ends = punctuation, ends
+        # With positions counted from the end, the number of words is drawn once per sample.
+        self.counts: list[int] | None = None
 
-    def positions(self, slots: dict[int, str]) -> tuple[dict[int, int], list[int]]:
-        """Token position of every slot given the words placed so far, and the first
-        position after the last word."""
-        where, position = {}, self.start
-        for slot in range(self.n_words):
-            where[slot] = position
-            position += len(self.words_of[slots[slot]]) if slot in slots else 1
-        return where, list(range(position, self.start + self.length))
+    # ----------------------------------------------------------------------------------------
+    # What is counted
 
-    def plan(self, probs: torch.Tensor) -> Plan:
-        """The layout of one sample, placing `include` words where they cost least under
-        `probs` [L, V] (the first prediction)."""
-        slots = dict(self.slots)
-        log_probs = probs.float().clamp_min(1e-30).log()
-        for word in sorted(self.includes, key=lambda w: -len(self.words_of[w])):
-            tokens = self.words_of[word]
-            where, _ = self.positions(slots)
-            best, best_cost = None, None
-            for slot in range(self.n_words):
-                if slot in slots or where[slot] + len(tokens) > self.start + self.length:
-                    continue
-                cost = -sum(log_probs[where[slot] + i, t].item() for i, t in enumerate(tokens))
-                if best_cost is None or cost < best_cost:
-                    best, best_cost = slot, cost
-            slots[best] = word  # the constructor made sure a slot is left
-        where, tail = self.positions(slots)
+    def word_counts(self) -> list[int | None]:
+        """The numbers of words a sample may be given before its layouts are drawn: one when
+        the count is exact, every feasible one when positions count from the end (each sample
+        draws its own), None (free within the bounds) otherwise."""
+        if self.low == self.high:
+            return [self.high]
+        if any(p < 0 for p in self.pins):
+            return list(range(self.needed, self.most + 1))
+        return [None]
+
+    def counting(self, n_words: int | None) -> _Counting | None:
+        """The counting for samples with `n_words` words (None: free within the bounds);
+        None when two positions then name one word slot with different words."""
+        if n_words is None:
+            slots = {p - 1: w for p, w in self.pins.items()}
+            low, high = self.low, self.most if self.high is not None else None
+        else:
+            slots = {}
+            for p, word in self.pins.items():
+                slot = p - 1 if p > 0 else n_words + p
+                if slots.setdefault(slot, word) != word:
+                    return None
+            low = high = n_words
+        # All placed slots come before `top`, so beyond it only an upper bound needs counting.
+        top = high if high is not None else max([low, *(s + 1 for s in slots)])
+        return _Counting(slots, low, top, saturate=high is None)
+
+    # ----------------------------------------------------------------------------------------
+    # The layout's weights
+
+    def role_scores(self, probs: torch.Tensor, x: torch.Tensor, fixed: torch.Tensor) -> dict:
+        """log mass of each role at each continuation position, [B, L] (and for each placed
+        word, of its tokens starting there); a decided position scores 0 for the roles its
+        token fits and -inf for the others."""
+        s, e = self.start, self.start + self.length
+        p = probs[:, s:e].float()
+        decided, tokens = fixed[:, s:e], x[:, s:e]
+        allowed = self.allowed.to(p.device)
+        punctuation = self.punctuation.to(p.device)
+
+        def score(mass: torch.Tensor, fits: torch.Tensor) -> np.ndarray:
+            chosen = torch.where(fits, 0.0, -torch.inf)
+            return torch.where(decided, chosen, mass.clamp_min(0).log()).double().cpu().numpy()
+
+        word_mass, punctuation_mass = p @ allowed.float(), p @ punctuation.float()
+        ends = self.ends.to(p.device)
+        scores = {
+            WORD: score(word_mass, allowed[tokens]),
+            NEUTRAL: score(punctuation_mass, punctuation[tokens]),
+            END: score(p @ ends.float(), ends[tokens]),
+            # Positions after the end: the text is over there, and they weigh what free text
+            # would weigh in their place, so that a layout ends where the model ends the text,
+            # not where ending escapes the layout's restriction to words and punctuation.
+            AFTER_END: score(word_mass + punctuation_mass, tokens == self.tokenizer.eos_id),
+        }
+        for word, ids in self.words_of.items():
+            # Weight of the word's tokens starting at i: the sum of each token's score.
+            starts = np.full(decided.shape, -np.inf)
+            room = self.length - len(ids) + 1
+            if room > 0:
+                starts[:, :room] = 0.0
+                for j, t in enumerate(ids):
+                    starts[:, :room] += score(p[..., t], tokens == t)[:, j : j + room]
+            scores[(PLACED, word)] = starts
+        return scores
+
+    def forward(self, scores: dict[str, np.ndarray], count: _Counting) -> np.ndarray:
+        """alpha[i, m, b, w]: log total weight of the role sequences of the first i positions
+        that placed the include words in bitmask m and hold w words (w = top: at least top
+        when saturated)."""
+        n, length = len(scores[WORD]), self.length
+        masks = 1 << len(self.includes)
+        alpha = np.full((length + 1, masks, n, count.top + 1), -np.inf)
+        alpha[0, 0, :, 0] = 0.0
+        placed_slot = np.zeros(count.top + 1, dtype=bool)
+        placed_slot[[s for s in count.slots if s <= count.top]] = True
+
+        def add_word(target: np.ndarray, source: np.ndarray, score: np.ndarray) -> None:
+            # One more free or include word: w -> w + 1 where slot w is not placed.
+            moved = np.where(placed_slot, -np.inf, source + score[:, None])
+            np.logaddexp(target[:, 1:], moved[:, :-1], out=target[:, 1:])
+            if count.saturate:
+                np.logaddexp(target[:, -1], moved[:, -1], out=target[:, -1])
+
+        with np.errstate(invalid="ignore"):
+            for i in range(length):
+                for m in range(masks):
+                    source = alpha[i, m]
+                    if not np.isfinite(source).any():
+                        continue
+                    np.logaddexp(alpha[i + 1, m], source + scores[NEUTRAL][:, i, None],
+                                 out=alpha[i + 1, m])  # fmt: skip
+                    add_word(alpha[i + 1, m], source, scores[WORD][:, i])
+                    for slot, word in count.slots.items():
+                        end = i + len(self.words_of[word])
+                        if end <= length:
+                            target = alpha[end, m, :, slot + 1]
+                            np.logaddexp(target, source[:, slot] + scores[(PLACED, word)][:, i],
+                                         out=target)  # fmt: skip
+                    for j, word in enumerate(self.includes):
+                        end = i + len(self.words_of[word])
+                        if not m >> j & 1 and end <= length:
+                            add_word(alpha[end, m | 1 << j], source, scores[(PLACED, word)][:, i])
+        return alpha
+
+    def finals(self, alpha: np.ndarray, scores: dict[str, np.ndarray], count: _Counting):
+        """log weight [B, L + 1, top + 1] of ending after i positions with w words (the rest
+        end of text), -inf where the constraints are not met."""
+        after = scores[AFTER_END]
+        behind = np.cumsum(after[:, ::-1], axis=1)[:, ::-1]  # sum over positions >= i
+        behind = np.concatenate([behind[:, 1:], np.zeros((len(after), 1))], axis=1)
+        tail = np.concatenate([scores[END] + behind, np.zeros((len(after), 1))], axis=1)
+        last = max([count.low, *(s + 1 for s in count.slots)])
+        ok = np.arange(count.top + 1) >= last
+        with np.errstate(invalid="ignore"):
+            weights = alpha[:, -1].transpose(1, 0, 2) + tail[:, :, None]
+        return np.where(ok, weights, -np.inf)
+
+    # ----------------------------------------------------------------------------------------
+    # Drawing layouts
+
+    def plan(
+        self,
+        probs: torch.Tensor,
+        x: torch.Tensor,
+        fixed: torch.Tensor,
+        generators: list[torch.Generator],
+    ) -> list[Plan]:
+        """A layout per sample drawn in proportion to its weight under `probs` [B, L, V],
+        consistent with the tokens of `x` already decided (`fixed`)."""
+        scores = self.role_scores(probs, x, fixed)
+        n = len(generators)
+        options = self.word_counts()
+        if len(options) > 1 and self.counts is None:
+            self.counts = self.draw_counts(scores, options, generators)
+        counts = self.counts if len(options) > 1 else options * n
+        plans: list[Plan | None] = [None] * n
+        for value in dict.fromkeys(counts):
+            rows = [b for b in range(n) if counts[b] == value]
+            part = {k: v[rows] for k, v in scores.items()}
+            count = self.counting(value)
+            alpha = self.forward(part, count)
+            finals = self.finals(alpha, part, count)
+            for k, b in enumerate(rows):
+                plans[b] = self.draw(alpha[:, :, k], finals[k], part, k, count, generators[b])
+        return plans  # type: ignore[return-value]
+
+    def draw_counts(
+        self, scores: dict[str, np.ndarray], options: list[int], generators: list[torch.Generator]
+    ) -> list[int]:
+        """For positions counted from the end without an exact word count: each sample's
+        number of words, drawn in proportion to the total weight of its layouts."""
+        totals = np.full((len(generators), len(options)), -np.inf)
+        for k, value in enumerate(options):
+            count = self.counting(value)
+            if count is not None:
+                finals = self.finals(self.forward(scores, count), scores, count)
+                totals[:, k] = np.logaddexp.reduce(finals.reshape(len(finals), -1), axis=1)
+        return [options[_choose(row, g)] for row, g in zip(totals, generators, strict=True)]
+
+    def draw(
+        self,
+        alpha: np.ndarray,
+        finals: np.ndarray,
+        scores: dict[str, np.ndarray],
+        b: int,
+        count: _Counting,
+        generator: torch.Generator,
+    ) -> Plan:
+        """Backward sampling of one sample's layout; alpha [L + 1, masks, top + 1]."""
+        flat = finals.reshape(-1)
+        if not np.isfinite(flat).any():
+            raise RuntimeError("no word layout fits the tokens decided so far")
+        i, w = divmod(_choose(flat, generator), count.top + 1)
+        m = (1 << len(self.includes)) - 1
         plan = Plan()
-        for slot, position in where.items():
-            if slot in slots:
-                for i, token in enumerate(self.words_of[slots[slot]]):
-                    plan.pinned[position + i] = token
+        if i < self.length:
+            plan.end.append(self.start + i)
+        for position in range(i + 1, self.length):
+            plan.pinned[self.start + position] = self.tokenizer.eos_id
+        placed_at = count.slots
+        while i > 0:
+            # Every move that ends in state (i, m, w): (role, previous i, m, w, placed word).
+            moves = [(NEUTRAL, i - 1, m, w, None)]
+            if w > 0 and (w - 1) in placed_at:
+                word = placed_at[w - 1]
+                moves.append((PLACED, i - len(self.words_of[word]), m, w - 1, word))
+            previous = [w - 1] if w > 0 else []
+            if count.saturate and w == count.top:
+                previous.append(w)
+            for v in (v for v in previous if v not in placed_at):
+                moves.append((WORD, i - 1, m, v, None))
+                for j, word in enumerate(self.includes):
+                    if m >> j & 1:
+                        moves.append((PLACED, i - len(self.words_of[word]), m ^ 1 << j, v, word))
+            moves = [move for move in moves if move[1] >= 0]
+            weights = [
+                alpha[i_, m_, w_] + scores[(PLACED, word) if word else role][b, i_]
+                for role, i_, m_, w_, word in moves
+            ]
+            role, i, m, w, word = moves[_choose(np.array(weights), generator)]
+            if role == NEUTRAL:
+                plan.punctuation.append(self.start + i)
+            elif role == WORD:
+                plan.words.append(self.start + i)
             else:
-                plan.free.append(position)
-        for position in tail:
-            plan.pinned[position] = self.tokenizer.eos_id
+                for k, token in enumerate(self.words_of[word]):
+                    plan.pinned[self.start + i + k] = token
+        plan.words.reverse()
+        plan.punctuation.reverse()
         return plan
 
+    # ----------------------------------------------------------------------------------------
+    # The projection
+
     def apply(self, probs: torch.Tensor, plans: list[Plan], fixed: torch.Tensor) -> torch.Tensor:
-        """Project probs [B, L, V]: free positions renormalised over the allowed tokens, pinned
-        positions one-hot; positions the sampler already fixed are left as they are."""
+        """Project probs [B, L, V]: each position renormalised over its role's tokens (placed
+        positions one-hot); positions the sampler already fixed are left as they are."""
         out = probs.clone()
-        allowed = self.allowed.to(probs.device, probs.dtype)
         for b, plan in enumerate(plans):
-            free = [p for p in plan.free if not fixed[b, p]]
-            if free:
+            for positions, allowed in (
+                (plan.words, self.allowed),
+                (plan.punctuation, self.punctuation),
+                (plan.end, self.ends),
+            ):
+                free = [p for p in positions if not fixed[b, p]]
+                if not free:
+                    continue
+                allowed = allowed.to(probs.device, probs.dtype)
                 rows = out[b, free] * allowed
                 total = rows.sum(-1, keepdim=True)
-                # A row with no mass left on allowed tokens becomes uniform over them.
+                # A row with no mass left on its tokens becomes uniform over them.
                 rows = torch.where(
                     total > 0, rows / total.clamp_min(1e-30), allowed / allowed.sum()
                 )
@@ -180,6 +417,14 @@ class WordLayout:
                 out[b, positions] = 0.0
                 out[b, positions, tokens] = 1.0
         return out
+
+
+def _choose(log_weights: np.ndarray, generator: torch.Generator) -> int:
+    """An index drawn in proportion to exp(log_weights), with the sample's own generator."""
+    weights = np.exp(log_weights - np.max(log_weights))
+    cumulative = np.cumsum(np.nan_to_num(weights))
+    u = torch.rand((), generator=generator).item() * cumulative[-1]
+    return int(min(np.searchsorted(cumulative, u, side="right"), len(cumulative) - 1))
 
 
 def layout_for(
