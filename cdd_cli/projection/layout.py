@@ -211,19 +211,21 @@ class WordLayout:
         s, e = self.start, self.start + self.length
         p = probs[:, s:e].float()
         decided, tokens = fixed[:, s:e], x[:, s:e]
-        allowed = self.allowed.to(p.device)
-        punctuation = self.punctuation.to(p.device)
+        classes = (self.allowed, self.punctuation, self.ends)
+        allowed, punctuation, ends = (c.to(p.device) for c in classes)
 
         def score(mass: torch.Tensor, fits: torch.Tensor) -> np.ndarray:
             chosen = torch.where(fits, 0.0, -torch.inf)
             return torch.where(decided, chosen, mass.clamp_min(0).log()).double().cpu().numpy()
 
-        word_mass, punctuation_mass = p @ allowed.float(), p @ punctuation.float()
-        ends = self.ends.to(p.device)
+        # One pass over [B, L, V] for the three masses.
+        word_mass, punctuation_mass, end_mass = (
+            p @ torch.stack([c.float() for c in (allowed, punctuation, ends)], dim=1)
+        ).unbind(-1)
         scores = {
             WORD: score(word_mass, allowed[tokens]),
             NEUTRAL: score(punctuation_mass, punctuation[tokens]),
-            END: score(p @ ends.float(), ends[tokens]),
+            END: score(end_mass, ends[tokens]),
             # Positions after the end: the text is over there, and they weigh what free text
             # would weigh in their place, so that a layout ends where the model ends the text,
             # not where ending escapes the layout's restriction to words and punctuation.
@@ -322,17 +324,20 @@ class WordLayout:
         return plans  # type: ignore[return-value]
 
     def draw_counts(
-        self, scores: dict[str, np.ndarray], options: list[int], generators: list[torch.Generator]
+        self, scores: dict, options: list[int], generators: list[torch.Generator]
     ) -> list[int]:
         """For positions counted from the end without an exact word count: each sample's
-        number of words, drawn in proportion to the total weight of its layouts."""
-        totals = np.full((len(generators), len(options)), -np.inf)
-        for k, value in enumerate(options):
-            count = self.counting(value)
-            if count is not None:
-                finals = self.finals(self.forward(scores, count), scores, count)
-                totals[:, k] = np.logaddexp.reduce(finals.reshape(len(finals), -1), axis=1)
-        return [options[_choose(row, g)] for row, g in zip(totals, generators, strict=True)]
+        number of words, drawn in proportion to the total weight of the layouts with that many
+        words under the other constraints (one pass that counts every word; the positions
+        from the end weigh in once the number is drawn, which is cheaper than a pass per
+        number and only approximately the exact conditional)."""
+        slots = {p - 1: w for p, w in self.pins.items() if p > 0}
+        count = _Counting(slots, low=min(options), top=max(options), saturate=False)
+        finals = self.finals(self.forward(scores, count), scores, count)  # [B, L + 1, W + 1]
+        totals = np.logaddexp.reduce(finals, axis=1)
+        feasible = [self.counting(n) is not None for n in options]
+        weights = np.where(feasible, totals[:, options], -np.inf)
+        return [options[_choose(row, g)] for row, g in zip(weights, generators, strict=True)]
 
     def draw(
         self,
