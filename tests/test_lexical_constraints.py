@@ -134,6 +134,11 @@ def draw_plans(layout: WordLayout, probs: torch.Tensor, x=None, fixed=None, seed
     return layout.plan(probs, x, fixed, generators)
 
 
+def random_probs(tokenizer: Gpt2Tokenizer, n: int, length: int, seed: int) -> torch.Tensor:
+    probs = torch.rand(n, length, len(tokenizer), generator=torch.Generator().manual_seed(seed))
+    return probs / probs.sum(-1, keepdim=True)
+
+
 def peaked(tokenizer: Gpt2Tokenizer, rows: list[str]) -> torch.Tensor:
     """[1, L, V]: each position nearly certain of its token."""
     probs = torch.full((1, len(rows), len(tokenizer)), 1e-9)
@@ -156,8 +161,7 @@ def test_layout_follows_the_tokens_already_decided():
     layout = WordLayout(
         [WordAt(position=2, word="whale"), WordCount(equals=3)], tokenizer, start=0, length=6
     )
-    probs = torch.rand(8, 6, len(tokenizer), generator=torch.Generator().manual_seed(1))
-    probs = probs / probs.sum(-1, keepdim=True)
+    probs = random_probs(tokenizer, 8, 6, seed=1)
     x = torch.zeros(8, 6, dtype=torch.long)
     fixed = torch.zeros(8, 6, dtype=torch.bool)
     x[:, 1], fixed[:, 1] = tokenizer.encode(",")[0], True  # punctuation decided at 1
@@ -184,8 +188,7 @@ def test_layout_projection_keeps_the_rest_of_each_distribution():
         start=0,
         length=6,
     )
-    probs = torch.rand(16, 6, len(tokenizer), generator=torch.Generator().manual_seed(0))
-    probs = probs / probs.sum(-1, keepdim=True)
+    probs = random_probs(tokenizer, 16, 6, seed=0)
     plans = draw_plans(layout, probs)
     out = layout.apply(probs, plans, torch.zeros(16, 6, dtype=torch.bool))
     (call,) = tokenizer.encode(" Call")
@@ -307,8 +310,7 @@ def test_word_counts_drawn_for_positions_from_the_end_give_valid_layouts():
         start=0,
         length=8,
     )
-    probs = torch.rand(64, 8, len(tokenizer), generator=torch.Generator().manual_seed(4))
-    probs = probs / probs.sum(-1, keepdim=True)
+    probs = random_probs(tokenizer, 64, 8, seed=4)
     plans = draw_plans(layout, probs)
     counts = set()
     for b, plan in enumerate(plans):
