@@ -236,7 +236,9 @@ def exact_layout_distribution(probs: torch.Tensor, tokenizer, layout, valid) -> 
             continue
         weight = 1.0
         for i, r in enumerate(roles):
-            if i < first:
+            if r == "word" and "ship" in layout.includes and "ship" not in roles[:i]:
+                weight *= float(word[i] - probs[i, ship])  # a free word is not ship before it
+            elif i < first:
                 weight *= float(mass[r][i])
             elif i == first:
                 weight *= float((probs[i] * layout.ends).sum())  # a paragraph or text ends
@@ -337,3 +339,49 @@ def test_validate_catches_words_that_cannot_fit(tmp_path: Path):
     ok = write(tmp_path, SPEC)
     result = CliRunner().invoke(app, ["validate", str(ok)])
     assert result.exit_code == 0 and "words fit 128 tokens" in result.stderr
+
+
+def test_an_include_word_used_twice_is_not_weighted_twice():
+    """Free words before the placement are not the include word, so each text has one
+    layout: with " whale" and " the" equally likely, the three texts that include whale are
+    equally likely."""
+    tokenizer = Gpt2Tokenizer()
+    layout = WordLayout([Include(words=("whale",))], tokenizer, start=0, length=2)
+    (whale,), (the,) = tokenizer.encode(" whale"), tokenizer.encode(" the")
+    probs = torch.zeros(3000, 2, len(tokenizer))
+    probs[..., [whale, the]] = 0.5
+    plans = draw_plans(layout, probs)
+    out = layout.apply(probs, plans, torch.zeros(3000, 2, dtype=torch.bool))
+    ids = torch.multinomial(
+        out.view(-1, len(tokenizer)), 1, generator=torch.Generator().manual_seed(0)
+    )
+    texts = [tokenizer.decode(row) for row in ids.view(3000, 2).tolist()]
+    shares = {t: texts.count(t) / len(texts) for t in set(texts)}
+    assert set(shares) == {" whale whale", " whale the", " the whale"}
+    assert all(abs(share - 1 / 3) < 0.04 for share in shares.values()), shares
+
+
+def test_a_word_placed_first_and_last_may_be_one_placement():
+    tokenizer = Gpt2Tokenizer()
+    assert len(tokenizer.encode(" harpooneer")) > 2
+    pins = [WordAt(position=1, word="harpooneer"), WordAt(position=-1, word="harpooneer")]
+    layout = WordLayout([*pins, WordCount(equals=1)], tokenizer, start=0, length=4)
+    (plan,) = draw_plans(layout, random_probs(tokenizer, 1, 4, seed=5))
+    out = layout.apply(
+        random_probs(tokenizer, 1, 4, seed=5), [plan], torch.zeros(1, 4, dtype=torch.bool)
+    )
+    assert split_words(tokenizer.decode(out[0].argmax(-1).tolist())) == ["harpooneer"]
+
+
+def test_a_layout_with_zero_probability_is_still_drawn():
+    """The model may give a token the decided ones require probability 0; the projection must
+    still find the layout rather than fail mid-sampling."""
+    tokenizer = Gpt2Tokenizer()
+    layout = WordLayout([WordAt(position=1, word="whale"), WordCount(equals=2)], tokenizer, 0, 3)
+    probs = random_probs(tokenizer, 1, 3, seed=6)
+    (whale,), (sea,) = tokenizer.encode(" whale"), tokenizer.encode(" sea")
+    probs[:, :, whale] = 0.0
+    x = torch.tensor([[0, sea, 0]])
+    fixed = torch.tensor([[False, True, False]])  # " sea" decided: word 2, so whale is at 0
+    (plan,) = draw_plans(layout, probs, x, fixed)
+    assert plan.pinned[0] == whale

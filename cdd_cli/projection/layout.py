@@ -17,18 +17,22 @@ continuation gets a *role* that makes tokens and words line up by construction:
 
 A *layout* is a role per position that satisfies every constraint: the word at position k is
 the k-th word-role, `word_count` bounds the number of words before the end, `include` words are
-placed once each, `exclude` removes the word tokens that spell a forbidden word. Given the
-model's p(x_0 | x_t), a layout's weight is the product over positions of the mass its role
-holds. The projection draws a layout with probability proportional to that weight (exact
+placed once each (free words before the placement are not that word, so a text that uses it
+twice has one layout, not two), `exclude` removes the word tokens that spell a forbidden word.
+Given the model's p(x_0 | x_t), a layout's weight is the product over positions of the mass its
+role holds. The projection draws a layout with probability proportional to that weight (exact
 forward filtering, backward sampling over (position, words so far, includes placed)), then
 renormalises each position's distribution over its role's tokens. Sampling tokens from the
-result samples the model's factorised distribution *conditioned* on the constraints, which is
-the KL projection of that distribution onto the texts that satisfy them, and it keeps the model's
-own punctuation and sentence ends where the constraints leave room.
+result samples the model's factorised distribution conditioned on the constraints (the KL
+projection of that distribution onto the texts they allow), restricted to these roles and up
+to three approximations: the positions after the end weigh as free text; a paragraph break
+followed by the end can be read as either role; and with positions from the end but no exact
+word count, each sample's number of words is drawn once, without those positions' weights.
+It keeps the model's own punctuation and sentence ends where the constraints leave room.
 
 Every step re-draws the layout conditioned on the tokens already decided, so the layout follows
 the model as the text forms; the tokens decided so far fit the previous layout, so some layout
-always exists.
+always exists (roles the model gives probability 0 keep a tiny weight, so it is found).
 """
 
 from __future__ import annotations
@@ -90,6 +94,7 @@ class Plan:
 
     pinned: dict[int, int] = field(default_factory=dict)
     words: list[int] = field(default_factory=list)
+    not_yet: dict[int, list[int]] = field(default_factory=dict)  # free word: not these
     punctuation: list[int] = field(default_factory=list)
     end: list[int] = field(default_factory=list)
 
@@ -143,9 +148,9 @@ class WordLayout:
             if word in forbidden:
                 raise InputError(f"{word!r} is both required and forbidden")
             self.words_of[word] = tokenizer.encode(" " + word)
-        extra = sum(len(self.words_of[w]) - 1 for w in pins.values()) + sum(
-            len(self.words_of[w]) - 1 for w in includes if w not in pins.values()
-        )
+        # Tokens beyond one per word that the placed words take, at the least (a word placed
+        # at a position and at one from the end may be placed once).
+        extra = sum(len(self.words_of[w]) - 1 for w in set(pins.values()) | set(includes))
         capacity = length - extra
         most = capacity if high is None else min(high, capacity)
         placed = len(set(pins.values()) | set(includes))
@@ -168,8 +173,34 @@ class WordLayout:
         for word in forbidden:
             self.allowed[by_word.get(word, [])] = False
         self.punctuation, self.ends = punctuation, ends
+        self.check_some_layout_exists()
         # With positions counted from the end, the number of words is drawn once per sample.
         self.counts: list[int] | None = None
+
+    def check_some_layout_exists(self) -> None:
+        """InputError unless some layout fits: the dynamic programme with every role weighing
+        1 wherever it fits. (With positions from the end and no exact count, each sample's
+        count is checked when drawn.)"""
+        zero = np.zeros((1, self.length), dtype=np.float32)
+        scores = {NEUTRAL: zero, END: zero, AFTER_END: zero}
+        scores |= {(WORD, m): zero for m in range(1 << len(self.includes))}
+        for word, ids in self.words_of.items():
+            starts = np.full((1, self.length), -np.inf, dtype=np.float32)
+            starts[:, : max(0, self.length - len(ids) + 1)] = 0.0
+            scores[(PLACED, word)] = starts
+        options = self.word_counts()
+        if len(options) > 1:
+            slots = {p - 1: w for p, w in self.pins.items() if p > 0}
+            counts = [_Counting(slots, low=min(options), top=max(options), saturate=False)]
+        else:
+            counts = [self.counting(options[0])]
+        for count in counts:
+            finals = self.finals(self.forward(scores, count), scores, count)
+            if np.isfinite(finals).any():
+                return
+        raise InputError(
+            f"no continuation of {self.length} tokens satisfies the lexical constraints together"
+        )
 
     # ----------------------------------------------------------------------------------------
     # What is counted
@@ -216,7 +247,9 @@ class WordLayout:
 
         def score(mass: torch.Tensor, fits: torch.Tensor) -> np.ndarray:
             chosen = torch.where(fits, 0.0, -torch.inf)
-            return torch.where(decided, chosen, mass.clamp_min(0).log()).double().cpu().numpy()
+            # A floor, not 0: a layout the decided tokens allow must keep some weight.
+            weight = mass.clamp_min(1e-30).log()
+            return torch.where(decided, chosen, weight).cpu().numpy()
 
         # One pass over [B, L, V] for the three masses.
         word_mass, punctuation_mass, end_mass = (
@@ -233,22 +266,41 @@ class WordLayout:
         }
         for word, ids in self.words_of.items():
             # Weight of the word's tokens starting at i: the sum of each token's score.
-            starts = np.full(decided.shape, -np.inf)
+            starts = np.full(decided.shape, -np.inf, dtype=np.float32)
             room = self.length - len(ids) + 1
             if room > 0:
                 starts[:, :room] = 0.0
                 for j, t in enumerate(ids):
                     starts[:, :room] += score(p[..., t], tokens == t)[:, j : j + room]
             scores[(PLACED, word)] = starts
+        # A free word is not an include word that is still to be placed: the first copy of
+        # an include word is its placement, so each text has one layout, not one per copy.
+        for m in range(1 << len(self.includes)):
+            waiting = self.waiting_tokens(m)
+            if waiting:
+                ids = torch.tensor(waiting, device=p.device)
+                mass = word_mass - p[..., ids].sum(-1)
+                scores[(WORD, m)] = score(mass, allowed[tokens] & ~torch.isin(tokens, ids))
+            else:
+                scores[(WORD, m)] = scores[WORD]
         return scores
+
+    def waiting_tokens(self, m: int) -> list[int]:
+        """The one-token include words not in bitmask m (multi-token ones are never a free
+        word)."""
+        return [
+            self.words_of[w][0]
+            for j, w in enumerate(self.includes)
+            if not m >> j & 1 and len(self.words_of[w]) == 1
+        ]
 
     def forward(self, scores: dict[str, np.ndarray], count: _Counting) -> np.ndarray:
         """alpha[i, m, b, w]: log total weight of the role sequences of the first i positions
         that placed the include words in bitmask m and hold w words (w = top: at least top
         when saturated)."""
-        n, length = len(scores[WORD]), self.length
+        n, length = len(scores[NEUTRAL]), self.length
         masks = 1 << len(self.includes)
-        alpha = np.full((length + 1, masks, n, count.top + 1), -np.inf)
+        alpha = np.full((length + 1, masks, n, count.top + 1), -np.inf, dtype=np.float32)
         alpha[0, 0, :, 0] = 0.0
         placed_slot = np.zeros(count.top + 1, dtype=bool)
         placed_slot[[s for s in count.slots if s <= count.top]] = True
@@ -268,7 +320,7 @@ class WordLayout:
                         continue
                     np.logaddexp(alpha[i + 1, m], source + scores[NEUTRAL][:, i, None],
                                  out=alpha[i + 1, m])  # fmt: skip
-                    add_word(alpha[i + 1, m], source, scores[WORD][:, i])
+                    add_word(alpha[i + 1, m], source, scores[(WORD, m)][:, i])
                     for slot, word in count.slots.items():
                         end = i + len(self.words_of[word])
                         if end <= length:
@@ -351,7 +403,7 @@ class WordLayout:
         """Backward sampling of one sample's layout; alpha [L + 1, masks, top + 1]."""
         flat = finals.reshape(-1)
         if not np.isfinite(flat).any():
-            raise RuntimeError("no word layout fits the tokens decided so far")
+            raise InputError("no continuation fits the lexical constraints together")
         i, w = divmod(_choose(flat, generator), count.top + 1)
         m = (1 << len(self.includes)) - 1
         plan = Plan()
@@ -375,8 +427,9 @@ class WordLayout:
                     if m >> j & 1:
                         moves.append((PLACED, i - len(self.words_of[word]), m ^ 1 << j, v, word))
             moves = [move for move in moves if move[1] >= 0]
+            key = {NEUTRAL: NEUTRAL, WORD: (WORD, m)}
             weights = [
-                alpha[i_, m_, w_] + scores[(PLACED, word) if word else role][b, i_]
+                alpha[i_, m_, w_] + scores[(PLACED, word) if word else key[role]][b, i_]
                 for role, i_, m_, w_, word in moves
             ]
             role, i, m, w, word = moves[_choose(np.array(weights), generator)]
@@ -384,6 +437,8 @@ class WordLayout:
                 plan.punctuation.append(self.start + i)
             elif role == WORD:
                 plan.words.append(self.start + i)
+                if self.waiting_tokens(m):
+                    plan.not_yet[self.start + i] = self.waiting_tokens(m)
             else:
                 for k, token in enumerate(self.words_of[word]):
                     plan.pinned[self.start + i + k] = token
@@ -399,6 +454,9 @@ class WordLayout:
         positions one-hot); positions the sampler already fixed are left as they are."""
         out = probs.clone()
         for b, plan in enumerate(plans):
+            for position, tokens in plan.not_yet.items():
+                if not fixed[b, position]:
+                    out[b, position, tokens] = 0.0
             for positions, allowed in (
                 (plan.words, self.allowed),
                 (plan.punctuation, self.punctuation),
