@@ -2,6 +2,7 @@
 
     python bench/lexical_table.py [--records 10] [-n 2] [--length 48] [--max-attempts 8]
         [--collie ../shared/data/collie/collie.jsonl] [--model default-text] [--out bench/results]
+        [--methods unconstrained,reject,cdd] [--sets c05,c07,c09,count]
 
 Sets (the first `--records` of each, in file order):
 - c05: exact word count plus given words at given positions;
@@ -109,6 +110,7 @@ def main() -> None:
     parser.add_argument("--model", default="default-text")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--methods", default="unconstrained,reject,cdd")
+    parser.add_argument("--sets", default="c05,c07,c09,count")
     parser.add_argument("--out", default="bench/results")
     args = parser.parse_args()
 
@@ -120,7 +122,8 @@ def main() -> None:
     counting = [ConstraintSpec("count", {}, "--constraint count")]
     sets["count"] = [(counting, p) for p in counting_prompts(args.records)]
     rows = []
-    for name, jobs in sets.items():
+    for name in args.sets.split(","):
+        jobs = sets[name]
         base = None
         for method in args.methods.split(","):
             records, seconds, attempts, wall = run(
