@@ -411,17 +411,16 @@ class WordLayout:
             plan.end.append(self.start + i)
         for position in range(i + 1, self.length):
             plan.pinned[self.start + position] = self.tokenizer.eos_id
-        placed_at = count.slots
         while i > 0:
             # Every move that ends in state (i, m, w): (role, previous i, m, w, placed word).
             moves = [(NEUTRAL, i - 1, m, w, None)]
-            if w > 0 and (w - 1) in placed_at:
-                word = placed_at[w - 1]
+            if w > 0 and (w - 1) in count.slots:
+                word = count.slots[w - 1]
                 moves.append((PLACED, i - len(self.words_of[word]), m, w - 1, word))
             previous = [w - 1] if w > 0 else []
             if count.saturate and w == count.top:
                 previous.append(w)
-            for v in (v for v in previous if v not in placed_at):
+            for v in (v for v in previous if v not in count.slots):
                 moves.append((WORD, i - 1, m, v, None))
                 for j, word in enumerate(self.includes):
                     if m >> j & 1:
@@ -437,8 +436,8 @@ class WordLayout:
                 plan.punctuation.append(self.start + i)
             elif role == WORD:
                 plan.words.append(self.start + i)
-                if self.waiting_tokens(m):
-                    plan.not_yet[self.start + i] = self.waiting_tokens(m)
+                if waiting := self.waiting_tokens(m):
+                    plan.not_yet[self.start + i] = waiting
             else:
                 for k, token in enumerate(self.words_of[word]):
                     plan.pinned[self.start + i + k] = token
