@@ -19,6 +19,12 @@ cdd_cli/evaluate/lexical.py for how they differ from COLLIE's own NLTK-based cou
 each set and method: violation % (samples whose record is not satisfied), perplexity
 (SmolLM2-135M), entropy, distinct-2, seconds per sample (mean / median), overhead over
 unconstrained (same run) and the reject attempts.
+
+Perplexity depends on length (a text's first tokens, with no context, are the least
+predictable), and constraints such as c05's word count end texts early. So each constrained row
+also reports `perplexity_same_length`: the unconstrained texts of the same run, each cut to the
+word count of its paired constrained text (same job and sample index). Records are written to
+`OUT/lexical_{set}_{method}.jsonl`.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import argparse
 import json
 import platform
 import random
+import re
 import time
 from pathlib import Path
 
@@ -77,6 +84,24 @@ def counting_prompts(count: int, seed: int = 0) -> list[str]:
     return prompts
 
 
+def cut_to_words(text: str, words: int) -> str:
+    """The prefix of `text` holding its first `words` whitespace-separated words."""
+    ends = [m.end() for m in re.finditer(r"\S+", text)]
+    if words >= len(ends):
+        return text
+    return text[: ends[words - 1]] if words > 0 else ""
+
+
+def same_length_perplexity(baseline: list[dict], records: list[dict]) -> float | None:
+    """Perplexity of the unconstrained texts cut to their paired constrained texts' lengths."""
+    cut = [
+        {**b, "text": cut_to_words(b["text"], len(r["text"].split()))}
+        for b, r in zip(baseline, records, strict=True)
+    ]
+    report = text_report(cut, perplexity=True, judge=False, log=lambda _: None)
+    return report["fluency"]["perplexity"]["corpus"]
+
+
 def run(method, loaded, jobs, n, length, max_attempts, device):
     """`jobs`: (constraint specs, prompt text or None) pairs; n samples each."""
     spec = Spec(method=method)
@@ -121,10 +146,12 @@ def main() -> None:
     }
     counting = [ConstraintSpec("count", {}, "--constraint count")]
     sets["count"] = [(counting, p) for p in counting_prompts(args.records)]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     rows = []
     for name in args.sets.split(","):
         jobs = sets[name]
-        base = None
+        base = baseline = None
         for method in args.methods.split(","):
             records, seconds, attempts, wall = run(
                 method, loaded, jobs, args.n, args.length, args.max_attempts, args.device
@@ -147,9 +174,12 @@ def main() -> None:
                 "example": records[0]["text"][:160],
             }
             if method == "unconstrained":
-                base = seconds
+                base, baseline = seconds, records
             elif base:
                 result.update(overhead(seconds, base))
+                result["perplexity_same_length"] = same_length_perplexity(baseline, records)
+            with open(out / f"lexical_{name}_{method}.jsonl", "w") as f:
+                f.writelines(json.dumps(r) + "\n" for r in records)
             rows.append(result)
             print(json.dumps(result), flush=True)
     meta = {
@@ -164,20 +194,19 @@ def main() -> None:
         "threads": torch.get_num_threads(),
         "machine": platform.machine(),
     }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     (out / "lexical_table.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     print(f"\n{json.dumps(meta)}\n")
     print(
-        "| set | method | violation % | perplexity | entropy | distinct-2 | s/sample mean / "
-        "median | overhead mean / median | attempts |"
+        "| set | method | violation % | perplexity | unconstrained, same length | entropy | "
+        "distinct-2 | s/sample mean / median | overhead mean / median | attempts |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         ratios = f"{r['overhead_mean']}x / {r['overhead_median']}x" if "overhead_mean" in r else ""
         print(
             f"| {r['set']} | {r['method']} | {r['violation_pct']} | {r['perplexity']} | "
-            f"{r['entropy']} | {r['distinct_2']} | {r['seconds_mean']} / {r['seconds_median']} | "
+            f"{r.get('perplexity_same_length', '')} | {r['entropy']} | {r['distinct_2']} | "
+            f"{r['seconds_mean']} / {r['seconds_median']} | "
             f"{ratios} | {r['mean_attempts']} |"
         )
 

@@ -103,6 +103,9 @@ def run_guarded(body) -> None:
 
 DeviceOpt = Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:K.")]
 ThreadsOpt = Annotated[Optional[int], typer.Option(help="CPU threads for torch.")]
+CooldownOpt = Annotated[
+    int, typer.Option(min=0, help="The learning rate falls linearly to 0 over the last N steps.")
+]
 
 
 def set_threads(threads: int | None) -> None:
@@ -353,6 +356,7 @@ def train_molecules_command(
     batch_size: int = 512,
     lr: float = 2e-3,
     max_steps: int = 20000,
+    cooldown_steps: CooldownOpt = 0,
     eval_every: int = 500,
     save_every: int = 100,
     sample_steps: int = 32,
@@ -381,6 +385,7 @@ def train_molecules_command(
             batch_size=batch_size,
             lr=lr,
             max_steps=max_steps,
+            cooldown_steps=cooldown_steps,
             eval_every=eval_every,
             save_every=save_every,
             sample_steps=sample_steps,
@@ -404,6 +409,7 @@ def train_text_command(
     batch_size: int = 32,
     lr: float = 2e-3,
     max_steps: int = 20000,
+    cooldown_steps: CooldownOpt = 0,
     eval_every: int = 500,
     save_every: int = 100,
     sample_steps: int = 64,
@@ -433,6 +439,7 @@ def train_text_command(
             lr=lr,
             warmup_steps=100,
             max_steps=max_steps,
+            cooldown_steps=cooldown_steps,
             eval_every=eval_every,
             save_every=save_every,
             sample_steps=sample_steps,

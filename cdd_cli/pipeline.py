@@ -32,7 +32,7 @@ from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import CANONICALIZER, MoleculeReport, describe, summarise
 from cdd_cli.models import registry
-from cdd_cli.models.tokenizers import Gpt2Tokenizer
+from cdd_cli.models.tokenizers import Gpt2Tokenizer, SmilesTokenizer
 from cdd_cli.projection.alm import ALMProgress
 from cdd_cli.projection.hook import ProjectionHook
 from cdd_cli.projection.layout import WordLayout, layout_for
@@ -150,7 +150,8 @@ class Generation:
         ]
         keep = len(prompt.ids)
         told = [c.with_prompt(prompt.text or "", keep) for c in self.constraints]
-        decode = self.loaded.tokenizer.decode
+        tokenizer = self.loaded.tokenizer
+        decode = tokenizer.decode
 
         def continuation(ids: list[int]) -> str:
             return decode(ids[keep:])
@@ -174,6 +175,7 @@ class Generation:
                 spec.search,
                 self.on_alm,
                 layout,
+                tokenizer.canonical_ids if isinstance(tokenizer, SmilesTokenizer) else None,
             )
         self.progress.reset(self.denoise, total=self.sampler.steps)
         started = time.perf_counter()

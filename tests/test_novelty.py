@@ -91,6 +91,73 @@ def test_search_respects_its_budget_and_fixed_positions():
     assert result.ids is None and result.nodes == 50 and len(calls) == 50
 
 
+def test_canonical_ids_pad_after_the_first_eos_and_drop_stray_padding():
+    tok = make_tokenizer()
+    ids = tok.encode("CCCO", 10)
+    truncated = list(ids)
+    truncated[3] = tok.eos_id  # <bos> C C <eos> C O <eos> <pad>...
+    assert tok.canonical_ids(truncated) == tok.encode("CC", 10)
+    gapped = list(ids)
+    gapped[2] = tok.pad_id  # <bos> C <pad> C O ...: reads as "CCO"
+    assert tok.canonical_ids(gapped) == tok.encode("CCO", 10)
+    assert tok.canonical_ids(ids) == ids
+
+
+def one_hot_ish(tok, smiles: str, length: int, runners_up: dict[int, tuple[str, float]]):
+    """Rows with 0.9 on the tokens of `smiles` and, at the given positions, one runner-up."""
+    ids = tok.encode(smiles, length)
+    probs = torch.full((length, len(tok)), 0.01)
+    probs[torch.arange(length), ids] = 0.9
+    for position, (token, p) in runners_up.items():
+        probs[position, tok.index.get(token, tok.eos_id)] = p
+    return probs / probs.sum(-1, keepdim=True)
+
+
+def test_a_truncation_pays_for_every_token_it_removes():
+    tok = make_tokenizer()
+    # Cutting after "CC" (an <eos> at position 3) is the cheapest single flip, but it removes
+    # four tokens; putting an N at position 2 costs slightly more as a flip and removes none.
+    probs = one_hot_ish(tok, "CCCCCO", 12, {3: ("<eos>", 0.07), 2: ("N", 0.06)})
+
+    def accept(ids: list[int]) -> bool:
+        text = tok.decode(ids)
+        return "N" in text or len(text) <= 2
+
+    movable = torch.ones(12, dtype=torch.bool)
+    plain = best_first(probs, movable, accept, SearchSettings())
+    assert tok.decode(plain.ids) == "CC"
+    read = best_first(probs, movable, accept, SearchSettings(), tok.canonical_ids)
+    assert tok.decode(read.ids) == "CNCCCO"
+    assert read.ids == tok.encode("CNCCCO", 12)
+
+
+def test_canonical_search_judges_each_reading_once_in_order_of_its_cost():
+    tok = make_tokenizer()
+    probs = peaked(tok, "CC(C)O", length=8, sharpness=2.0)
+    seen: list[list[int]] = []
+
+    def record(ids: list[int]) -> bool:
+        seen.append(ids)
+        return False
+
+    best_first(
+        probs,
+        torch.ones(8, dtype=torch.bool),
+        record,
+        SearchSettings(top_k=3, max_nodes=300),
+        tok.canonical_ids,
+    )
+    top = probs.max(-1).values
+
+    def cost(ids: list[int]) -> float:
+        return float((top - probs[torch.arange(8), torch.tensor(ids)]).sum())
+
+    costs = [cost(ids) for ids in seen]
+    assert len(seen) == 300 == len({tuple(s) for s in seen})
+    assert all(tok.canonical_ids(ids) == ids for ids in seen)
+    assert all(b >= a - 1e-5 for a, b in zip(costs, costs[1:]))
+
+
 def test_novel_generation_never_returns_a_known_molecule(shipped_vocab_model_dir: Path):
     loaded = registry.load(str(shipped_vocab_model_dir), "molecules")
     # The tiny random model mostly writes nonsense; declare everything valid it makes known.

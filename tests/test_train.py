@@ -78,6 +78,22 @@ def test_resumed_training_matches_uninterrupted(tmp_path: Path):
         assert torch.allclose(a, b, atol=1e-6)
 
 
+def test_learning_rate_warms_up_then_cools_down_to_zero(tmp_path: Path):
+    tok = make_tokenizer()
+    data = torch.tensor([tok.encode(s, 24) for s in QM9_SAMPLE])
+    cfg = tiny_config(10)
+    cfg.lr, cfg.warmup_steps, cfg.cooldown_steps = 1.0, 2, 4
+    trainer = Trainer(cfg, data, len(tok), tok.mask_id, tmp_path)
+    rates = []
+    for _ in range(10):
+        rates.append(trainer.learning_rate())
+        trainer.train_step()
+    assert rates == [0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.75, 0.5, 0.25]
+    assert trainer.optimizer.param_groups[0]["lr"] == 0.25
+    cfg.cooldown_steps = 0
+    assert trainer.learning_rate() == 1.0
+
+
 def test_loss_decreases_on_a_small_set(tmp_path: Path):
     tok = make_tokenizer()
     data = torch.tensor([tok.encode(s, 24) for s in QM9_SAMPLE])

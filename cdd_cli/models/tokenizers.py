@@ -87,6 +87,12 @@ class SmilesTokenizer:
     def decode_batch(self, ids: torch.Tensor) -> list[str]:
         return [self.decode(row) for row in ids.tolist()]
 
+    def canonical_ids(self, ids: list[int]) -> list[int]:
+        """The ids of the molecule `ids` decode to, laid out as training data is (`<bos>`,
+        tokens, `<eos>`, padding), e.g. an early `<eos>` pads everything after it; `ids`
+        unchanged when that layout does not fit their length."""
+        return self.encode(self.decode(ids), len(ids)) or ids
+
     def save(self, directory: Path) -> None:
         payload = {"type": self.kind, "vocab": self.vocab}
         (Path(directory) / "tokenizer.json").write_text(json.dumps(payload, indent=1) + "\n")

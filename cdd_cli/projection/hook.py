@@ -33,6 +33,7 @@ class ProjectionHook:
         search: SearchSettings | None = None,
         on_progress: Callable[[ALMProgress], None] | None = None,
         layout: WordLayout | None = None,
+        canonical: Callable[[list[int]], list[int]] | None = None,
     ):
         self.differentiable = [c for c in constraints if isinstance(c, DifferentiableConstraint)]
         self.exact = [c for c in constraints if isinstance(c, ExactConstraint)]
@@ -43,6 +44,7 @@ class ProjectionHook:
         self.fixed_positions = fixed_positions
         self.generators = list(generators)
         self.decode = decode
+        self.canonical = canonical  # what a sequence reads as, for the search's costs
         self.on_progress = on_progress
         self.layout = layout  # lexical constraints: applied at every step, from the first
         self.plans: list[Plan] | None = None
@@ -116,7 +118,9 @@ class ProjectionHook:
             if self.accept(ids):
                 continue
             started = time.perf_counter()
-            result = best_first(probs[i].float().cpu(), ~fixed[i].cpu(), self.accept, self.search)
+            result = best_first(
+                probs[i].float().cpu(), ~fixed[i].cpu(), self.accept, self.search, self.canonical
+            )
             if result.ids is not None:
                 if out is probs:
                     out = probs.clone()

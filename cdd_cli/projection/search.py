@@ -7,6 +7,15 @@ a set whose largest flip index is j has two successors, "add flip j+1" and "repl
 flip j+1"; both cost at least as much, and every set is reached exactly once. The first
 sequence the judges accept wins; its tokens are then made the argmax of their positions by
 swapping their probability with the old argmax (so each row keeps its mass and its shape).
+
+A tokenizer may read several sequences as one text: a SMILES sequence ends at its first
+`<eos>` and drops padding, so one flip to `<eos>` deletes every atom after it. Given
+`canonical` (ids -> the ids of the text they decode to, laid out as the training data is), a
+candidate is charged for its canonical sequence instead, e.g. a truncation pays for every
+token it removes; otherwise the cheapest repair of almost any molecule is to cut it down to a
+fragment ("CC"). A canonical sequence costs at least as much as the cheapest flip set that
+reads as it, so it is queued at its own cost and judged when it comes first: the order stays
+exact. Each canonical sequence is judged once.
 """
 
 from __future__ import annotations
@@ -39,8 +48,10 @@ def best_first(
     movable: torch.Tensor,
     accept: Callable[[list[int]], bool],
     settings: SearchSettings,
+    canonical: Callable[[list[int]], list[int]] | None = None,
 ) -> SearchResult:
-    """Cheapest flips of the argmax of `probs` [L, V] (only where `movable` [L]) that `accept`."""
+    """Cheapest flips of the argmax of `probs` [L, V] (only where `movable` [L]) that `accept`;
+    with `canonical`, the cheapest canonical sequence (see the module docstring)."""
     argmax = probs.argmax(-1)
     base = argmax.tolist()
     k = min(settings.top_k, probs.shape[-1] - 1)
@@ -55,27 +66,58 @@ def best_first(
     flip_cost = costs.flatten()[keep].tolist()
     flip_pos = (keep // k).tolist()
     flip_tok = alt_tokens.flatten()[keep].tolist()
+    top = probs.gather(-1, argmax[:, None]).squeeze(-1)
+    frozen = (~movable).tolist()
+
+    def reading(candidate: list[int]) -> tuple[list[int] | None, float]:
+        """The canonical sequence of a candidate and its cost (None: it changes a fixed token)."""
+        ids = canonical(candidate)
+        if any(f and a != b for f, a, b in zip(frozen, ids, base, strict=True)):
+            return None, 0.0
+        index = torch.tensor(ids, device=probs.device)[:, None]
+        return ids, (top - probs.gather(-1, index).squeeze(-1)).sum().item()
 
     nodes = 0
-    heap: list[tuple[float, tuple[int, ...]]] = [(0.0, ())]
+    judged: set[tuple[int, ...]] = set()
+    # Entries: (cost, tie-breaker, flip set, or None for a queued canonical sequence, its ids).
+    heap: list[tuple[float, int, tuple[int, ...] | None, list[int] | None]] = [(0.0, 0, (), None)]
+    pushed = 1
     pops = 0
     while heap and nodes < settings.max_nodes and pops < 20 * settings.max_nodes:
-        cost, chosen = heapq.heappop(heap)
+        cost, _, chosen, ready = heapq.heappop(heap)
         pops += 1
-        positions = [flip_pos[j] for j in chosen]
-        if len(set(positions)) == len(positions):  # one flip per position
-            nodes += 1
-            candidate = list(base)
-            for j in chosen:
-                candidate[flip_pos[j]] = flip_tok[j]
-            if accept(candidate):
-                return SearchResult(candidate, nodes)
-        last = chosen[-1] if chosen else -1
-        if last + 1 < len(flip_cost):
-            heapq.heappush(heap, (cost + flip_cost[last + 1], (*chosen, last + 1)))
-            if chosen:
-                replaced = cost - flip_cost[last] + flip_cost[last + 1]
-                heapq.heappush(heap, (replaced, (*chosen[:-1], last + 1)))
+        candidate = ready
+        if chosen is not None:
+            positions = [flip_pos[j] for j in chosen]
+            if len(set(positions)) == len(positions):  # one flip per position
+                candidate = list(base)
+                for j in chosen:
+                    candidate[flip_pos[j]] = flip_tok[j]
+                if canonical is not None:
+                    ids, true_cost = reading(candidate)
+                    if ids is None:
+                        candidate = None
+                    elif ids != candidate and true_cost > cost + 1e-9:
+                        heapq.heappush(heap, (true_cost, pushed, None, ids))
+                        pushed += 1
+                        candidate = None
+                    else:
+                        candidate = ids
+            last = chosen[-1] if chosen else -1
+            if last + 1 < len(flip_cost):
+                added = cost + flip_cost[last + 1]
+                heapq.heappush(heap, (added, pushed, (*chosen, last + 1), None))
+                pushed += 1
+                if chosen:
+                    replaced = cost - flip_cost[last] + flip_cost[last + 1]
+                    heapq.heappush(heap, (replaced, pushed, (*chosen[:-1], last + 1), None))
+                    pushed += 1
+        if candidate is None or tuple(candidate) in judged:
+            continue
+        judged.add(tuple(candidate))
+        nodes += 1
+        if accept(candidate):
+            return SearchResult(candidate, nodes)
     return SearchResult(None, nodes)
 
 

@@ -52,6 +52,7 @@ class TrainConfig:
     batch_size: int = 512
     lr: float = 1e-3
     warmup_steps: int = 200
+    cooldown_steps: int = 0  # the learning rate falls linearly to 0 over the last N steps
     weight_decay: float = 0.0
     grad_clip: float = 1.0
     ema_decay: float = 0.999
@@ -232,8 +233,14 @@ class Trainer:
 
     def learning_rate(self) -> float:
         # Fresh AdamW moments after a restart from weights need a warm-up again.
+        cfg = self.cfg
         since = self.step - self.warm_restart_at
-        return self.cfg.lr * min(1.0, (since + 1) / self.cfg.warmup_steps)
+        rate = cfg.lr * min(1.0, (since + 1) / cfg.warmup_steps)
+        if cfg.cooldown_steps:
+            # A linear cool-down ends a constant-rate run at a lower loss than the same steps
+            # at full rate; --max-steps may be raised later (the rate then climbs back).
+            rate *= min(1.0, (cfg.max_steps - self.step) / cfg.cooldown_steps)
+        return rate
 
     def train_step(self) -> float:
         cfg = self.cfg
