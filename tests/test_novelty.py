@@ -131,6 +131,24 @@ def test_a_truncation_pays_for_every_token_it_removes():
     assert read.ids == tok.encode("CNCCCO", 12)
 
 
+def test_tokens_after_the_argmax_eos_are_not_charged_to_every_candidate():
+    tok = make_tokenizer()
+    probs = one_hot_ish(tok, "CCC", 12, {2: ("N", 0.06)})
+    for position, token in ((5, "C"), (6, "O")):  # junk after the <eos>: reads as "CCC"
+        probs[position] = 0.01
+        probs[position, tok.index[token]] = 0.9
+        probs[position] /= probs[position].sum()
+    assert tok.decode(probs.argmax(-1).tolist()) == "CCC"
+    result = best_first(
+        probs,
+        torch.ones(12, dtype=torch.bool),
+        lambda ids: "N" in tok.decode(ids),
+        SearchSettings(max_nodes=20),
+        tok.canonical_ids,
+    )
+    assert result.ids == tok.encode("CNC", 12) and result.nodes <= 3
+
+
 def test_canonical_search_judges_each_reading_once_in_order_of_its_cost():
     tok = make_tokenizer()
     probs = peaked(tok, "CC(C)O", length=8, sharpness=2.0)

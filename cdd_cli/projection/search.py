@@ -11,11 +11,13 @@ swapping their probability with the old argmax (so each row keeps its mass and i
 A tokenizer may read several sequences as one text: a SMILES sequence ends at its first
 `<eos>` and drops padding, so one flip to `<eos>` deletes every atom after it. Given
 `canonical` (ids -> the ids of the text they decode to, laid out as the training data is), a
-candidate is charged for its canonical sequence instead, e.g. a truncation pays for every
-token it removes; otherwise the cheapest repair of almost any molecule is to cut it down to a
-fragment ("CC"). A canonical sequence costs at least as much as the cheapest flip set that
-reads as it, so it is queued at its own cost and judged when it comes first: the order stays
-exact. Each canonical sequence is judged once.
+candidate is charged for its canonical sequence instead (beyond what the argmax's own reading
+costs), e.g. a truncation pays for every token it removes; otherwise the cheapest repair of
+almost any molecule is to cut it down to a fragment ("CC"). A reading that costs more than the
+flips that led to it is queued at its own cost and judged when it comes first, so readings are
+judged in order of cost (up to readings that cost less than their flips: an `<eos>` flipped
+away lets the argmax's tokens after it count, and those are judged as soon as they are found).
+Each canonical sequence is judged once.
 """
 
 from __future__ import annotations
@@ -69,13 +71,20 @@ def best_first(
     top = probs.gather(-1, argmax[:, None]).squeeze(-1)
     frozen = (~movable).tolist()
 
+    def deficit(ids: list[int]) -> float:
+        index = torch.tensor(ids, device=probs.device)[:, None]
+        return (top - probs.gather(-1, index).squeeze(-1)).sum().item()
+
+    # The argmax may itself read as another sequence (tokens after its <eos>); that much is
+    # already paid, so a reading is charged only beyond it.
+    base_deficit = deficit(canonical(base)) if canonical is not None else 0.0
+
     def reading(candidate: list[int]) -> tuple[list[int] | None, float]:
         """The canonical sequence of a candidate and its cost (None: it changes a fixed token)."""
         ids = canonical(candidate)
         if any(f and a != b for f, a, b in zip(frozen, ids, base, strict=True)):
             return None, 0.0
-        index = torch.tensor(ids, device=probs.device)[:, None]
-        return ids, (top - probs.gather(-1, index).squeeze(-1)).sum().item()
+        return ids, deficit(ids) - base_deficit
 
     nodes = 0
     judged: set[tuple[int, ...]] = set()
