@@ -3,10 +3,11 @@
     python bench/sa_table.py [--samples 1024] [--taus 3.0,3.5,4.0,4.5] [--batch-size 256]
         [--model default-molecules] [--device cpu] [--max-attempts 16] [--out bench/results]
 
-For every tau and method: valid molecules, novel (valid, canonical, not in the model's
-training set), mean QED of the valid, violation % among the valid (RDKit SA > tau), seconds per
-sample (mean), and for cdd its overhead over unconstrained (per-sample seconds, mean and
-median, same run) plus valid-and-satisfying molecules per second for reject and cdd.
+For every tau and method: valid molecules, unique (distinct canonical SMILES among the valid),
+novel (valid, canonical, not in the model's training set), mean QED of the valid, violation %
+among the valid (RDKit SA > tau), seconds per sample (mean), and for cdd its overhead over
+unconstrained (per-sample seconds, mean and median, same run) plus valid-and-satisfying
+molecules per second for reject and cdd.
 Unconstrained samples do not depend on tau: they are drawn once and judged at every tau.
 """
 
@@ -53,6 +54,7 @@ def row(method: str, tau: float, draws: list[Draw], wall: float, reference) -> d
         "tau": tau,
         "samples": len(draws),
         "valid": len(valid),
+        "unique": len({r.canonical for r in valid}),
         "novel": sum(1 for r in valid if r.novel),
         "mean_qed": round(statistics.fmean(r.qed for r in valid), 3) if valid else None,
         "violation_pct": round(100 * len(violating) / len(valid), 1) if valid else None,
@@ -123,14 +125,15 @@ def main() -> None:
     (out / "sa_table.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     print(f"\n{json.dumps(meta)}\n")
     print(
-        "| method | tau | valid | novel | mean QED | violation % of valid | s/sample mean |"
-        " overhead mean / median | valid+satisfying /s | attempts |"
+        "| method | tau | valid | unique | novel | mean QED | violation % of valid | "
+        "s/sample mean | overhead mean / median | valid+satisfying /s | attempts |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         ratios = f"{r['overhead_mean']}x / {r['overhead_median']}x" if "overhead_mean" in r else ""
         print(
-            f"| {r['method']} | {r['tau']} | {r['valid']} | {r['novel']} | {r['mean_qed']} | "
+            f"| {r['method']} | {r['tau']} | {r['valid']} | {r['unique']} | {r['novel']} | "
+            f"{r['mean_qed']} | "
             f"{r['violation_pct']} | {r['seconds_mean']} | {ratios} | "
             f"{r['valid_satisfying_per_second']} | {r['mean_attempts']} |"
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import torch
@@ -173,7 +174,7 @@ def test_canonical_search_judges_each_reading_once_in_order_of_its_cost():
     costs = [cost(ids) for ids in seen]
     assert len(seen) == 300 == len({tuple(s) for s in seen})
     assert all(tok.canonical_ids(ids) == ids for ids in seen)
-    assert all(b >= a - 1e-5 for a, b in zip(costs, costs[1:]))
+    assert all(b >= a - 1e-5 for a, b in itertools.pairwise(costs))
 
 
 def test_novel_generation_never_returns_a_known_molecule(shipped_vocab_model_dir: Path):
