@@ -150,34 +150,109 @@ def test_tokens_after_the_argmax_eos_are_not_charged_to_every_candidate():
     assert result.ids == tok.encode("CNC", 12) and result.nodes <= 3
 
 
+def runner_ups_of_ends(tok, smiles: str, length: int) -> torch.Tensor:
+    """Peaked rows spelling `smiles`, with <eos> as a runner-up inside the molecule (a cut:
+    its reading costs at least its flips, so the order of readings is exact)."""
+    probs = peaked(tok, smiles, length=length, sharpness=5.0)
+    for position in range(2, len(tok.encode(smiles, length)) - 1):
+        probs[position, tok.eos_id] += 0.08
+    probs = probs / probs.sum(-1, keepdim=True)
+    assert probs.argmax(-1).tolist() == tok.encode(smiles, length)
+    return probs
+
+
 def test_canonical_search_judges_each_reading_once_in_order_of_its_cost():
     tok = make_tokenizer()
-    probs = peaked(tok, "CC(C)O", length=8, sharpness=2.0)
-    seen: list[list[int]] = []
-
-    def record(ids: list[int]) -> bool:
-        seen.append(ids)
-        return False
-
-    best_first(
-        probs,
-        torch.ones(8, dtype=torch.bool),
-        record,
-        SearchSettings(top_k=3, max_nodes=300),
-        tok.canonical_ids,
-    )
+    probs = runner_ups_of_ends(tok, "CC(C)CO", 12)
+    movable = torch.ones(12, dtype=torch.bool)
+    movable[0] = False  # <bos>: flipping it shifts the reading (see the module docstring)
+    base = probs.argmax(-1).tolist()
     top = probs.max(-1).values
 
     def cost(ids: list[int]) -> float:
-        return float((top - probs[torch.arange(8), torch.tensor(ids)]).sum())
+        return float((top - probs[torch.arange(12), torch.tensor(ids)]).sum())
 
+    def judged_by(canonical) -> list[list[int]]:
+        seen: list[list[int]] = []
+
+        def record(ids: list[int]) -> bool:
+            seen.append(ids)
+            return False
+
+        best_first(probs, movable, record, SearchSettings(top_k=3, max_nodes=400), canonical)
+        return seen
+
+    plain = judged_by(None)
+    assert any(tok.canonical_ids(ids) != ids for ids in plain)  # the set-up has cuts
+    seen = judged_by(tok.canonical_ids)
     costs = [cost(ids) for ids in seen]
-    assert len(seen) == 300 == len({tuple(s) for s in seen})
-    assert all(tok.canonical_ids(ids) == ids for ids in seen)
+    assert 100 < len(seen) == len({tuple(s) for s in seen})
+    assert all(tok.canonical_ids(ids) == ids and ids[0] == base[0] for ids in seen)
     assert all(b >= a - 1e-5 for a, b in itertools.pairwise(costs))
+    # Truncations are judged too, at their full cost (after cheaper substitutions).
+    cuts = [i for i, ids in enumerate(seen) if len(tok.decode(ids)) < len("CC(C)CO")]
+    assert cuts and cuts[0] > 0
 
 
-def test_novel_generation_never_returns_a_known_molecule(shipped_vocab_model_dir: Path):
+def test_a_truncation_is_found_when_it_is_the_only_answer():
+    tok = make_tokenizer()
+    probs = runner_ups_of_ends(tok, "CCCO", 12)
+    result = best_first(
+        probs,
+        torch.ones(12, dtype=torch.bool),
+        lambda ids: len(tok.decode(ids)) <= 3,
+        SearchSettings(max_nodes=2000),
+        tok.canonical_ids,
+    )
+    assert result.ids is not None and len(tok.decode(result.ids)) <= 3
+    assert result.ids == tok.canonical_ids(result.ids)
+
+
+def test_a_fixed_token_the_argmax_does_not_read_keeps_the_search_going():
+    # A masked model may unmask an atom after the <eos> it will end on: its reading pads that
+    # atom, which the search may not change, so such candidates are judged as they stand.
+    tok = make_tokenizer()
+    probs = one_hot_ish(tok, "CCO", 10, {2: ("N", 0.3)})
+    probs[5] = 0.01
+    probs[5, tok.index["C"]] = 0.9
+    probs[5] /= probs[5].sum()
+    movable = torch.ones(10, dtype=torch.bool)
+    movable[5] = False
+    result = best_first(
+        probs, movable, lambda ids: "N" in tok.decode(ids), SearchSettings(), tok.canonical_ids
+    )
+    assert tok.decode(result.ids) == "CNO" and result.nodes <= 3
+    assert result.ids[5] == tok.index["C"]
+
+
+def test_each_reading_is_judged_once():
+    tok = make_tokenizer()
+    probs = runner_ups_of_ends(tok, "CC(C)CO", 12)
+    texts: list[str] = []
+
+    def record(ids: list[int]) -> bool:
+        texts.append(tok.decode(ids))
+        return False
+
+    result = best_first(
+        probs, torch.ones(12, dtype=torch.bool), record, SearchSettings(max_nodes=500),
+        tok.canonical_ids,
+    )  # fmt: skip
+    assert result.nodes == len(texts) and len(texts) == len(set(texts)) > 100
+
+
+def test_novel_generation_never_returns_a_known_molecule(
+    shipped_vocab_model_dir: Path, monkeypatch
+):
+    import cdd_cli.projection.hook as hook_module
+
+    readings = []
+
+    def spy(*args, **kwargs):
+        readings.append(args[4] if len(args) > 4 else kwargs.get("canonical"))
+        return best_first(*args, **kwargs)
+
+    monkeypatch.setattr(hook_module, "best_first", spy)
     loaded = registry.load(str(shipped_vocab_model_dir), "molecules")
     # The tiny random model mostly writes nonsense; declare everything valid it makes known.
     spec = Spec(method="cdd")
@@ -192,3 +267,5 @@ def test_novel_generation_never_returns_a_known_molecule(shipped_vocab_model_dir
     texts = [d.text for d in reported]
     fresh = NoveltyConstraint(reference=loaded.reference)
     assert fresh.judge(texts) == [1.0] * len(texts)  # valid, unknown and all different
+    # The search read SMILES as the tokenizer does (a cut pays for what it removes).
+    assert readings and all(r == loaded.tokenizer.canonical_ids for r in readings)

@@ -11,13 +11,14 @@ swapping their probability with the old argmax (so each row keeps its mass and i
 A tokenizer may read several sequences as one text: a SMILES sequence ends at its first
 `<eos>` and drops padding, so one flip to `<eos>` deletes every atom after it. Given
 `canonical` (ids -> the ids of the text they decode to, laid out as the training data is), a
-candidate is charged for its canonical sequence instead (beyond what the argmax's own reading
-costs), e.g. a truncation pays for every token it removes; otherwise the cheapest repair of
-almost any molecule is to cut it down to a fragment ("CC"). A reading that costs more than the
-flips that led to it is queued at its own cost and judged when it comes first, so readings are
-judged in order of cost (up to readings that cost less than their flips: an `<eos>` flipped
-away lets the argmax's tokens after it count, and those are judged as soon as they are found).
-Each canonical sequence is judged once.
+candidate is charged for its reading instead, beyond what the argmax's own reading costs
+(e.g. atoms left after the argmax's `<eos>`), at movable positions: a truncation pays for every
+token it removes; otherwise the cheapest repair of almost any molecule is to cut it down to a
+fragment ("CC"). A reading that costs more than the flips that reached it is queued at its own
+cost and judged when it comes first; each reading is judged once. The order is exact up to
+readings that cost less than every flip set reaching them (an `<eos>` or `<bos>` flipped away,
+padding flipped in mid-sequence: the reading shifts onto the argmax's other tokens), which are
+judged when first reached.
 """
 
 from __future__ import annotations
@@ -68,66 +69,81 @@ def best_first(
     flip_cost = costs.flatten()[keep].tolist()
     flip_pos = (keep // k).tolist()
     flip_tok = alt_tokens.flatten()[keep].tolist()
-    top = probs.gather(-1, argmax[:, None]).squeeze(-1)
-    frozen = (~movable).tolist()
-
-    def deficit(ids: list[int]) -> float:
-        index = torch.tensor(ids, device=probs.device)[:, None]
-        return (top - probs.gather(-1, index).squeeze(-1)).sum().item()
-
-    # The argmax may itself read as another sequence (tokens after its <eos>); that much is
-    # already paid, so a reading is charged only beyond it.
-    base_deficit = deficit(canonical(base)) if canonical is not None else 0.0
-
-    def reading(candidate: list[int]) -> tuple[list[int] | None, float]:
-        """The canonical sequence of a candidate and its cost (None: it changes a fixed token)."""
-        ids = canonical(candidate)
-        if any(f and a != b for f, a, b in zip(frozen, ids, base, strict=True)):
-            return None, 0.0
-        return ids, deficit(ids) - base_deficit
 
     nodes = 0
-    judged: set[tuple[int, ...]] = set()
-    # Entries: (cost, tie-breaker, flip set, or None for a queued canonical sequence, its ids).
-    heap: list[tuple[float, int, tuple[int, ...] | None, list[int] | None]] = [(0.0, 0, (), None)]
+    judged: set[tuple[int, ...]] = set()  # readings judged (or queued) so far
+    # Entries: (cost, tie-breaker, flip set, or None for a queued reading: its ids, its key).
+    heap: list[tuple] = [(0.0, 0, (), None, None)]
     pushed = 1
     pops = 0
+    reading = None if canonical is None else Reading(probs, base, movable, canonical)
     while heap and nodes < settings.max_nodes and pops < 20 * settings.max_nodes:
-        cost, _, chosen, ready = heapq.heappop(heap)
+        cost, _, chosen, candidate, key = heapq.heappop(heap)
         pops += 1
-        candidate = ready
         if chosen is not None:
             positions = [flip_pos[j] for j in chosen]
             if len(set(positions)) == len(positions):  # one flip per position
                 candidate = list(base)
                 for j in chosen:
                     candidate[flip_pos[j]] = flip_tok[j]
-                if canonical is not None:
-                    ids, true_cost = reading(candidate)
-                    if ids is None:
-                        candidate = None
-                    elif ids != candidate and true_cost > cost + 1e-9:
-                        heapq.heappush(heap, (true_cost, pushed, None, ids))
+                key = tuple(candidate)
+                if reading is not None:
+                    candidate, key, true_cost = reading(candidate)
+                    if key not in judged and true_cost > cost + 1e-6:
+                        judged.add(key)  # queued: judged when it comes first
+                        heapq.heappush(heap, (true_cost, pushed, None, candidate, key))
                         pushed += 1
                         candidate = None
-                    else:
-                        candidate = ids
             last = chosen[-1] if chosen else -1
             if last + 1 < len(flip_cost):
                 added = cost + flip_cost[last + 1]
-                heapq.heappush(heap, (added, pushed, (*chosen, last + 1), None))
+                heapq.heappush(heap, (added, pushed, (*chosen, last + 1), None, None))
                 pushed += 1
                 if chosen:
                     replaced = cost - flip_cost[last] + flip_cost[last + 1]
-                    heapq.heappush(heap, (replaced, pushed, (*chosen[:-1], last + 1), None))
+                    heapq.heappush(heap, (replaced, pushed, (*chosen[:-1], last + 1), None, None))
                     pushed += 1
-        if candidate is None or tuple(candidate) in judged:
-            continue
-        judged.add(tuple(candidate))
+            if candidate is None or key in judged:
+                continue
+            judged.add(key)
         nodes += 1
         if accept(candidate):
             return SearchResult(candidate, nodes)
     return SearchResult(None, nodes)
+
+
+class Reading:
+    """What a candidate reads as (`canonical`) and what that costs beyond the argmax's own
+    reading, counted at movable positions (the rest will not change whatever they read as)."""
+
+    def __init__(
+        self,
+        probs: torch.Tensor,
+        base: list[int],
+        movable: torch.Tensor,
+        canonical: Callable[[list[int]], list[int]],
+    ):
+        self.probs, self.base, self.canonical = probs, base, canonical
+        self.movable = movable.tolist()
+        self.top = probs.gather(-1, probs.argmax(-1)[:, None]).squeeze(-1).tolist()
+        self.base_deficit = self.deficit(canonical(base))
+
+    def deficit(self, ids: list[int]) -> float:
+        return sum(
+            self.top[j] - float(self.probs[j, t])
+            for j, t in enumerate(ids)
+            if t != self.base[j] and self.movable[j]
+        )
+
+    def __call__(self, candidate: list[int]) -> tuple[list[int], tuple[int, ...], float]:
+        """(ids to judge and return, the reading as a key, its cost)."""
+        ids = self.canonical(candidate)
+        cost = self.deficit(ids) - self.base_deficit
+        if any(not m and a != b for m, a, b in zip(self.movable, ids, self.base, strict=True)):
+            # Laid out canonically it would move a fixed token (one it ignores, e.g. after
+            # <eos>): judge the candidate as it stands, which reads the same.
+            return candidate, tuple(ids), cost
+        return ids, tuple(ids), cost
 
 
 def make_argmax(probs: torch.Tensor, ids: list[int]) -> torch.Tensor:
