@@ -125,7 +125,7 @@ class Reading:
     ):
         self.probs, self.base, self.canonical = probs, base, canonical
         self.movable = movable.tolist()
-        self.top = probs.gather(-1, probs.argmax(-1)[:, None]).squeeze(-1).tolist()
+        self.top = probs.max(-1).values.tolist()  # the argmax's probability per position
         self.base_deficit = self.deficit(canonical(base))
 
     def deficit(self, ids: list[int]) -> float:
