@@ -24,6 +24,7 @@ judged when first reached.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -73,8 +74,8 @@ def best_first(
     nodes = 0
     judged: set[tuple[int, ...]] = set()  # readings judged (or queued) so far
     # Entries: (cost, tie-breaker, flip set, or None for a queued reading: its ids, its key).
+    tie = itertools.count(1)
     heap: list[tuple] = [(0.0, 0, (), None, None)]
-    pushed = 1
     pops = 0
     reading = None if canonical is None else Reading(probs, base, movable, canonical)
     while heap and nodes < settings.max_nodes and pops < 20 * settings.max_nodes:
@@ -91,18 +92,16 @@ def best_first(
                     candidate, key, true_cost = reading(candidate)
                     if key not in judged and true_cost > cost + 1e-6:
                         judged.add(key)  # queued: judged when it comes first
-                        heapq.heappush(heap, (true_cost, pushed, None, candidate, key))
-                        pushed += 1
+                        heapq.heappush(heap, (true_cost, next(tie), None, candidate, key))
                         candidate = None
             last = chosen[-1] if chosen else -1
             if last + 1 < len(flip_cost):
                 added = cost + flip_cost[last + 1]
-                heapq.heappush(heap, (added, pushed, (*chosen, last + 1), None, None))
-                pushed += 1
+                heapq.heappush(heap, (added, next(tie), (*chosen, last + 1), None, None))
                 if chosen:
                     replaced = cost - flip_cost[last] + flip_cost[last + 1]
-                    heapq.heappush(heap, (replaced, pushed, (*chosen[:-1], last + 1), None, None))
-                    pushed += 1
+                    successor = (*chosen[:-1], last + 1)
+                    heapq.heappush(heap, (replaced, next(tie), successor, None, None))
             if candidate is None or key in judged:
                 continue
             judged.add(key)
