@@ -104,6 +104,25 @@ def test_canonical_ids_pad_after_the_first_eos_and_drop_stray_padding():
     assert tok.canonical_ids(ids) == ids
 
 
+def test_canonical_ids_read_as_the_same_text_in_the_training_layout():
+    tok = make_tokenizer()
+    gen = torch.Generator().manual_seed(0)
+    specials = 0
+    for _ in range(2000):
+        # Mostly real tokens, with specials sprinkled in where the sampler may put them.
+        ids = torch.randint(5, len(tok), (10,), generator=gen)
+        spots = torch.rand(10, generator=gen) < 0.2
+        ids[spots] = torch.randint(0, 5, (int(spots.sum()),), generator=gen)
+        ids = ids.tolist()
+        read = tok.canonical_ids(ids)
+        assert tok.decode(read) == tok.decode(ids)
+        assert tok.canonical_ids(read) == read
+        # The text round trip defines the layout (the fast path must agree with it).
+        assert read == (tok.encode(tok.decode(ids), 10) or ids)
+        specials += read != ids
+    assert specials > 100  # the draw exercised the slow path too
+
+
 def one_hot_ish(tok, smiles: str, length: int, runners_up: dict[int, tuple[str, float]]):
     """Rows with 0.9 on the tokens of `smiles` and, at the given positions, one runner-up."""
     ids = tok.encode(smiles, length)

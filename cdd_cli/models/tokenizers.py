@@ -90,8 +90,24 @@ class SmilesTokenizer:
     def canonical_ids(self, ids: list[int]) -> list[int]:
         """The ids of the molecule `ids` decode to, laid out as training data is (`<bos>`,
         tokens, `<eos>`, padding), e.g. an early `<eos>` pads everything after it; `ids`
-        unchanged when that layout does not fit their length."""
-        return self.encode(self.decode(ids), len(ids)) or ids
+        unchanged when that layout does not fit their length.
+
+        Computed on ids, not through the text (the search calls this for every candidate):
+        it equals `encode(decode(ids))` because every vocabulary token is one whole match of
+        the SMILES pattern and no two matches merge when written side by side (`B`/`C` take
+        an `r`/`l` that is never a token of its own; brackets and `%nn` are closed).
+        """
+        unreadable = self.index.get("?", self.unk_id)  # what decode's "?" encodes to
+        tokens = []
+        for position, i in enumerate(ids):
+            if i == self.eos_id:
+                break
+            if (i == self.bos_id and position == 0) or i in (self.pad_id, self.mask_id):
+                continue
+            tokens.append(unreadable if i in (self.bos_id, self.unk_id) else i)
+        if len(tokens) + 2 > len(ids):
+            return ids
+        return [self.bos_id, *tokens, self.eos_id] + [self.pad_id] * (len(ids) - len(tokens) - 2)
 
     def save(self, directory: Path) -> None:
         payload = {"type": self.kind, "vocab": self.vocab}

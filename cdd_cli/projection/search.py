@@ -122,27 +122,28 @@ class Reading:
         movable: torch.Tensor,
         canonical: Callable[[list[int]], list[int]],
     ):
-        self.probs, self.base, self.canonical = probs, base, canonical
+        self.base, self.canonical = base, canonical
+        # A flip's price per position and token, as nested lists: this runs for every
+        # candidate (thousands per search), where indexing the tensor cost 5 us an element.
+        top = probs.max(-1, keepdim=True).values
+        self.price = (top - probs).tolist()
         self.movable = movable.tolist()
-        self.top = probs.max(-1).values.tolist()  # the argmax's probability per position
         self.base_deficit = self.deficit(canonical(base))
 
     def deficit(self, ids: list[int]) -> float:
-        return sum(
-            self.top[j] - float(self.probs[j, t])
-            for j, t in enumerate(ids)
-            if t != self.base[j] and self.movable[j]
-        )
+        price, base, movable = self.price, self.base, self.movable
+        return sum(price[j][t] for j, t in enumerate(ids) if t != base[j] and movable[j])
 
     def __call__(self, candidate: list[int]) -> tuple[list[int], tuple[int, ...], float]:
         """(ids to judge and return, the reading as a key, its cost)."""
         ids = self.canonical(candidate)
+        key = tuple(ids)
         cost = self.deficit(ids) - self.base_deficit
         if any(not m and a != b for m, a, b in zip(self.movable, ids, self.base, strict=True)):
             # Laid out canonically it would move a fixed token (one it ignores, e.g. after
             # <eos>): judge the candidate as it stands, which reads the same.
-            return candidate, tuple(ids), cost
-        return ids, tuple(ids), cost
+            return candidate, key, cost
+        return ids, key, cost
 
 
 def make_argmax(probs: torch.Tensor, ids: list[int]) -> torch.Tensor:
