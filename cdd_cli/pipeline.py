@@ -175,7 +175,7 @@ class Generation:
                 spec.search,
                 self.on_alm,
                 layout,
-                tokenizer.canonical_ids if isinstance(tokenizer, SmilesTokenizer) else None,
+                tokenizer if isinstance(tokenizer, SmilesTokenizer) else None,
             )
         self.progress.reset(self.denoise, total=self.sampler.steps)
         started = time.perf_counter()

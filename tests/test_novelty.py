@@ -146,7 +146,7 @@ def test_a_truncation_pays_for_every_token_it_removes():
     movable = torch.ones(12, dtype=torch.bool)
     plain = best_first(probs, movable, accept, SearchSettings())
     assert tok.decode(plain.ids) == "CC"
-    read = best_first(probs, movable, accept, SearchSettings(), tok.canonical_ids)
+    read = best_first(probs, movable, accept, SearchSettings(), tok)
     assert tok.decode(read.ids) == "CNCCCO"
     assert read.ids == tok.encode("CNCCCO", 12)
 
@@ -164,7 +164,7 @@ def test_tokens_after_the_argmax_eos_are_not_charged_to_every_candidate():
         torch.ones(12, dtype=torch.bool),
         lambda ids: "N" in tok.decode(ids),
         SearchSettings(max_nodes=20),
-        tok.canonical_ids,
+        tok,
     )
     assert result.ids == tok.encode("CNC", 12) and result.nodes <= 3
 
@@ -191,19 +191,19 @@ def test_canonical_search_judges_each_reading_once_in_order_of_its_cost():
     def cost(ids: list[int]) -> float:
         return float((top - probs[torch.arange(12), torch.tensor(ids)]).sum())
 
-    def judged_by(canonical) -> list[list[int]]:
+    def judged_by(reader) -> list[list[int]]:
         seen: list[list[int]] = []
 
         def record(ids: list[int]) -> bool:
             seen.append(ids)
             return False
 
-        best_first(probs, movable, record, SearchSettings(top_k=3, max_nodes=400), canonical)
+        best_first(probs, movable, record, SearchSettings(top_k=3, max_nodes=400), reader)
         return seen
 
     plain = judged_by(None)
     assert any(tok.canonical_ids(ids) != ids for ids in plain)  # the set-up has cuts
-    seen = judged_by(tok.canonical_ids)
+    seen = judged_by(tok)
     costs = [cost(ids) for ids in seen]
     assert 100 < len(seen) == len({tuple(s) for s in seen})
     assert all(tok.canonical_ids(ids) == ids and ids[0] == base[0] for ids in seen)
@@ -221,7 +221,7 @@ def test_a_truncation_is_found_when_it_is_the_only_answer():
         torch.ones(12, dtype=torch.bool),
         lambda ids: len(tok.decode(ids)) <= 3,
         SearchSettings(max_nodes=2000),
-        tok.canonical_ids,
+        tok,
     )
     assert result.ids is not None and len(tok.decode(result.ids)) <= 3
     assert result.ids == tok.canonical_ids(result.ids)
@@ -237,9 +237,7 @@ def test_a_fixed_token_the_argmax_does_not_read_keeps_the_search_going():
     probs[5] /= probs[5].sum()
     movable = torch.ones(10, dtype=torch.bool)
     movable[5] = False
-    result = best_first(
-        probs, movable, lambda ids: "N" in tok.decode(ids), SearchSettings(), tok.canonical_ids
-    )
+    result = best_first(probs, movable, lambda ids: "N" in tok.decode(ids), SearchSettings(), tok)
     assert tok.decode(result.ids) == "CNO" and result.nodes <= 3
     assert result.ids[5] == tok.index["C"]
 
@@ -255,7 +253,7 @@ def test_each_reading_is_judged_once():
 
     result = best_first(
         probs, torch.ones(12, dtype=torch.bool), record, SearchSettings(max_nodes=500),
-        tok.canonical_ids,
+        tok,
     )  # fmt: skip
     assert result.nodes == len(texts) and len(texts) == len(set(texts)) > 100
 
@@ -268,7 +266,7 @@ def test_novel_generation_never_returns_a_known_molecule(
     readings = []
 
     def spy(*args, **kwargs):
-        readings.append(args[4] if len(args) > 4 else kwargs.get("canonical"))
+        readings.append(args[4] if len(args) > 4 else kwargs.get("reader"))
         return best_first(*args, **kwargs)
 
     monkeypatch.setattr(hook_module, "best_first", spy)
@@ -287,4 +285,31 @@ def test_novel_generation_never_returns_a_known_molecule(
     fresh = NoveltyConstraint(reference=loaded.reference)
     assert fresh.judge(texts) == [1.0] * len(texts)  # valid, unknown and all different
     # The search read SMILES as the tokenizer does (a cut pays for what it removes).
-    assert readings and all(r == loaded.tokenizer.canonical_ids for r in readings)
+    assert readings and all(r is loaded.tokenizer for r in readings)
+
+
+def test_flips_past_the_end_of_the_text_are_not_read_again():
+    tok = make_tokenizer()
+    probs = peaked(tok, "CCO", length=16, sharpness=3.0)  # room for flips after the <eos>
+    base = probs.argmax(-1).tolist()
+    read: list[list[int]] = []
+
+    class Spy:
+        text_end = staticmethod(tok.text_end)
+
+        @staticmethod
+        def canonical_ids(ids: list[int]) -> list[int]:
+            read.append(ids)
+            return tok.canonical_ids(ids)
+
+    movable = torch.ones(16, dtype=torch.bool)
+    result = best_first(probs, movable, lambda ids: False, SearchSettings(max_nodes=300), Spy)
+    assert result.ids is None and len(read) > 300
+    flipped_past_end = [
+        ids
+        for ids in read
+        if any(
+            a != b and j > tok.text_end(ids) for j, (a, b) in enumerate(zip(ids, base, strict=True))
+        )
+    ]
+    assert not flipped_past_end

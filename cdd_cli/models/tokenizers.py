@@ -87,6 +87,11 @@ class SmilesTokenizer:
     def decode_batch(self, ids: torch.Tensor) -> list[str]:
         return [self.decode(row) for row in ids.tolist()]
 
+    def text_end(self, ids: list[int]) -> int:
+        """Where the text of `ids` ends: its first `<eos>` (nothing after it is read), or
+        `len(ids)` when there is none."""
+        return ids.index(self.eos_id) if self.eos_id in ids else len(ids)
+
     def canonical_ids(self, ids: list[int]) -> list[int]:
         """The ids of the molecule `ids` decode to, laid out as training data is (`<bos>`,
         tokens, `<eos>`, padding), e.g. an early `<eos>` pads everything after it; `ids`

@@ -17,7 +17,7 @@ from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, Exact
 from cdd_cli.diffusion.sampler import StepInfo
 from cdd_cli.projection.alm import ALMProgress, ALMSettings, project
 from cdd_cli.projection.layout import Plan, WordLayout
-from cdd_cli.projection.search import SearchSettings, best_first, make_argmax
+from cdd_cli.projection.search import Reader, SearchSettings, best_first, make_argmax
 
 
 class ProjectionHook:
@@ -33,7 +33,7 @@ class ProjectionHook:
         search: SearchSettings | None = None,
         on_progress: Callable[[ALMProgress], None] | None = None,
         layout: WordLayout | None = None,
-        canonical: Callable[[list[int]], list[int]] | None = None,
+        reader: Reader | None = None,
     ):
         self.differentiable = [c for c in constraints if isinstance(c, DifferentiableConstraint)]
         self.exact = [c for c in constraints if isinstance(c, ExactConstraint)]
@@ -44,7 +44,7 @@ class ProjectionHook:
         self.fixed_positions = fixed_positions
         self.generators = list(generators)
         self.decode = decode
-        self.canonical = canonical  # what a sequence reads as, for the search's costs
+        self.reader = reader  # what a sequence reads as, for the search's costs
         self.on_progress = on_progress
         self.layout = layout  # lexical constraints: applied at every step, from the first
         self.plans: list[Plan] | None = None
@@ -119,7 +119,7 @@ class ProjectionHook:
                 continue
             started = time.perf_counter()
             result = best_first(
-                probs[i].float().cpu(), ~fixed[i].cpu(), self.accept, self.search, self.canonical
+                probs[i].float().cpu(), ~fixed[i].cpu(), self.accept, self.search, self.reader
             )
             if result.ids is not None:
                 if out is probs:

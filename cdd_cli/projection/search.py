@@ -8,17 +8,19 @@ flip j+1"; both cost at least as much, and every set is reached exactly once. Th
 sequence the judges accept wins; its tokens are then made the argmax of their positions by
 swapping their probability with the old argmax (so each row keeps its mass and its shape).
 
-A tokenizer may read several sequences as one text: a SMILES sequence ends at its first
-`<eos>` and drops padding, so one flip to `<eos>` deletes every atom after it. Given
-`canonical` (ids -> the ids of the text they decode to, laid out as the training data is), a
-candidate is charged for its reading instead, beyond what the argmax's own reading costs
-(e.g. atoms left after the argmax's `<eos>`), at movable positions: a truncation pays for every
-token it removes; otherwise the cheapest repair of almost any molecule is to cut it down to a
-fragment ("CC"). A reading that costs more than the flips that reached it is queued at its own
-cost and judged when it comes first; each reading is judged once. The order is exact up to
-readings that cost less than every flip set reaching them (an `<eos>` or `<bos>` flipped away,
-padding flipped in mid-sequence: the reading shifts onto the argmax's other tokens), which are
-judged when first reached.
+A tokenizer may read several sequences as one text: a SMILES sequence ends at its first `<eos>`
+and drops padding, so one flip to `<eos>` deletes every atom after it. Given a `reader` (the
+tokenizer: `canonical_ids`, the ids of the text a sequence decodes to laid out as the training
+data is, and `text_end`, where its text ends), a candidate is charged for its reading instead,
+beyond what the argmax's own reading costs (e.g. atoms left after the argmax's `<eos>`), at
+movable positions: a truncation pays for every token it removes; otherwise the cheapest repair
+of almost any molecule is to cut it down to a fragment ("CC"). A reading that costs more than
+the flips that reached it is queued at its own cost and judged when it comes first; each
+reading is judged once. The order is exact up to readings that cost less than every flip set
+reaching them (an `<eos>` or `<bos>` flipped away, padding flipped in mid-sequence: the reading
+shifts onto the argmax's other tokens), which are judged when first reached. A set with a flip
+past the end of its candidate's text reads as the same set without that flip, which costs no
+more and comes first: it is not read again.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import heapq
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
@@ -41,6 +44,14 @@ class SearchSettings:
     project_from: float = 0.9
 
 
+class Reader(Protocol):
+    """How a tokenizer reads a sequence of ids (see the module docstring)."""
+
+    def canonical_ids(self, ids: list[int]) -> list[int]: ...
+
+    def text_end(self, ids: list[int]) -> int: ...
+
+
 @dataclass
 class SearchResult:
     ids: list[int] | None  # the accepted sequence, or None when the budget ran out
@@ -52,10 +63,10 @@ def best_first(
     movable: torch.Tensor,
     accept: Callable[[list[int]], bool],
     settings: SearchSettings,
-    canonical: Callable[[list[int]], list[int]] | None = None,
+    reader: Reader | None = None,
 ) -> SearchResult:
     """Cheapest flips of the argmax of `probs` [L, V] (only where `movable` [L]) that `accept`;
-    with `canonical`, the cheapest canonical sequence (see the module docstring)."""
+    with a `reader`, the cheapest canonical sequence (see the module docstring)."""
     argmax = probs.argmax(-1)
     base = argmax.tolist()
     k = min(settings.top_k, probs.shape[-1] - 1)
@@ -77,7 +88,7 @@ def best_first(
     tie = itertools.count(1)
     heap: list[tuple] = [(0.0, 0, (), None, None)]
     pops = 0
-    reading = None if canonical is None else Reading(probs, base, movable, canonical)
+    reading = None if reader is None else Reading(probs, base, movable, reader.canonical_ids)
     while heap and nodes < settings.max_nodes and pops < 20 * settings.max_nodes:
         cost, _, chosen, candidate, key = heapq.heappop(heap)
         pops += 1
@@ -88,7 +99,9 @@ def best_first(
                 for j in chosen:
                     candidate[flip_pos[j]] = flip_tok[j]
                 key = tuple(candidate)
-                if reading is not None:
+                if reader is not None and max(positions, default=-1) > reader.text_end(candidate):
+                    candidate = None  # read as a cheaper set (see the module docstring)
+                elif reading is not None:
                     candidate, key, true_cost = reading(candidate)
                     if key not in judged and true_cost > cost + 1e-6:
                         judged.add(key)  # queued: judged when it comes first
