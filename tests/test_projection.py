@@ -70,6 +70,14 @@ def test_feasible_samples_are_untouched_bit_for_bit():
     assert torch.equal(result.probs[1], probs[1])
     assert result.outer_iters[1] == 0 and result.inner_iters[1] == 0
 
+    # Time: the feasible sample pays only for being checked; who iterated longer paid more.
+    seconds = result.seconds.tolist()
+    assert seconds[1] < min(seconds[0], seconds[2])
+    outer = result.outer_iters.tolist()
+    assert outer[0] != outer[2]  # (3 and 5 with this seed)
+    longer, shorter = (0, 2) if outer[0] > outer[2] else (2, 0)
+    assert seconds[longer] > seconds[shorter]
+
     everyone_feasible = probs[1:2].clone()
     unchanged = project(everyone_feasible, [constraint], ALMSettings())
     assert unchanged.probs is everyone_feasible  # no work, no copy

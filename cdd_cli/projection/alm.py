@@ -69,7 +69,9 @@ class ProjectionResult:
     outer_iters: torch.Tensor  # [B] outer iterations spent on each sample
     inner_iters: torch.Tensor  # [B] inner iterations spent on each sample
     feasible: torch.Tensor  # [B] bool: argmax satisfies every surrogate at the end
-    seconds: float = 0.0
+    # [B] each sample's share of the time: every outer iteration's time split among the samples
+    # it iterated on (a sample frozen early does not pay for the ones still iterating).
+    seconds: torch.Tensor
 
 
 def surrogate_violations(
@@ -107,10 +109,11 @@ def project(
         hard = F.one_hot(probs.argmax(-1), probs.shape[-1]).to(probs.dtype)
         violation = surrogate_violations(constraints, hard)
     active = (violation > settings.delta).any(-1)
+    now = time.perf_counter()
+    seconds = torch.full((batch,), (now - started) / batch, dtype=torch.float64)
+    started = now
     if not active.any():
-        return ProjectionResult(
-            probs, active, zeros, zeros.clone(), ~active, time.perf_counter() - started
-        )
+        return ProjectionResult(probs, active, zeros, zeros.clone(), ~active, seconds)
 
     rows = active.nonzero().squeeze(-1)
     vocab = probs.shape[-1]
@@ -141,6 +144,9 @@ def project(
     running = torch.ones(len(rows), dtype=torch.bool, device=device)
     outer_iters = torch.zeros(len(rows), dtype=torch.long, device=device)
 
+    now = time.perf_counter()  # the set-up above is shared by the projected samples
+    row_seconds = torch.full((len(rows),), (now - started) / len(rows), dtype=torch.float64)
+    started = now
     for outer in range(1, settings.max_outer_iters + 1):
         live = running.nonzero().squeeze(-1)
         gens = None if row_gens is None else [row_gens[i] for i in live.tolist()]
@@ -172,6 +178,9 @@ def project(
             outer_iters[live] += 1
             done = (dg_hard <= settings.delta).all(-1)
             running[live[done]] = False
+        now = time.perf_counter()
+        row_seconds[live.cpu()] += (now - started) / len(live)
+        started = now
         if on_progress is not None:
             on_progress(
                 ALMProgress(
@@ -199,11 +208,8 @@ def project(
     all_outer[rows] = outer_iters
     feasible = torch.ones(batch, dtype=torch.bool, device=device)
     feasible[rows] = ~running
+    row_seconds += (time.perf_counter() - started) / len(rows)
+    seconds[rows.cpu()] += row_seconds
     return ProjectionResult(
-        projected,
-        active,
-        all_outer,
-        all_outer * settings.inner_iters,
-        feasible,
-        time.perf_counter() - started,
+        projected, active, all_outer, all_outer * settings.inner_iters, feasible, seconds
     )

@@ -90,12 +90,12 @@ class ProjectionHook:
                     self.on_progress,
                 )
             projected = result.projected.tolist()
-            share = result.seconds / max(1, sum(projected))  # batched time, split among active
-            for i in (i for i, p in enumerate(projected) if p):
-                touched[i] = True
-                self.outer[i] += int(result.outer_iters[i])
-                self.inner[i] += int(result.inner_iters[i])
-                self.seconds[i] += share
+            for i, seconds in enumerate(result.seconds.tolist()):
+                self.seconds[i] += seconds
+                if projected[i]:
+                    touched[i] = True
+                    self.outer[i] += int(result.outer_iters[i])
+                    self.inner[i] += int(result.inner_iters[i])
             probs = result.probs
             if self.layout is not None:  # the ALM may have lent mass to tokens off the layout
                 probs = self.layout.apply(probs, self.plans, fixed)
