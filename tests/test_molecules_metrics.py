@@ -17,6 +17,20 @@ def test_canonical_catches_non_canonical_duplicates():
     assert canonical("(Non)?") is None
 
 
+def test_a_molecule_whose_canonical_smiles_rdkit_cannot_read_back_is_invalid():
+    # RDKit parses this (a sample the search met) but writes "Cn1nc2cncn21", which it rejects.
+    from rdkit import Chem
+
+    from cdd_cli.constraints.sa import rdkit_sa
+
+    smiles = "Cn1=nc2cncn21"
+    assert Chem.MolFromSmiles(smiles) is not None
+    assert Chem.MolFromSmiles(Chem.MolToSmiles(Chem.MolFromSmiles(smiles))) is None
+    assert canonical(smiles) is None and rdkit_sa(smiles) is None
+    report = describe(smiles, {"CCO"})
+    assert not report.valid and report.sa is None
+
+
 def test_describe_and_summarise():
     reference = {"CCO"}
     reports = [describe(s, reference) for s in ["OCC", "CCO", "CCN", "", "C1CC", "c1ccccc1"]]

@@ -13,16 +13,15 @@ from dataclasses import dataclass, field
 import torch
 
 from cdd_cli.constraints.base import DifferentiableConstraint
-from cdd_cli.evaluate.molecules import canonical
+from cdd_cli.evaluate.molecules import parse
 from cdd_cli.models.surrogate import SoftTokenRegressor
 
 
 def rdkit_sa(smiles: str) -> float | None:
-    from rdkit import Chem
     from rdkit.Contrib.SA_Score import sascorer
 
-    can = canonical(smiles)
-    return None if can is None else round(sascorer.calculateScore(Chem.MolFromSmiles(can)), 4)
+    parsed = parse(smiles)
+    return None if parsed is None else round(sascorer.calculateScore(parsed[1]), 4)
 
 
 @dataclass(frozen=True)

@@ -21,14 +21,25 @@ RDLogger.DisableLog("rdApp.*")  # invalid samples are expected; RDKit's warnings
 CANONICALIZER = f"rdkit-{rdBase.rdkitVersion}"
 
 
-def canonical(smiles: str) -> str | None:
-    """RDKit canonical SMILES, or None when RDKit cannot parse it (empty counts as invalid)."""
+def parse(smiles: str) -> tuple[str, Chem.Mol] | None:
+    """(canonical SMILES, the molecule read back from it), or None when RDKit cannot parse
+    the SMILES (the empty string counts as invalid) or cannot read back its own canonical
+    SMILES (rare charged aromatic rings: such a molecule can be neither scored nor compared,
+    so it counts as invalid too)."""
     if not smiles:
         return None
     mol = Chem.MolFromSmiles(smiles)
     if mol is None or mol.GetNumAtoms() == 0:
         return None
-    return Chem.MolToSmiles(mol)
+    can = Chem.MolToSmiles(mol)
+    mol = Chem.MolFromSmiles(can)
+    return None if mol is None else (can, mol)
+
+
+def canonical(smiles: str) -> str | None:
+    """RDKit canonical SMILES, or None for an invalid molecule (see `parse`)."""
+    parsed = parse(smiles)
+    return None if parsed is None else parsed[0]
 
 
 @dataclass
@@ -52,10 +63,10 @@ class MoleculeReport:
 
 def describe(smiles: str, reference: set[str] | frozenset[str] | None) -> MoleculeReport:
     """Everything the record says about one molecule; novel is None without a reference set."""
-    can = canonical(smiles)
-    if can is None:
+    parsed = parse(smiles)
+    if parsed is None:
         return MoleculeReport(smiles, False, None, None, None, None)
-    mol = Chem.MolFromSmiles(can)
+    can, mol = parsed
     return MoleculeReport(
         smiles,
         True,
