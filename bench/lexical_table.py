@@ -45,7 +45,7 @@ from cdd_cli.evaluate.lexical import collie_constraints
 from cdd_cli.evaluate.report import text_report
 from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.models import registry
-from cdd_cli.pipeline import Generation, Prompt, record
+from cdd_cli.pipeline import Generation, Prompt, fill_model_defaults, record
 from cdd_cli.spec import ConstraintSpec, Spec, check_constraint
 
 WORDS_FOR_COUNTING = [
@@ -105,7 +105,7 @@ def same_length_perplexity(baseline: list[dict], records: list[dict]) -> float |
 def run(method, loaded, jobs, n, length, max_attempts, device):
     """`jobs`: (constraint specs, prompt text or None) pairs; n samples each."""
     spec = Spec(method=method)
-    spec.sampling.steps = loaded.default_steps
+    fill_model_defaults(spec, loaded)
     spec.reject.max_attempts = max_attempts
     records, seconds, attempts = [], [], []
     started = time.perf_counter()

@@ -27,7 +27,7 @@ from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.evaluate.molecules import CANONICALIZER, describe
 from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.models import registry
-from cdd_cli.pipeline import Draw, Generation
+from cdd_cli.pipeline import Draw, Generation, fill_model_defaults
 from cdd_cli.spec import Spec, constraint_from_flags, load_spec
 
 
@@ -91,7 +91,7 @@ def main() -> None:
         spec = load_spec(Path(args.spec)) if args.spec else Spec()
         spec.model, spec.method, spec.constraints = args.model, method, []
         spec.sampling.batch_size = args.batch_size
-        spec.sampling.steps = loaded.default_steps
+        fill_model_defaults(spec, loaded)
         spec.reject.max_attempts = args.max_attempts
         return spec
 

@@ -31,7 +31,7 @@ from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.evaluate.report import text_report
 from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.models import registry
-from cdd_cli.pipeline import Generation, Prompt, record
+from cdd_cli.pipeline import Generation, Prompt, fill_model_defaults, record
 from cdd_cli.spec import Spec, constraint_from_flags
 from cdd_cli.train.toxicity import read_davidson, split_of
 
@@ -110,7 +110,7 @@ def main() -> None:
     def spec_for(method: str) -> Spec:
         spec = Spec(model=args.model, method=method)
         spec.sampling.batch_size = args.batch_size
-        spec.sampling.steps = loaded.default_steps
+        fill_model_defaults(spec, loaded)
         spec.reject.max_attempts = args.max_attempts
         return spec
 

@@ -287,6 +287,14 @@ def write_resolved_config(spec: Spec, output: str) -> None:
         Path(f"{output}.config.yaml").write_text(dump(spec.resolved()))
 
 
+def fill_model_defaults(spec: Spec, loaded: registry.LoadedModel) -> None:
+    """Settings the spec leaves to the model (steps, projection support), filled in place so
+    the resolved configuration names them."""
+    spec.sampling.steps = spec.sampling.steps or loaded.default_steps
+    if spec.projection.support is None:
+        spec.projection.support = loaded.default_support
+
+
 def run_molecules(
     job: MoleculeJob,
     console: Console,
@@ -301,8 +309,8 @@ def run_molecules(
     constraints = build_constraints(spec.constraints, loaded, job.device)
     if not constraints:
         spec.method = "unconstrained"  # nothing to project or reject against
-    steps = spec.sampling.steps or loaded.default_steps
-    spec.sampling.steps = steps
+    fill_model_defaults(spec, loaded)
+    steps = spec.sampling.steps
     reference = loaded.reference
     reports: list[MoleculeReport] = []
     violating = 0
@@ -384,8 +392,8 @@ def run_text(
     constraints = build_constraints(spec.constraints, loaded, job.device)
     if not constraints:
         spec.method = "unconstrained"
-    steps = spec.sampling.steps or loaded.default_steps
-    spec.sampling.steps = steps
+    fill_model_defaults(spec, loaded)
+    steps = spec.sampling.steps
     told_of = {}  # each prompt's constraints, told the prompt
     for prompt in prompts:  # every prompt's lexical constraints must fit: check before sampling
         told = told_of[prompt.index] = [

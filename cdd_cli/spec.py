@@ -163,9 +163,11 @@ def _settings(loc: _Located, node: yaml.Node, key: str, cls: type) -> Any:
             )
         default = getattr(cls(), name)
         types = (int, float) if isinstance(default, float) else (int,)
-        if default is None:
-            types = (int,)
-        values[name] = _check_type(loc, v, f"{key}.{name}", loc.value(v), types)
+        value = loc.value(v)
+        if default is None and value is None:  # null: left to the model, as when left out
+            values[name] = None
+            continue
+        values[name] = _check_type(loc, v, f"{key}.{name}", value, types)
     return cls(**values)
 
 
@@ -338,7 +340,10 @@ def check_settings(spec: Spec, where: str) -> None:
         (p.temperature > 0, "projection.temperature must be > 0"),
         (p.delta >= 0, "projection.delta must be >= 0"),
         (0 <= p.project_from <= 1, "projection.project_from must be in [0, 1]"),
-        (p.support >= 0, "projection.support must be >= 0 (0: the whole vocabulary)"),
+        (
+            p.support is None or p.support >= 0,
+            "projection.support must be >= 0 (0: the whole vocabulary)",
+        ),
         (spec.search.top_k >= 1, "search.top_k must be >= 1"),
         (spec.search.max_nodes >= 1, "search.max_nodes must be >= 1"),
         (0 <= spec.search.project_from <= 1, "search.project_from must be in [0, 1]"),

@@ -10,7 +10,7 @@ from pathlib import Path
 from cdd_cli.errors import InputError
 from cdd_cli.models.checkpoint import ModelConfig, load_model, read_config
 from cdd_cli.models.dit import DiffusionModel
-from cdd_cli.models.tokenizers import Tokenizer, load_tokenizer
+from cdd_cli.models.tokenizers import SmilesTokenizer, Tokenizer, load_tokenizer
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
@@ -79,6 +79,12 @@ class LoadedModel:
     @property
     def default_steps(self) -> int:
         return int(self.meta.get("default_sampling_steps") or 32)
+
+    @property
+    def default_support(self) -> int:
+        """How many tokens per position the projection may move mass among when the spec
+        does not say (`ALMSettings.support` gives the measurements behind these)."""
+        return 4 if isinstance(self.tokenizer, SmilesTokenizer) else 256
 
     @cached_property
     def reference(self) -> frozenset[str] | None:
