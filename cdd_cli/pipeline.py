@@ -113,6 +113,7 @@ class Generation:
         progress: Progress,
         length: int | None = None,
     ):
+        fill_model_defaults(spec, loaded)  # (run_* did already, to write the resolved config)
         self.spec, self.loaded, self.constraints, self.progress = (
             spec,
             loaded,
@@ -288,11 +289,12 @@ def write_resolved_config(spec: Spec, output: str) -> None:
 
 
 def fill_model_defaults(spec: Spec, loaded: registry.LoadedModel) -> None:
-    """Settings the spec leaves to the model (steps, projection support), filled in place so
-    the resolved configuration names them."""
+    """Settings the spec leaves to the model (steps, some projection settings), filled in
+    place so the resolved configuration names them."""
     spec.sampling.steps = spec.sampling.steps or loaded.default_steps
-    if spec.projection.support is None:
-        spec.projection.support = loaded.default_support
+    for name, value in loaded.projection_defaults.items():
+        if getattr(spec.projection, name) is None:
+            setattr(spec.projection, name, value)
 
 
 def run_molecules(

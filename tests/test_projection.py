@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import torch
 from rich.progress import Progress
 
@@ -50,7 +51,9 @@ def test_projection_reaches_feasibility_and_stays_close():
     before = probs.argmax(-1).eq(CARBON).sum(-1)
     assert (before > 3).all()
     gens = [sample_generator(0, 0, i) for i in range(4)]  # deterministic relaxation noise
-    result = project(probs, [constraint], ALMSettings(eta=0.5, inner_iters=10), None, gens)
+    result = project(
+        probs, [constraint], ALMSettings(support=0, eta=0.5, inner_iters=10), None, gens
+    )
     after = result.probs.argmax(-1)
     assert (after.eq(CARBON).sum(-1) <= 3).all()
     assert result.feasible.all() and result.projected.all()
@@ -66,7 +69,9 @@ def test_feasible_samples_are_untouched_bit_for_bit():
     probs[1] /= probs[1].sum(-1, keepdim=True)
     constraint = CarbonCount(tau=3.0)
     gens = [sample_generator(1, 0, i) for i in range(3)]  # the same iterations in any test order
-    result = project(probs.clone(), [constraint], ALMSettings(eta=0.5, inner_iters=10), None, gens)
+    result = project(
+        probs.clone(), [constraint], ALMSettings(support=0, eta=0.5, inner_iters=10), None, gens
+    )
     assert result.projected.tolist() == [True, False, True]
     assert torch.equal(result.probs[1], probs[1])
     assert result.outer_iters[1] == 0 and result.inner_iters[1] == 0
@@ -80,7 +85,7 @@ def test_feasible_samples_are_untouched_bit_for_bit():
     assert seconds[longer] > seconds[shorter]
 
     everyone_feasible = probs[1:2].clone()
-    unchanged = project(everyone_feasible, [constraint], ALMSettings())
+    unchanged = project(everyone_feasible, [constraint], ALMSettings(inner_iters=10, support=0))
     assert unchanged.probs is everyone_feasible  # no work, no copy
     assert not unchanged.projected.any()
 
@@ -89,14 +94,16 @@ def test_fixed_positions_keep_their_distribution():
     probs = carbon_heavy(2)
     fixed = torch.zeros(2, 12, dtype=torch.bool)
     fixed[:, :2] = True  # e.g. already unmasked tokens of a masked process
-    result = project(probs, [CarbonCount(tau=3.0)], ALMSettings(eta=0.5, inner_iters=10), fixed)
+    result = project(
+        probs, [CarbonCount(tau=3.0)], ALMSettings(support=0, eta=0.5, inner_iters=10), fixed
+    )
     assert torch.allclose(result.probs[:, :2], probs[:, :2], atol=1e-6)
     assert (result.probs.argmax(-1).eq(CARBON).sum(-1) <= 3).all()
 
 
 def test_per_sample_generators_make_projection_batch_independent():
     probs = carbon_heavy(5)
-    settings = ALMSettings(eta=0.5, inner_iters=5)
+    settings = ALMSettings(support=0, eta=0.5, inner_iters=5)
     gens = [sample_generator(0, 0, i) for i in range(5)]
     together = project(probs, [CarbonCount(tau=3.0)], settings, None, gens).probs
     alone = torch.cat(
@@ -126,7 +133,7 @@ def test_projection_inside_the_sampler(uniform_model_dir: Path):
     gens = [sample_generator(1, 0, i) for i in range(4)]
     hook = ProjectionHook(
         [CarbonCount(tau=2.0, token=common)],
-        ALMSettings(eta=0.5, inner_iters=10, project_from=0.0),
+        ALMSettings(support=0, eta=0.5, inner_iters=10, project_from=0.0),
         process.fixed_positions,
         gens,
         loaded.tokenizer.decode,
@@ -140,7 +147,9 @@ def test_projection_inside_the_sampler(uniform_model_dir: Path):
 
 def test_judge_rejection_is_redrawn_and_never_reported_satisfied(uniform_model_dir: Path):
     loaded = registry.load(str(uniform_model_dir), "molecules")
-    spec = Spec(method="cdd", projection=ALMSettings(eta=0.5, inner_iters=5, max_outer_iters=3))
+    spec = Spec(
+        method="cdd", projection=ALMSettings(support=0, eta=0.5, inner_iters=5, max_outer_iters=3)
+    )
     spec.repair.max_redraws = 2
     spec.search.max_nodes = 40
     # The surrogate claims every sequence is fine (offset -100); the judge (a count can never
@@ -182,3 +191,20 @@ def test_reject_redraws_until_the_judge_accepts(uniform_model_dir: Path):
         assert d.satisfied == (d.values["length"] <= shortest)
         assert d.satisfied or d.attempts == 5
     assert max(d.attempts for d in draws) > 1
+
+
+def test_model_defaults_fill_only_what_the_spec_leaves(shipped_vocab_model_dir: Path):
+    from cdd_cli.pipeline import fill_model_defaults
+
+    loaded = registry.load(str(shipped_vocab_model_dir), "molecules")
+    spec = Spec()
+    spec.projection.inner_iters = 7
+    fill_model_defaults(spec, loaded)
+    assert (spec.projection.inner_iters, spec.projection.support) == (7, 4)  # SMILES: 4
+    assert spec.sampling.steps == loaded.default_steps
+    fresh = Spec()
+    fill_model_defaults(fresh, loaded)
+    assert fresh.projection.inner_iters == 5
+    # Left unfilled, the projection refuses to guess.
+    with pytest.raises(ValueError, match="fill_model_defaults"):
+        project(carbon_heavy(1), [CarbonCount(tau=3.0)], ALMSettings())

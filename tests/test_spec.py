@@ -28,7 +28,7 @@ def test_example_spec_is_valid():
     spec = load_spec(ROOT / "constraints.example.yaml")
     assert spec.model == "default-molecules"
     assert [c.type for c in spec.constraints] == ["sa"]
-    assert spec.projection.inner_iters == 10 and spec.projection.eta == 1.0
+    assert spec.projection.inner_iters is None and spec.projection.eta == 1.0  # left to the model
     assert spec.resolved()["projection"] == asdict(ALMSettings())  # documents the defaults
 
 

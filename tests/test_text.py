@@ -219,7 +219,8 @@ def test_review_fixes_for_text_input(text_model_dir: Path, tmp_path: Path):
     assert generate(text_model_dir, "--prompt", "A", "-n", "1", "--length", "4", "-o", str(out))
     config = tmp_path / "o.jsonl.config.yaml"
     assert f"model: {text_model_dir}" in config.read_text()
-    assert "support: 256\n" in config.read_text()  # a text model's default
+    assert "support: 256\n" in config.read_text()  # a text model's defaults
+    assert "inner_iters: 10\n" in config.read_text()
     assert runner.invoke(app, ["validate", str(config)]).exit_code == 0
     # A flag overrides the spec's constraint of the same type instead of adding a second.
     spec = tmp_path / "t.yaml"

@@ -81,10 +81,12 @@ class LoadedModel:
         return int(self.meta.get("default_sampling_steps") or 32)
 
     @property
-    def default_support(self) -> int:
-        """How many tokens per position the projection may move mass among when the spec
-        does not say (`ALMSettings.support` gives the measurements behind these)."""
-        return 4 if isinstance(self.tokenizer, SmilesTokenizer) else 256
+    def projection_defaults(self) -> dict[str, int]:
+        """The ALM settings a spec leaves to the model (`ALMSettings` gives the measurements
+        behind them)."""
+        if isinstance(self.tokenizer, SmilesTokenizer):
+            return {"inner_iters": 5, "support": 4}
+        return {"inner_iters": 10, "support": 256}
 
     @cached_property
     def reference(self) -> frozenset[str] | None:

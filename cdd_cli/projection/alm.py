@@ -29,16 +29,28 @@ from cdd_cli.constraints.base import DifferentiableConstraint
 @dataclass
 class ALMSettings:
     """Defaults: the paper's SA settings (eta 1, mu0 1, mu_max 1000, lam0 0), except
-    inner_iters 10 (the paper's toxicity setting; its ablation found 10-50 all reach
-    feasibility), max_outer_iters 50 (the paper's 1000 lets a stuck sample hold its batch for
-    minutes on a CPU; the final exact search and bounded redraws catch what is left) and
-    project_from 0.9 (the paper projects every step; on QM9 at tau 3.5 over 64 samples, the last
-    10% of steps gave 59 valid / 0 violating at 27x the unconstrained time, the final
-    prediction alone 46 valid at 16x; from the middle on, 14 valid at 153x, measured before
-    the final exact search existed; every step: stopped unfinished: bench/README.md)."""
+    max_outer_iters 50 (the paper's 1000 lets a stuck sample hold its batch for minutes on a
+    CPU; the final exact search and bounded redraws catch what is left) and project_from 0.9
+    (the paper projects every step; on QM9 at tau 3.5 over 64 samples, the last 10% of steps
+    gave 59 valid / 0 violating at 27x the unconstrained time, the final prediction alone 46
+    valid at 16x; from the middle on, 14 valid at 153x, measured before the final exact search
+    existed; every step: stopped unfinished: bench/README.md).
+
+    None leaves a setting to the model (`LoadedModel.projection_defaults`, filled in by
+    `pipeline.fill_model_defaults` before sampling; `project` refuses None):
+    - inner_iters: 10 for text (the paper's toxicity setting; its ablation found 10-50 all
+      reach feasibility), 5 for SMILES (QM9, SA tau 3.0, 128 samples: 128 valid, 0 violating
+      either way, 0.46 s a sample with 5 against 0.78 s with 10).
+    - support: mass moves among the `support` most likely tokens of x' at each position (0:
+      all V). Text (V = 50,258): 256, as every V-wide operation of an inner step costs ~100 ms
+      per sample on a CPU and tokens outside the top 256 carry almost no mass. SMILES (V =
+      35): 4, because with all 35 the penalties buy surrogate feasibility with tokens the
+      model never puts there and the molecule no longer parses (QM9, SA tau 3.5, 64 samples:
+      93 of 97 final searches began from an unparsable projection and 55-61 came out valid
+      after 1.6-1.8 draws each; with 4: 64 valid and unique after 1.05 draws)."""
 
     eta: float = 1.0  # gradient step on the logits of y
-    inner_iters: int = 10
+    inner_iters: int | None = None  # gradient steps per outer iteration
     max_outer_iters: int = 50
     mu_init: float = 1.0
     mu_max: float = 1000.0
@@ -47,15 +59,7 @@ class ALMSettings:
     delta: float = 0.0  # a violation at or below delta counts as satisfied
     temperature: float = 0.5  # Gumbel-softmax temperature of phi
     project_from: float = 0.9  # project steps from this fraction of the trajectory on (0: all)
-    # Mass moves among the `support` most likely tokens of x' at each position (0: all V;
-    # None: the model's default, `LoadedModel.default_support`). Text (V = 50,258): 256, as
-    # every V-wide operation of an inner step costs ~100 ms per sample on a CPU and tokens
-    # outside the top 256 carry almost no mass. SMILES (V = 35): 4, because with all 35 the
-    # penalties buy surrogate feasibility with tokens the model never puts there and the
-    # molecule no longer parses (QM9, SA tau 3.5, 64 samples: 93 of 97 final searches began
-    # from an unparsable projection and 55-61 came out valid after 1.6-1.8 draws each; with
-    # 4: 64 valid and unique after 1.05 draws; bench/README.md).
-    support: int | None = None
+    support: int | None = None  # tokens per position the mass moves among (0: all V)
 
 
 @dataclass
@@ -107,6 +111,8 @@ def project(
 ) -> ProjectionResult:
     """Project x' = `probs` [B, L, V] onto the constraints; `fixed` [B, L] marks positions the
     sampler will not change (they keep their distribution)."""
+    if settings.inner_iters is None or settings.support is None:
+        raise ValueError("ALMSettings left to the model: see pipeline.fill_model_defaults")
     started = time.perf_counter()
     batch, device = probs.shape[0], probs.device
     zeros = torch.zeros(batch, dtype=torch.long, device=device)
@@ -123,7 +129,7 @@ def project(
     rows = active.nonzero().squeeze(-1)
     vocab = probs.shape[-1]
     full = probs[rows].float()
-    restrict = 0 < (settings.support or 0) < vocab
+    restrict = 0 < settings.support < vocab
     support = full.topk(settings.support, dim=-1).indices if restrict else None  # [R, L, K]
     # x', floored at 0.35 / V per token (1e-2 for QM9's 35 tokens) and renormalised: from a
     # near one-hot x' the relaxation's gradient reaches no alternative token and the ALM
