@@ -334,7 +334,10 @@ def check_settings(spec: Spec, where: str) -> None:
     rules = [
         (p.eta > 0, "projection.eta must be > 0"),
         (p.inner_iters is None or p.inner_iters >= 1, "projection.inner_iters must be >= 1"),
-        (p.max_outer_iters >= 1, "projection.max_outer_iters must be >= 1"),
+        (
+            p.max_outer_iters is None or p.max_outer_iters >= 1,
+            "projection.max_outer_iters must be >= 1",
+        ),
         (p.mu_init > 0 and p.mu_max >= p.mu_init, "projection needs 0 < mu_init <= mu_max"),
         (p.alpha >= 1, "projection.alpha must be >= 1"),
         (p.temperature > 0, "projection.temperature must be > 0"),

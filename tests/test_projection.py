@@ -52,7 +52,11 @@ def test_projection_reaches_feasibility_and_stays_close():
     assert (before > 3).all()
     gens = [sample_generator(0, 0, i) for i in range(4)]  # deterministic relaxation noise
     result = project(
-        probs, [constraint], ALMSettings(support=0, eta=0.5, inner_iters=10), None, gens
+        probs,
+        [constraint],
+        ALMSettings(support=0, eta=0.5, inner_iters=10, max_outer_iters=50),
+        None,
+        gens,
     )
     after = result.probs.argmax(-1)
     assert (after.eq(CARBON).sum(-1) <= 3).all()
@@ -70,7 +74,11 @@ def test_feasible_samples_are_untouched_bit_for_bit():
     constraint = CarbonCount(tau=3.0)
     gens = [sample_generator(1, 0, i) for i in range(3)]  # the same iterations in any test order
     result = project(
-        probs.clone(), [constraint], ALMSettings(support=0, eta=0.5, inner_iters=10), None, gens
+        probs.clone(),
+        [constraint],
+        ALMSettings(support=0, eta=0.5, inner_iters=10, max_outer_iters=50),
+        None,
+        gens,
     )
     assert result.projected.tolist() == [True, False, True]
     assert torch.equal(result.probs[1], probs[1])
@@ -85,7 +93,9 @@ def test_feasible_samples_are_untouched_bit_for_bit():
     assert seconds[longer] > seconds[shorter]
 
     everyone_feasible = probs[1:2].clone()
-    unchanged = project(everyone_feasible, [constraint], ALMSettings(inner_iters=10, support=0))
+    unchanged = project(
+        everyone_feasible, [constraint], ALMSettings(inner_iters=10, max_outer_iters=50, support=0)
+    )
     assert unchanged.probs is everyone_feasible  # no work, no copy
     assert not unchanged.projected.any()
 
@@ -95,7 +105,10 @@ def test_fixed_positions_keep_their_distribution():
     fixed = torch.zeros(2, 12, dtype=torch.bool)
     fixed[:, :2] = True  # e.g. already unmasked tokens of a masked process
     result = project(
-        probs, [CarbonCount(tau=3.0)], ALMSettings(support=0, eta=0.5, inner_iters=10), fixed
+        probs,
+        [CarbonCount(tau=3.0)],
+        ALMSettings(support=0, eta=0.5, inner_iters=10, max_outer_iters=50),
+        fixed,
     )
     assert torch.allclose(result.probs[:, :2], probs[:, :2], atol=1e-6)
     assert (result.probs.argmax(-1).eq(CARBON).sum(-1) <= 3).all()
@@ -103,7 +116,7 @@ def test_fixed_positions_keep_their_distribution():
 
 def test_per_sample_generators_make_projection_batch_independent():
     probs = carbon_heavy(5)
-    settings = ALMSettings(support=0, eta=0.5, inner_iters=5)
+    settings = ALMSettings(support=0, eta=0.5, inner_iters=5, max_outer_iters=50)
     gens = [sample_generator(0, 0, i) for i in range(5)]
     together = project(probs, [CarbonCount(tau=3.0)], settings, None, gens).probs
     alone = torch.cat(
@@ -133,7 +146,7 @@ def test_projection_inside_the_sampler(uniform_model_dir: Path):
     gens = [sample_generator(1, 0, i) for i in range(4)]
     hook = ProjectionHook(
         [CarbonCount(tau=2.0, token=common)],
-        ALMSettings(support=0, eta=0.5, inner_iters=10, project_from=0.0),
+        ALMSettings(support=0, eta=0.5, inner_iters=10, max_outer_iters=50, project_from=0.0),
         process.fixed_positions,
         gens,
         loaded.tokenizer.decode,
@@ -176,8 +189,8 @@ class TextLength(DifferentiableConstraint):
         return [float(len(t)) for t in texts]
 
 
-def test_reject_redraws_until_the_judge_accepts(uniform_model_dir: Path):
-    loaded = registry.load(str(uniform_model_dir), "molecules")
+def test_reject_redraws_until_the_judge_accepts(masked_model_dir: Path):
+    loaded = registry.load(str(masked_model_dir), "molecules")
     with Progress(disable=True) as progress:
         free = Generation(
             Spec(method="unconstrained"), loaded, [TextLength(tau=0.0)], 4, progress
@@ -200,7 +213,8 @@ def test_model_defaults_fill_only_what_the_spec_leaves(shipped_vocab_model_dir: 
     spec = Spec()
     spec.projection.inner_iters = 7
     fill_model_defaults(spec, loaded)
-    assert (spec.projection.inner_iters, spec.projection.support) == (7, 4)  # SMILES: 4
+    p = spec.projection
+    assert (p.inner_iters, p.max_outer_iters, p.support) == (7, 20, 4)  # SMILES: 20, 4
     assert spec.sampling.steps == loaded.default_steps
     fresh = Spec()
     fill_model_defaults(fresh, loaded)

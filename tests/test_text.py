@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from cdd_cli.cli import app
 from cdd_cli.diffusion.processes import MaskedProcess, UniformProcess
-from cdd_cli.diffusion.sampler import Sampler, sample_generator
+from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator
 from cdd_cli.errors import InputError
 from cdd_cli.models.checkpoint import load_model
 from cdd_cli.models.tokenizers import Gpt2Tokenizer, load_tokenizer
@@ -61,17 +61,24 @@ def test_prefix_stays_fixed_and_conditions_the_rest(tmp_path: Path, noise: str):
     model = load_model(build_text_model(tmp_path, noise))
     process = MaskedProcess(V, 50257) if noise == "masked" else UniformProcess(V)
     sampler = Sampler(model, process, 4, noise == "uniform")
-    gens = [sample_generator(0, 0, i) for i in range(3)]
     prefix = torch.tensor([464, 3797, 3332])
+    seen = {}
+
+    def record(probs: torch.Tensor, x: torch.Tensor, info: StepInfo) -> torch.Tensor:
+        seen.setdefault(tuple(x[0, :3].tolist()), probs[:, 3:].clone())
+        return probs
+
     with torch.no_grad():
-        out = sampler.sample(gens, 5, prefix=prefix)
-        other = sampler.sample(
-            [sample_generator(0, 0, i) for i in range(3)], 5, prefix=torch.tensor([40, 1, 2])
+        out = sampler.sample([sample_generator(0, 0, i) for i in range(3)], 5, record, None, prefix)
+        sampler.sample(
+            [sample_generator(0, 0, i) for i in range(3)], 5, record, None, torch.tensor([40, 1, 2])
         )
     assert out.shape == (3, 8)
     assert (out[:, :3] == prefix).all()
     assert not (out == 50257).any()
-    assert not torch.equal(out[:, 3:], other[:, 3:])  # same noise, another prompt
+    # Same noise, another prompt: the continuation's first prediction differs.
+    first, second = seen.values()
+    assert not torch.allclose(first, second)
 
 
 def test_generate_records_ids_prompts_and_continuations(text_model_dir: Path, tmp_path: Path):

@@ -28,6 +28,7 @@ class MaskedProcess:
     """Absorbing-state diffusion with the SUBS parameterisation and copy-over."""
 
     name = "masked"
+    removal_passes = 1  # the noise removal only fills the masks left
 
     def __init__(self, vocab_size: int, mask_id: int, schedule: LogLinearSchedule | None = None):
         self.vocab_size = vocab_size
@@ -76,12 +77,14 @@ class UniformProcess:
     """Uniform-noise diffusion (UDLM): every token may change at every step."""
 
     name = "uniform"
+    removal_passes = 8  # argmax passes of the noise removal, until the sequence stops changing
 
     def __init__(self, vocab_size: int, schedule: LogLinearSchedule | None = None):
         self.vocab_size = vocab_size
         self.schedule = schedule or LogLinearSchedule()
 
     def timesteps(self, steps: int) -> torch.Tensor:
+        # The last interval is never drawn: the noise removal reads x at times[-2].
         return torch.linspace(1.0, 0.0, steps + 1)
 
     def prior(self, length: int, generator: torch.Generator) -> torch.Tensor:
@@ -110,8 +113,7 @@ class UniformProcess:
         return sample_categorical(self.posterior(x0_probs, x_t, t, s), uniforms)
 
     def finish(self, x0_probs: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        # Noise removal: the last prediction's argmax, so a projection of that prediction
-        # decides the output instead of being diluted by one more posterior draw.
+        # Noise removal: the last prediction's argmax.
         return x0_probs.argmax(-1)
 
     def is_final(self, x: torch.Tensor) -> bool:

@@ -85,12 +85,10 @@ class Sampler:
         length = x.shape[1]
         times = self.process.timesteps(self.steps).tolist()
         cached = None
-        probs = None
-        # A masked model's last step commits every position still masked: it is taken as the
-        # final prediction (hook, then argmax), so a projection or exact repair of it decides
-        # those tokens instead of being diluted by one more random draw.
-        ancestral = self.steps - 1 if isinstance(self.process, MaskedProcess) else self.steps
-        for i in range(ancestral):
+        # The last step is the noise removal (below): its prediction, projected by the hook,
+        # decides the output instead of being diluted by one more random draw.
+        last = self.steps - 1
+        for i in range(last):
             info = StepInfo(i, self.steps, times[i], times[i + 1])
             probs = cached if cached is not None else self.predict(x, info.t)
             projected = hook(probs, x, info) if hook is not None else probs
@@ -103,12 +101,25 @@ class Sampler:
             if on_step is not None:
                 on_step(info)
         if not self.process.is_final(x):
-            final_probs = self.predict(x, times[ancestral])
-            if hook is not None:
-                final_probs = hook(final_probs, x, StepInfo(self.steps, self.steps, times[-1], 0.0))
-            x = self.process.finish(final_probs, x)
+            t = times[last]
+            probs = cached if cached is not None else self.predict(x, t)
+            for _ in range(self.process.removal_passes - 1):
+                # Uniform noise: read x as still noisy at the last step's level and replace it
+                # by the argmax of its prediction until that stops changing it; each pass lets
+                # the model correct tokens the previous one left inconsistent (the QM9 model's
+                # validity went from 49% to 64%, bench/README.md).
+                cleaned = probs.argmax(-1)
+                if keep:
+                    cleaned[:, :keep] = prefix
+                if torch.equal(cleaned, x):
+                    break
+                x = cleaned
+                probs = self.predict(x, t)
+            if hook is not None:  # index `steps`: the noise removal, always projected
+                probs = hook(probs, x, StepInfo(self.steps, self.steps, t, 0.0))
+            x = self.process.finish(probs, x)
             if keep:
                 x[:, :keep] = prefix
-        if on_step is not None and ancestral < self.steps:
-            on_step(StepInfo(self.steps - 1, self.steps, times[ancestral], 0.0))
+        if on_step is not None:
+            on_step(StepInfo(last, self.steps, times[last], 0.0))
         return x

@@ -85,8 +85,8 @@ class LoadedModel:
         """The ALM settings a spec leaves to the model (`ALMSettings` gives the measurements
         behind them)."""
         if isinstance(self.tokenizer, SmilesTokenizer):
-            return {"inner_iters": 5, "support": 4}
-        return {"inner_iters": 10, "support": 256}
+            return {"inner_iters": 5, "max_outer_iters": 20, "support": 4}
+        return {"inner_iters": 10, "max_outer_iters": 50, "support": 256}
 
     @cached_property
     def reference(self) -> frozenset[str] | None:
