@@ -72,7 +72,9 @@ def main() -> None:
         ).to(args.device)
         net.requires_grad_(False)
         toxicity = ToxicityConstraint(tau=0.0, net=net, tokenizer=Gpt2Tokenizer())
-        settings = ALMSettings(project_from=0.0, max_outer_iters=2, inner_iters=10, support=256)
+        settings = ALMSettings(
+            project_from=0.0, max_outer_iters=2, inner_iters=10, mu_init=1.0, support=256
+        )
         hook = ProjectionHook(
             [toxicity],
             settings,

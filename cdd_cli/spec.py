@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_type_hints
 
 import yaml
 
@@ -156,15 +156,16 @@ def _check_type(
 def _settings(loc: _Located, node: yaml.Node, key: str, cls: type) -> Any:
     values = {}
     known = {f.name: f for f in fields(cls)}
+    hints = get_type_hints(cls)
     for name, (k, v) in loc.mapping(node, key).items():
         if name not in known:
             raise InputError(
                 f"{loc.where(k)}: unknown key '{key}.{name}' (known: {', '.join(known)})"
             )
-        default = getattr(cls(), name)
-        types = (int, float) if isinstance(default, float) else (int,)
+        hint = hints[name]  # every setting is an int or a float, some None-able
+        types = (int, float) if float in (get_args(hint) or (hint,)) else (int,)
         value = loc.value(v)
-        if default is None and value is None:  # null: left to the model, as when left out
+        if getattr(cls(), name) is None and value is None:  # null: left to the model
             values[name] = None
             continue
         values[name] = _check_type(loc, v, f"{key}.{name}", value, types)
@@ -338,7 +339,11 @@ def check_settings(spec: Spec, where: str) -> None:
             p.max_outer_iters is None or p.max_outer_iters >= 1,
             "projection.max_outer_iters must be >= 1",
         ),
-        (p.mu_init > 0 and p.mu_max >= p.mu_init, "projection needs 0 < mu_init <= mu_max"),
+        (p.mu_max > 0, "projection.mu_max must be > 0"),
+        (
+            p.mu_init is None or 0 < p.mu_init <= p.mu_max,
+            "projection needs 0 < mu_init <= mu_max",
+        ),
         (p.alpha >= 1, "projection.alpha must be >= 1"),
         (p.temperature > 0, "projection.temperature must be > 0"),
         (p.delta >= 0, "projection.delta must be >= 0"),

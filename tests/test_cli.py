@@ -214,7 +214,8 @@ def test_sa_constraint_records_are_certified_by_rdkit(
         assert 1 <= r["attempts"] <= 2
     config = (tmp_path / "out.jsonl.config.yaml").read_text()
     assert "inner_iters: 5" in config and "tau: 4.0" in config
-    assert "support: 4\n" in config  # left to the model: a SMILES model's default
+    # Left to the model: a SMILES model's defaults.
+    assert "support: 4\n" in config and "mu_init: 4.0\n" in config
 
 
 def test_novel_combines_with_sa(shipped_vocab_model_dir: Path, tmp_path: Path):

@@ -38,6 +38,12 @@ class CarbonCount(DifferentiableConstraint):
         return [float(t.count("C") - t.count("Cl")) for t in texts]
 
 
+def explicit(**changes: float) -> ALMSettings:
+    """Settings with what a model would fill in given (the paper's values, all V tokens)."""
+    values = {"eta": 0.5, "inner_iters": 10, "max_outer_iters": 50, "mu_init": 1.0, "support": 0}
+    return ALMSettings(**{**values, **changes})
+
+
 def carbon_heavy(batch: int, length: int = 12, vocab: int = 35) -> torch.Tensor:
     gen = torch.Generator().manual_seed(0)
     logits = torch.randn(batch, length, vocab, generator=gen)
@@ -54,7 +60,7 @@ def test_projection_reaches_feasibility_and_stays_close():
     result = project(
         probs,
         [constraint],
-        ALMSettings(support=0, eta=0.5, inner_iters=10, max_outer_iters=50),
+        explicit(),
         None,
         gens,
     )
@@ -76,7 +82,7 @@ def test_feasible_samples_are_untouched_bit_for_bit():
     result = project(
         probs.clone(),
         [constraint],
-        ALMSettings(support=0, eta=0.5, inner_iters=10, max_outer_iters=50),
+        explicit(),
         None,
         gens,
     )
@@ -93,9 +99,7 @@ def test_feasible_samples_are_untouched_bit_for_bit():
     assert seconds[longer] > seconds[shorter]
 
     everyone_feasible = probs[1:2].clone()
-    unchanged = project(
-        everyone_feasible, [constraint], ALMSettings(inner_iters=10, max_outer_iters=50, support=0)
-    )
+    unchanged = project(everyone_feasible, [constraint], explicit(eta=1.0))
     assert unchanged.probs is everyone_feasible  # no work, no copy
     assert not unchanged.projected.any()
 
@@ -107,7 +111,7 @@ def test_fixed_positions_keep_their_distribution():
     result = project(
         probs,
         [CarbonCount(tau=3.0)],
-        ALMSettings(support=0, eta=0.5, inner_iters=10, max_outer_iters=50),
+        explicit(),
         fixed,
     )
     assert torch.allclose(result.probs[:, :2], probs[:, :2], atol=1e-6)
@@ -116,7 +120,7 @@ def test_fixed_positions_keep_their_distribution():
 
 def test_per_sample_generators_make_projection_batch_independent():
     probs = carbon_heavy(5)
-    settings = ALMSettings(support=0, eta=0.5, inner_iters=5, max_outer_iters=50)
+    settings = explicit(inner_iters=5)
     gens = [sample_generator(0, 0, i) for i in range(5)]
     together = project(probs, [CarbonCount(tau=3.0)], settings, None, gens).probs
     alone = torch.cat(
@@ -146,7 +150,7 @@ def test_projection_inside_the_sampler(uniform_model_dir: Path):
     gens = [sample_generator(1, 0, i) for i in range(4)]
     hook = ProjectionHook(
         [CarbonCount(tau=2.0, token=common)],
-        ALMSettings(support=0, eta=0.5, inner_iters=10, max_outer_iters=50, project_from=0.0),
+        explicit(project_from=0.0),
         process.fixed_positions,
         gens,
         loaded.tokenizer.decode,
@@ -214,11 +218,11 @@ def test_model_defaults_fill_only_what_the_spec_leaves(shipped_vocab_model_dir: 
     spec.projection.inner_iters = 7
     fill_model_defaults(spec, loaded)
     p = spec.projection
-    assert (p.inner_iters, p.max_outer_iters, p.support) == (7, 20, 4)  # SMILES: 20, 4
+    assert (p.inner_iters, p.max_outer_iters, p.mu_init, p.support) == (7, 20, 4.0, 4)
     assert spec.sampling.steps == loaded.default_steps
     fresh = Spec()
     fill_model_defaults(fresh, loaded)
-    assert fresh.projection.inner_iters == 5
+    assert fresh.projection.inner_iters == 3
     # Left unfilled, the projection refuses to guess.
     with pytest.raises(ValueError, match="fill_model_defaults"):
         project(carbon_heavy(1), [CarbonCount(tau=3.0)], ALMSettings())

@@ -42,7 +42,8 @@ constraints:
   - type: sa
     tau: 3.5
     margin: 0.1
-projection: {eta: 0.5, inner_iters: 10, max_outer_iters: 50, temperature: 0.7}
+projection: {eta: 0.5, inner_iters: 10, max_outer_iters: 50, temperature: 0.7, mu_init: 2.5,
+  support: null}
 repair: {max_redraws: 1}
 reject: {max_attempts: 4}
 sampling: {steps: 16, batch_size: 8, seed: 3, n: 10}
@@ -53,6 +54,8 @@ sampling: {steps: 16, batch_size: 8, seed: 3, n: 10}
     assert resolved["method"] == "reject"
     assert resolved["constraints"] == [{"type": "sa", "tau": 3.5, "margin": 0.1}]
     assert resolved["projection"]["eta"] == 0.5 and resolved["projection"]["mu_max"] == 1000.0
+    # A None-able float takes a number; null leaves a setting to the model.
+    assert resolved["projection"]["mu_init"] == 2.5 and resolved["projection"]["support"] is None
     assert resolved["sampling"] == {"n": 10, "steps": 16, "batch_size": 8, "seed": 3}
     again = write(tmp_path, yaml.safe_dump(resolved))
     assert load_spec(again).resolved() == resolved
@@ -108,6 +111,8 @@ sampling: {steps: 16, batch_size: 8, seed: 3, n: 10}
         ("projection:\n  eta: fast\n", "spec.yaml:2: key 'projection.eta': expected number"),
         ("projection:\n  etaa: 1\n", "spec.yaml:2: unknown key 'projection.etaa'"),
         ("projection:\n  inner_iters: 2.5\n", "key 'projection.inner_iters': expected int"),
+        ("projection:\n  mu_init: big\n", "key 'projection.mu_init': expected number"),
+        ("projection:\n  mu_init: 2000\n", "needs 0 < mu_init <= mu_max"),
         ("projection:\n  eta: -1\n", "projection.eta must be > 0"),
         ("sampling:\n  steps: 0\n", "sampling.steps must be >= 1"),
         ("method: magic\n", "'magic' is not one of"),

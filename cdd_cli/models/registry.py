@@ -81,12 +81,12 @@ class LoadedModel:
         return int(self.meta.get("default_sampling_steps") or 32)
 
     @property
-    def projection_defaults(self) -> dict[str, int]:
+    def projection_defaults(self) -> dict[str, float]:
         """The ALM settings a spec leaves to the model (`ALMSettings` gives the measurements
         behind them)."""
         if isinstance(self.tokenizer, SmilesTokenizer):
-            return {"inner_iters": 5, "max_outer_iters": 20, "support": 4}
-        return {"inner_iters": 10, "max_outer_iters": 50, "support": 256}
+            return {"inner_iters": 3, "max_outer_iters": 20, "mu_init": 4.0, "support": 4}
+        return {"inner_iters": 10, "max_outer_iters": 50, "mu_init": 1.0, "support": 256}
 
     @cached_property
     def reference(self) -> frozenset[str] | None:
