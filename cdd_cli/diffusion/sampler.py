@@ -107,7 +107,7 @@ class Sampler:
                 # Uniform noise: read x as still noisy at the last step's level and replace it
                 # by the argmax of its prediction until that stops changing it; each pass lets
                 # the model correct tokens the previous one left inconsistent (the QM9 model's
-                # validity went from 49% to 64%, bench/README.md).
+                # validity went from 50% to 64%, bench/README.md).
                 cleaned = probs.argmax(-1)
                 if keep:
                     cleaned[:, :keep] = prefix

@@ -28,9 +28,8 @@ from cdd_cli.constraints.base import DifferentiableConstraint
 
 @dataclass
 class ALMSettings:
-    """Defaults: the paper's SA settings (eta 1, mu0 1, mu_max 1000, lam0 0), except
-    project_from 0.9
-    (the paper projects every step; on QM9 at tau 3.5 over 64 samples, the last 10% of steps
+    """Defaults: the paper's SA settings (eta 1, mu_max 1000, lam0 0), except project_from
+    0.9 (the paper projects every step; on QM9 at tau 3.5 over 64 samples, the last 10% of steps
     gave 59 valid / 0 violating at 27x the unconstrained time, the final prediction alone 46
     valid at 16x; from the middle on, 14 valid at 153x, measured before the final exact search
     existed; every step: stopped unfinished: bench/README.md).
