@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 import torch.nn.functional as F
@@ -116,7 +116,7 @@ def project(
 ) -> ProjectionResult:
     """Project x' = `probs` [B, L, V] onto the constraints; `fixed` [B, L] marks positions the
     sampler will not change (they keep their distribution)."""
-    if None in (settings.inner_iters, settings.max_outer_iters, settings.support, settings.mu_init):
+    if any(getattr(settings, f.name) is None for f in fields(settings)):
         raise ValueError("ALMSettings left to the model: see pipeline.fill_model_defaults")
     started = time.perf_counter()
     batch, device = probs.shape[0], probs.device
