@@ -123,7 +123,13 @@ class Generation:
         self.process = make_process(
             loaded.config.noise, loaded.config.vocab_size, loaded.tokenizer.mask_id
         )
-        self.sampler = Sampler(loaded.model, self.process, steps, loaded.config.time_conditioning)
+        self.sampler = Sampler(
+            loaded.model,
+            self.process,
+            steps,
+            loaded.config.time_conditioning,
+            loaded.tokenizer.syntax(),
+        )
         self.length = length or loaded.config.model_length  # tokens after the prompt
         self.denoise = progress.add_task("  denoising", total=steps, info="")
         self.alm = progress.add_task("  projection", total=None, info="", visible=False)
@@ -177,6 +183,7 @@ class Generation:
                 self.on_alm,
                 layout,
                 tokenizer if isinstance(tokenizer, SmilesTokenizer) else None,
+                self.sampler.well_formed,
             )
         self.progress.reset(self.denoise, total=self.sampler.steps)
         started = time.perf_counter()

@@ -9,9 +9,10 @@ import torch
 from rich.progress import Progress
 
 from cdd_cli.constraints.novelty import NoveltyConstraint
+from cdd_cli.diffusion.processes import make_argmax
 from cdd_cli.models import registry
 from cdd_cli.pipeline import Generation
-from cdd_cli.projection.search import SearchSettings, best_first, make_argmax
+from cdd_cli.projection.search import SearchSettings, best_first
 from cdd_cli.spec import Spec
 from tests.conftest import make_tokenizer
 

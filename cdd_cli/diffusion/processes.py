@@ -24,6 +24,21 @@ def sample_categorical(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Ten
     return ids.clamp_(max=probs.shape[-1] - 1)
 
 
+def make_argmax(probs: torch.Tensor, ids: torch.Tensor | list[int]) -> torch.Tensor:
+    """`probs` [..., V] with `ids` [...] made the argmax: each wanted token's probability is
+    swapped with its position's current argmax, so every row keeps its mass and its shape."""
+    out = probs.clone()
+    wanted = torch.as_tensor(ids, device=probs.device)
+    current = probs.argmax(-1)
+    where = torch.nonzero(current != wanted, as_tuple=True)
+    at_current, at_wanted = (*where, current[where]), (*where, wanted[where])
+    top = probs[at_current]
+    out[at_current] = probs[at_wanted]
+    out[at_wanted] = top + 1e-6  # strictly above the old argmax, even on ties
+    out[where] /= out[where].sum(-1, keepdim=True)
+    return out
+
+
 class MaskedProcess:
     """Absorbing-state diffusion with the SUBS parameterisation and copy-over."""
 

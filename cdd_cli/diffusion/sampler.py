@@ -14,10 +14,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
-from cdd_cli.diffusion.processes import MaskedProcess, UniformProcess
+from cdd_cli.diffusion.processes import MaskedProcess, UniformProcess, make_argmax
 
 
 def sample_generator(
@@ -40,6 +41,15 @@ class StepInfo:
 StepHook = Callable[[torch.Tensor, torch.Tensor, StepInfo], torch.Tensor]
 
 
+class Syntax(Protocol):
+    """The language's well-formed sequences (e.g. `SmilesSyntax`)."""
+
+    def best(self, probs: torch.Tensor) -> torch.Tensor | None:
+        """The most probable well-formed ids [B, L] under `probs` [B, L, V]; None when that is
+        the argmax already."""
+        ...
+
+
 class Sampler:
     def __init__(
         self,
@@ -47,10 +57,12 @@ class Sampler:
         process: MaskedProcess | UniformProcess,
         steps: int,
         time_conditioning: bool,
+        syntax: Syntax | None = None,
     ):
         self.model = model
         self.process = process
         self.steps = steps
+        self.syntax = syntax
         # A model that ignores t gives the same p(x_0 | x_t) while x_t is unchanged (MDLM's cache).
         self.cacheable = isinstance(process, MaskedProcess) and not time_conditioning
 
@@ -63,6 +75,12 @@ class Sampler:
         sigma = self.process.schedule.sigma(torch.full((x.shape[0],), t, device=x.device))
         logits = self.model(x, sigma)
         return self.process.x0_probs(logits, x)
+
+    def well_formed(self, probs: torch.Tensor) -> torch.Tensor:
+        """`probs` with its most probable well-formed sequence made the argmax (a factorised
+        argmax ignores syntax: it may open a branch that it never closes)."""
+        ids = self.syntax.best(probs) if self.syntax is not None else None
+        return probs if ids is None else make_argmax(probs, ids)
 
     def sample(
         self,
@@ -102,7 +120,7 @@ class Sampler:
                 on_step(info)
         if not self.process.is_final(x):
             t = times[last]
-            probs = cached if cached is not None else self.predict(x, t)
+            probs = self.well_formed(cached if cached is not None else self.predict(x, t))
             for _ in range(self.process.removal_passes - 1):
                 # Uniform noise: read x as still noisy at the last step's level and replace it
                 # by the argmax of its prediction until that stops changing it; each pass lets
@@ -114,7 +132,7 @@ class Sampler:
                 if torch.equal(cleaned, x):
                     break
                 x = cleaned
-                probs = self.predict(x, t)
+                probs = self.well_formed(self.predict(x, t))
             if hook is not None:  # index `steps`: the noise removal, always projected
                 probs = hook(probs, x, StepInfo(self.steps, self.steps, t, 0.0))
             x = self.process.finish(probs, x)

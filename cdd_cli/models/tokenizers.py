@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from cdd_cli.errors import InputError
+from cdd_cli.models.smiles_syntax import SmilesSyntax
 
 GPT2_FILES = Path(__file__).resolve().parent.parent / "assets" / "gpt2-tokenizer"
 GPT2_VOCAB_SIZE = 50258  # 50,257 GPT-2 tokens + the mask
@@ -83,6 +84,10 @@ class SmilesTokenizer:
                 continue
             out.append(self.vocab[i])
         return "".join(out)
+
+    def syntax(self) -> SmilesSyntax:
+        """The automaton of well-formed SMILES over this vocabulary (for the sampler)."""
+        return SmilesSyntax(self.vocab)
 
     def decode_batch(self, ids: torch.Tensor) -> list[str]:
         return [self.decode(row) for row in ids.tolist()]
@@ -168,6 +173,10 @@ class Gpt2Tokenizer:
             if i != self.mask_id:
                 out.append(i)
         return self.bpe.decode(out)
+
+    def syntax(self) -> None:
+        """Text has no syntax the sampler enforces."""
+        return None
 
     def decode_batch(self, ids: torch.Tensor) -> list[str]:
         return [self.decode(row) for row in ids.tolist()]

@@ -14,10 +14,11 @@ from collections.abc import Callable, Sequence
 import torch
 
 from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, ExactConstraint
+from cdd_cli.diffusion.processes import make_argmax
 from cdd_cli.diffusion.sampler import StepInfo
 from cdd_cli.projection.alm import ALMProgress, ALMSettings, project
 from cdd_cli.projection.layout import Plan, WordLayout
-from cdd_cli.projection.search import Reader, SearchSettings, best_first, make_argmax
+from cdd_cli.projection.search import Reader, SearchSettings, best_first
 
 
 class ProjectionHook:
@@ -34,6 +35,7 @@ class ProjectionHook:
         on_progress: Callable[[ALMProgress], None] | None = None,
         layout: WordLayout | None = None,
         reader: Reader | None = None,
+        well_formed: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ):
         self.differentiable = [c for c in constraints if isinstance(c, DifferentiableConstraint)]
         self.exact = [c for c in constraints if isinstance(c, ExactConstraint)]
@@ -45,6 +47,10 @@ class ProjectionHook:
         self.generators = list(generators)
         self.decode = decode
         self.reader = reader  # what a sequence reads as, for the search's costs
+        # The sampler's syntax (e.g. well-formed SMILES), put back on the final prediction
+        # after the ALM, whose surrogates are blind to it: the search then starts from a
+        # sequence that parses.
+        self.well_formed = well_formed
         self.on_progress = on_progress
         self.layout = layout  # lexical constraints: applied at every step, from the first
         self.plans: list[Plan] | None = None
@@ -103,6 +109,8 @@ class ProjectionHook:
         # that some judge still rejects is searched too (a cheap, exact repair of surrogate
         # error, instead of redrawing the whole sample).
         final = info.index >= info.steps
+        if final and self.well_formed is not None:
+            probs = self.well_formed(probs)
         if final or (self.exact and self.due(self.search.project_from, info)):
             probs = self.search_step(probs, fixed, touched)
         for i, t in enumerate(touched):

@@ -157,16 +157,3 @@ class Reading:
             # <eos>): judge the candidate as it stands, which reads the same.
             return candidate, key, cost
         return ids, key, cost
-
-
-def make_argmax(probs: torch.Tensor, ids: list[int]) -> torch.Tensor:
-    """Swap each wanted token's probability with its position's current argmax, renormalised."""
-    out = probs.clone()
-    wanted = torch.tensor(ids, device=probs.device)
-    current = probs.argmax(-1)
-    rows = torch.nonzero(current != wanted).squeeze(-1)
-    top = probs[rows, current[rows]]
-    out[rows, current[rows]] = probs[rows, wanted[rows]]
-    out[rows, wanted[rows]] = top + 1e-6  # strictly above the old argmax, even on ties
-    out[rows] /= out[rows].sum(-1, keepdim=True)
-    return out

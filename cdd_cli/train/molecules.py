@@ -47,9 +47,10 @@ def validity_check(
     length: int,
 ) -> Callable[[DiffusionModel], dict]:
     process = make_process(noise, len(tokenizer), tokenizer.mask_id)
+    syntax = tokenizer.syntax()  # sampled as `cdd molecules` samples
 
     def evaluate(model: DiffusionModel) -> dict:
-        sampler = Sampler(model, process, steps, time_conditioning)
+        sampler = Sampler(model, process, steps, time_conditioning, syntax)
         generators = [sample_generator(12345, 0, i) for i in range(samples)]
         with torch.no_grad():
             ids = sampler.sample(generators, length)

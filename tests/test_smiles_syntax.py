@@ -1,0 +1,99 @@
+"""Well-formed SMILES decoding: the automaton against RDKit, and the Viterbi search against
+brute force."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+
+import pytest
+import torch
+from rdkit import Chem
+
+from cdd_cli.diffusion.processes import make_process
+from cdd_cli.diffusion.sampler import Sampler, sample_generator
+from cdd_cli.models import registry
+from cdd_cli.models.smiles_syntax import SmilesSyntax
+from cdd_cli.models.tokenizers import SmilesTokenizer
+
+LENGTH = 16
+# RDKit's verdict on each (parsed without sanitising: syntax only).
+WELL_FORMED = ["C", "CC(=O)O", "C(C)1CC1", "C1CC(C1)", "C=1CC1", "C(C)(C)(C)C", "C1CC2CC1C2"]
+ILL_FORMED = ["C11", "C1C1", "C(1)", "CC)", "C(C", "C1CC", "C=", "C1(C1)", "C1(CC)1",
+              "C1(CC)C1", "((C))", "C()C", "=C"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> SmilesTokenizer:
+    return SmilesTokenizer(["C", "O", "N", "c", "1", "2", "(", ")", "=", "#"])
+
+
+@pytest.fixture(scope="module")
+def syntax(tokenizer: SmilesTokenizer) -> SmilesSyntax:
+    return tokenizer.syntax()
+
+
+def test_the_automaton_agrees_with_rdkit(tokenizer: SmilesTokenizer, syntax: SmilesSyntax):
+    for smiles in WELL_FORMED + ILL_FORMED:
+        parses = Chem.MolFromSmiles(smiles, sanitize=False) is not None
+        assert parses == (smiles in WELL_FORMED), smiles
+        ids = torch.tensor([tokenizer.encode(smiles, LENGTH)])
+        assert syntax.accepts(ids) == [parses], smiles
+
+
+def test_every_training_molecule_is_well_formed():
+    loaded = registry.load("default-molecules", "molecules", "cpu")
+    path = loaded.directory / "reference.smi.gz"
+    with gzip.open(path, "rt") as lines:
+        smiles = [s.strip() for s in itertools.islice(lines, 1, 20001)]
+    rows = [loaded.tokenizer.encode(s, loaded.config.model_length) for s in smiles]
+    ids = torch.tensor([r for r in rows if r is not None])
+    assert len(ids) > 19000
+    assert all(loaded.tokenizer.syntax().accepts(ids))
+
+
+def test_the_search_finds_the_most_probable_well_formed_sequence():
+    # Brute force over every sequence of a 9-token vocabulary (no specials but the layout's).
+    tokenizer = SmilesTokenizer(["C", "1", "(", ")", "="])
+    syntax = tokenizer.syntax()
+    length = 7
+    usable = [0, 1, 3, 5, 6, 7, 8, 9]  # every id but <mask> and <unk>
+    # Every sequence that starts with <bos> (the automaton accepts no other).
+    every = torch.tensor([(0, *rest) for rest in itertools.product(usable, repeat=length - 1)])
+    well_formed = every[torch.tensor(syntax.accepts(every))]
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(24, length, len(tokenizer), generator=generator) * 3
+    probs = logits.softmax(-1)
+    best = syntax.best(probs)
+    assert best is not None
+    logp = probs.log()
+    for row in range(len(probs)):
+        scores = logp[row].gather(-1, well_formed.T).sum(0)
+        found = logp[row].gather(-1, best[row][:, None]).sum()
+        assert syntax.accepts(best[row][None]) == [True]
+        assert torch.isclose(found, scores.max()), row
+
+
+def test_a_well_formed_argmax_is_left_alone(tokenizer: SmilesTokenizer, syntax: SmilesSyntax):
+    ids = torch.tensor([tokenizer.encode(s, LENGTH) for s in WELL_FORMED])
+    probs = torch.nn.functional.one_hot(ids, len(tokenizer)).float() * 0.9 + 0.1 / len(tokenizer)
+    assert syntax.best(probs) is None
+    broken = torch.tensor([tokenizer.encode("C(C", LENGTH)])
+    probs = torch.nn.functional.one_hot(broken, len(tokenizer)).float() * 0.9 + 0.01
+    fixed = syntax.best(probs)
+    assert fixed is not None and syntax.accepts(fixed) == [True]
+
+
+def test_the_sampler_writes_only_well_formed_smiles():
+    loaded = registry.load("default-molecules", "molecules", "cpu")
+    process = make_process("uniform", loaded.config.vocab_size, loaded.tokenizer.mask_id)
+    syntax = loaded.tokenizer.syntax()
+    generators = [sample_generator(3, 0, i) for i in range(48)]
+    plain = Sampler(loaded.model, process, 8, True).sample(generators, loaded.config.model_length)
+    generators = [sample_generator(3, 0, i) for i in range(48)]
+    sampler = Sampler(loaded.model, process, 8, True, syntax)
+    ids = sampler.sample(generators, loaded.config.model_length)
+    assert all(syntax.accepts(ids))
+    assert not all(syntax.accepts(plain))  # without it, some are not: the test can fail
+    parsed = [Chem.MolFromSmiles(s, sanitize=False) for s in loaded.tokenizer.decode_batch(ids)]
+    assert sum(m is not None for m in parsed) >= 46  # the automaton misses only rare cases
