@@ -47,10 +47,7 @@ class ProjectionHook:
         self.generators = list(generators)
         self.decode = decode
         self.reader = reader  # what a sequence reads as, for the search's costs
-        # The sampler's syntax (e.g. well-formed SMILES), put back on the final prediction
-        # after the ALM, whose surrogates are blind to it: the search then starts from a
-        # sequence that parses.
-        self.well_formed = well_formed
+        self.well_formed = well_formed  # the sampler's syntax (e.g. well-formed SMILES)
         self.on_progress = on_progress
         self.layout = layout  # lexical constraints: applied at every step, from the first
         self.plans: list[Plan] | None = None
@@ -109,21 +106,32 @@ class ProjectionHook:
         # that some judge still rejects is searched too (a cheap, exact repair of surrogate
         # error, instead of redrawing the whole sample).
         final = info.index >= info.steps
-        if final and self.well_formed is not None:
-            probs = self.well_formed(probs)
         if final or (self.exact and self.due(self.search.project_from, info)):
-            probs = self.search_step(probs, fixed, touched)
+            probs = self.search_step(probs, fixed, touched, final)
         for i, t in enumerate(touched):
             self.steps[i] += t
         return probs
 
     def search_step(
-        self, probs: torch.Tensor, fixed: torch.Tensor, touched: list[bool]
+        self, probs: torch.Tensor, fixed: torch.Tensor, touched: list[bool], final: bool
     ) -> torch.Tensor:
         argmax = probs.argmax(-1).tolist()
+        # On the final prediction the most probable well-formed sequence is the first thing to
+        # try where the argmax fails (the ALM's surrogates are blind to syntax); the search
+        # still starts from the argmax, whose cheap flips often mend both.
+        well = None
+        if final and self.well_formed is not None:
+            well = self.well_formed(probs)
+            well_ids = well.argmax(-1).tolist()
         out = probs
         for i, ids in enumerate(argmax):
             if self.accept(ids):
+                continue
+            if well is not None and well_ids[i] != ids and self.accept(well_ids[i]):
+                if out is probs:
+                    out = probs.clone()
+                out[i] = well[i]
+                touched[i] = True
                 continue
             started = time.perf_counter()
             result = best_first(
