@@ -7,14 +7,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from rdkit import Chem
 from rich.progress import Progress
 
-from cdd_cli.constraints.base import DifferentiableConstraint
+from cdd_cli.constraints.base import DifferentiableConstraint, ExactConstraint
 from cdd_cli.diffusion.processes import UniformProcess
-from cdd_cli.diffusion.sampler import Sampler, sample_generator
+from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator, well_formed
 from cdd_cli.models import registry
 from cdd_cli.pipeline import Generation
 from cdd_cli.projection.alm import ALMSettings, project
+from cdd_cli.projection.hook import ProjectionHook
 from cdd_cli.spec import Spec
 from tests.conftest import make_tokenizer
 
@@ -226,3 +228,44 @@ def test_model_defaults_fill_only_what_the_spec_leaves(shipped_vocab_model_dir: 
     # Left unfilled, the projection refuses to guess.
     with pytest.raises(ValueError, match="fill_model_defaults"):
         project(carbon_heavy(1), [CarbonCount(tau=3.0)], ALMSettings())
+
+
+@dataclass(frozen=True)
+class Parses(ExactConstraint):
+    """Accepts what RDKit parses (syntax only): a judge the ALM's surrogates cannot see."""
+
+    tau: float = 0.5
+    name: str = "parses"
+    judge_name: str = "rdkit-parse"
+
+    def judge(self, texts: list[str]) -> list[float | None]:
+        return [0.0 if t and Chem.MolFromSmiles(t, sanitize=False) else 1.0 for t in texts]
+
+    def accepts(self, text: str) -> bool:
+        return self.satisfied(self.judge([text])[0])
+
+
+def test_the_final_repair_tries_the_well_formed_sequence_first():
+    tokenizer = make_tokenizer()
+    ids = torch.tensor([tokenizer.encode("CC(CO", 12)])  # a branch never closed
+    probs = torch.nn.functional.one_hot(ids, len(tokenizer)).float() * 0.8 + 0.2 / len(tokenizer)
+    syntax = tokenizer.syntax()
+    best = tokenizer.decode(syntax.best(probs)[0].tolist())
+    assert Chem.MolFromSmiles(best, sanitize=False) is not None
+    assert Chem.MolFromSmiles(tokenizer.decode(ids[0].tolist())) is None
+    final = StepInfo(8, 8, 1 / 8, 0.0)
+    results = {}
+    for name in ("syntax", "none"):
+        hook = ProjectionHook(
+            [Parses()],
+            explicit(),
+            lambda x: torch.zeros_like(x, dtype=torch.bool),
+            [sample_generator(0, 0, 0)],
+            tokenizer.decode,
+            well_formed=(lambda p: well_formed(p, syntax)) if name == "syntax" else None,
+        )
+        out = hook(probs, ids, final)
+        results[name] = (tokenizer.decode(out.argmax(-1)[0].tolist()), hook.nodes[0])
+    assert results["syntax"] == (best, 0)  # taken without a search
+    text, nodes = results["none"]
+    assert nodes > 0 and Chem.MolFromSmiles(text, sanitize=False) is not None

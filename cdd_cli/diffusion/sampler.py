@@ -50,6 +50,13 @@ class Syntax(Protocol):
         ...
 
 
+def well_formed(probs: torch.Tensor, syntax: Syntax | None) -> torch.Tensor:
+    """`probs` [B, L, V] with its most probable well-formed sequence made the argmax (a
+    factorised argmax ignores syntax: it may open a branch that it never closes)."""
+    ids = syntax.best(probs) if syntax is not None else None
+    return probs if ids is None else make_argmax(probs, ids)
+
+
 class Sampler:
     def __init__(
         self,
@@ -77,10 +84,7 @@ class Sampler:
         return self.process.x0_probs(logits, x)
 
     def well_formed(self, probs: torch.Tensor) -> torch.Tensor:
-        """`probs` with its most probable well-formed sequence made the argmax (a factorised
-        argmax ignores syntax: it may open a branch that it never closes)."""
-        ids = self.syntax.best(probs) if self.syntax is not None else None
-        return probs if ids is None else make_argmax(probs, ids)
+        return well_formed(probs, self.syntax)
 
     def sample(
         self,

@@ -3,8 +3,8 @@
 A diffusion model's last prediction p(x_0 | x_t) [B, L, V] factorises over positions, so its
 argmax is read position by position and nothing stops it from opening a branch or a ring bond
 that it never closes. Most invalid samples of the shipped QM9 model were of that kind
-(bench/README.md). The best sequence under p that SMILES syntax accepts is found by dynamic
-programming (Viterbi) over a finite automaton whose state is
+(bench/README.md). The best sequence under p that SMILES syntax accepts is found exactly by a
+search over a finite automaton whose state is
 
     (what came last, branch depth, the status of each ring-bond label)
 
@@ -14,10 +14,12 @@ or on that atom's neighbour, would bond two atoms twice, and RDKit rejects both.
 automaton cannot tell apart form one class (every atom behaves alike; each label is its own
 class), so a position offers its best token per class.
 
-The search is A* over (position, state), expanding the most promising partial sequence first;
-the sum of each remaining position's best log-probability bounds what a completion can add,
-so the first complete sequence it reaches is the most probable one. When the argmax is nearly
-well formed (the usual case) it expands a few dozen states.
+The search is A* over (position, state), expanding the most promising partial sequence first.
+Its heuristic is exact dynamic programming over a coarser automaton, whose states keep only
+how many labels are open: what a completion can add from a coarse state bounds what it can
+add from any of its states, so the first complete sequence the search reaches is the most
+probable one, and the bound is tight enough that it expands a few dozen states per sample.
+States are made as they are reached (there are ~10^5 reachable ones).
 
 The layout is the tokenizer's: `<bos>`, the SMILES, then `<eos>` and `<pad>` to the end (or
 no `<eos>` when the SMILES fills the sequence). Two ring bonds between the same two atoms
