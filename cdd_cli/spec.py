@@ -347,7 +347,10 @@ def check_settings(spec: Spec, where: str) -> None:
         (p.alpha >= 1, "projection.alpha must be >= 1"),
         (p.temperature > 0, "projection.temperature must be > 0"),
         (p.delta >= 0, "projection.delta must be >= 0"),
-        (0 <= p.project_from <= 1, "projection.project_from must be in [0, 1]"),
+        (
+            p.project_from is None or 0 <= p.project_from <= 1,
+            "projection.project_from must be in [0, 1]",
+        ),
         (
             p.support is None or p.support >= 0,
             "projection.support must be >= 0 (0: the whole vocabulary)",

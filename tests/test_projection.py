@@ -43,6 +43,7 @@ class CarbonCount(DifferentiableConstraint):
 def explicit(**changes: float) -> ALMSettings:
     """Settings with what a model would fill in given (the paper's values, all V tokens)."""
     values = {"eta": 0.5, "inner_iters": 10, "max_outer_iters": 50, "mu_init": 1.0, "support": 0}
+    values["project_from"] = 0.9
     return ALMSettings(**{**values, **changes})
 
 
@@ -224,7 +225,7 @@ def test_model_defaults_fill_only_what_the_spec_leaves(shipped_vocab_model_dir: 
     assert spec.sampling.steps == loaded.default_steps
     fresh = Spec()
     fill_model_defaults(fresh, loaded)
-    assert fresh.projection.inner_iters == 3
+    assert fresh.projection.inner_iters == 3 and fresh.projection.project_from == 0.95
     # Left unfilled, the projection refuses to guess.
     with pytest.raises(ValueError, match="fill_model_defaults"):
         project(carbon_heavy(1), [CarbonCount(tau=3.0)], ALMSettings())

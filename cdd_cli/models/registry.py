@@ -85,8 +85,20 @@ class LoadedModel:
         """The ALM settings a spec leaves to the model (`ALMSettings` gives the measurements
         behind them)."""
         if isinstance(self.tokenizer, SmilesTokenizer):
-            return {"inner_iters": 3, "max_outer_iters": 20, "mu_init": 4.0, "support": 4}
-        return {"inner_iters": 10, "max_outer_iters": 50, "mu_init": 1.0, "support": 256}
+            return {
+                "inner_iters": 3,
+                "max_outer_iters": 20,
+                "mu_init": 4.0,
+                "support": 4,
+                "project_from": 0.95,
+            }
+        return {
+            "inner_iters": 10,
+            "max_outer_iters": 50,
+            "mu_init": 1.0,
+            "support": 256,
+            "project_from": 0.9,
+        }
 
     @cached_property
     def reference(self) -> frozenset[str] | None:
