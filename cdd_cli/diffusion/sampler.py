@@ -7,6 +7,9 @@ The hook receives the predicted clean-token distribution p(x_0 | x_t) [B, L, V] 
 ancestral step and may return a replacement (the CDD projection plugs in there). Randomness is
 per sample: each row has its own generator, derived from (seed, prompt index, sample index), so
 the same seed gives the same sequences whatever the batch size or device.
+
+Given a `Syntax` (the tokenizer's: well-formed SMILES), the final decoding reads the most
+probable sequence the syntax accepts instead of the position-by-position argmax.
 """
 
 from __future__ import annotations
@@ -127,9 +130,10 @@ class Sampler:
             probs = self.well_formed(cached if cached is not None else self.predict(x, t))
             for _ in range(self.process.removal_passes - 1):
                 # Uniform noise: read x as still noisy at the last step's level and replace it
-                # by the argmax of its prediction until that stops changing it; each pass lets
-                # the model correct tokens the previous one left inconsistent (the QM9 model's
-                # validity went from 50% to 64%, bench/README.md).
+                # by the argmax of its prediction (the best well-formed sequence, given a
+                # syntax) until that stops changing it; each pass lets the model correct tokens
+                # the previous one left inconsistent (the QM9 model's validity went from 50%
+                # to 64%, and to 86.5% with the SMILES syntax, bench/README.md).
                 cleaned = probs.argmax(-1)
                 if keep:
                     cleaned[:, :keep] = prefix
