@@ -196,8 +196,11 @@ class SmilesSyntax:
         self.summary_source, self.summary_class, self.summary_target = torch.tensor(
             sorted(set(edges))
         ).T
-        done = [i for (last, depth, n), i in self.summaries.items() if n == 0 and depth == 0]
-        self.summary_done = [i for i in done if list(self.summaries)[i][0] in (END, ATOM, CLOSE)]
+        self.summary_done = [
+            i
+            for (last, depth, n_open), i in self.summaries.items()
+            if last in (END, ATOM, CLOSE) and depth == 0 and n_open == 0
+        ]
 
     def to_go(self, class_logp: torch.Tensor) -> torch.Tensor:
         """The best log-probability that positions p.. can add from each summary, for rows of
