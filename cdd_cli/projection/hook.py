@@ -116,32 +116,33 @@ class ProjectionHook:
         self, probs: torch.Tensor, fixed: torch.Tensor, touched: list[bool], final: bool
     ) -> torch.Tensor:
         argmax = probs.argmax(-1).tolist()
+        rejected = [i for i, ids in enumerate(argmax) if not self.accept(ids)]
+        if not rejected:
+            return probs
+        out = probs.clone()
         # On the final prediction the most probable well-formed sequence is the first thing to
         # try where the argmax fails (the ALM's surrogates are blind to syntax); the search
         # still starts from the argmax, whose cheap flips often mend both.
-        well = None
+        well: dict[int, torch.Tensor] = {}
         if final and self.well_formed is not None:
-            well = self.well_formed(probs)
-            well_ids = well.argmax(-1).tolist()
-        out = probs
-        for i, ids in enumerate(argmax):
-            if self.accept(ids):
-                continue
-            if well is not None and well_ids[i] != ids and self.accept(well_ids[i]):
-                if out is probs:
-                    out = probs.clone()
-                out[i] = well[i]
-                touched[i] = True
-                continue
+            started = time.perf_counter()
+            well = dict(zip(rejected, self.well_formed(probs[rejected]), strict=True))
+            share = (time.perf_counter() - started) / len(rejected)
+            for i in rejected:
+                self.seconds[i] += share
+        for i in rejected:
+            touched[i] = True
+            if i in well:
+                ids = well[i].argmax(-1).tolist()
+                if ids != argmax[i] and self.accept(ids):
+                    out[i] = well[i]
+                    continue
             started = time.perf_counter()
             result = best_first(
                 probs[i].float().cpu(), ~fixed[i].cpu(), self.accept, self.search, self.reader
             )
             if result.ids is not None:
-                if out is probs:
-                    out = probs.clone()
                 out[i] = make_argmax(probs[i], result.ids)
-            touched[i] = True
             self.nodes[i] += result.nodes
             self.seconds[i] += time.perf_counter() - started
         return out
