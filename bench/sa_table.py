@@ -9,6 +9,8 @@ among the valid (RDKit SA > tau), seconds per sample (mean), and for cdd its ove
 unconstrained (per-sample seconds, mean and median, same run) plus valid-and-satisfying
 molecules per second for reject and cdd.
 Unconstrained samples do not depend on tau: they are drawn once and judged at every tau.
+Every arm (method and tau) draws batch 1, then every arm batch 2, and so on: on a shared
+machine a slow spell then falls on every arm alike.
 """
 
 from __future__ import annotations
@@ -31,17 +33,21 @@ from cdd_cli.pipeline import Draw, Generation, fill_model_defaults
 from cdd_cli.spec import Spec, constraint_from_flags, load_spec
 
 
-def run(
-    spec: Spec, loaded: registry.LoadedModel, tau: float, n: int, device: str
-) -> tuple[list[Draw], float]:
-    constraints = build_constraints([constraint_from_flags("sa", tau)], loaded, device)
-    draws: list[Draw] = []
-    started = time.perf_counter()
-    with Progress(disable=True) as progress:
-        generation = Generation(spec, loaded, constraints, spec.sampling.steps, progress)
-        for start in range(0, n, spec.sampling.batch_size):
-            draws += generation.run(range(start, min(start + spec.sampling.batch_size, n)))
-    return draws, time.perf_counter() - started
+class Arm:
+    """One method at one tau, drawn batch by batch; its wall time counts its own batches only."""
+
+    def __init__(self, spec: Spec, loaded: registry.LoadedModel, tau: float, device: str):
+        constraints = build_constraints([constraint_from_flags("sa", tau)], loaded, device)
+        self.generation = Generation(
+            spec, loaded, constraints, spec.sampling.steps, Progress(disable=True)
+        )
+        self.draws: list[Draw] = []
+        self.wall = 0.0
+
+    def run(self, indices: range) -> None:
+        started = time.perf_counter()
+        self.draws += self.generation.run(indices)
+        self.wall += time.perf_counter() - started
 
 
 def row(method: str, tau: float, draws: list[Draw], wall: float, reference) -> dict:
@@ -95,20 +101,31 @@ def main() -> None:
         spec.reject.max_attempts = args.max_attempts
         return spec
 
-    base: list[Draw] = []
-    if "unconstrained" in methods:
-        base, wall = run(spec_for("unconstrained"), loaded, taus[0], args.samples, args.device)
-        for tau in taus:
-            rows.append(row("unconstrained", tau, base, wall, loaded.reference))
-            print(json.dumps(rows[-1]), flush=True)
+    # Batches are interleaved (each batch of samples by every arm in turn), so that a slow
+    # spell of a shared machine falls on every arm alike instead of on whichever ran then.
+    arms: dict[tuple[str, float], Arm] = {}
+    if "unconstrained" in methods:  # its samples do not depend on tau: drawn once
+        first = Arm(spec_for("unconstrained"), loaded, taus[0], args.device)
+        arms["unconstrained", taus[0]] = first
     for tau in taus:
         for method in [m for m in methods if m != "unconstrained"]:
-            draws, wall = run(spec_for(method), loaded, tau, args.samples, args.device)
-            result = row(method, tau, draws, wall, loaded.reference)
-            if base:
-                result.update(overhead([d.seconds for d in draws], [d.seconds for d in base]))
-            rows.append(result)
-            print(json.dumps(result), flush=True)
+            arms[method, tau] = Arm(spec_for(method), loaded, tau, args.device)
+    for start in range(0, args.samples, args.batch_size):
+        for arm in arms.values():
+            arm.run(range(start, min(start + args.batch_size, args.samples)))
+    base = arms.get(("unconstrained", taus[0]))
+    if base is not None:
+        for tau in taus:
+            rows.append(row("unconstrained", tau, base.draws, base.wall, loaded.reference))
+            print(json.dumps(rows[-1]), flush=True)
+    for (method, tau), arm in arms.items():
+        if method == "unconstrained":
+            continue
+        result = row(method, tau, arm.draws, arm.wall, loaded.reference)
+        if base is not None:
+            result.update(overhead([d.seconds for d in arm.draws], [d.seconds for d in base.draws]))
+        rows.append(result)
+        print(json.dumps(result), flush=True)
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
