@@ -2,6 +2,7 @@
 
     python bench/sa_table.py [--samples 1024] [--taus 3.0,3.5,4.0,4.5] [--batch-size 256]
         [--model default-molecules] [--device cpu] [--max-attempts 16] [--out bench/results]
+        [--spec FILE.yaml] [--surrogate DIR]
 
 For every tau and method: valid molecules, unique (distinct canonical SMILES among the valid),
 novel (valid, canonical, not in the model's training set), mean QED of the valid, violation %
@@ -36,8 +37,18 @@ from cdd_cli.spec import Spec, constraint_from_flags, load_spec
 class Arm:
     """One method at one tau, drawn batch by batch; its wall time counts its own batches only."""
 
-    def __init__(self, spec: Spec, loaded: registry.LoadedModel, tau: float, device: str):
-        constraints = build_constraints([constraint_from_flags("sa", tau)], loaded, device)
+    def __init__(
+        self,
+        spec: Spec,
+        loaded: registry.LoadedModel,
+        tau: float,
+        device: str,
+        surrogate: str | None = None,
+    ):
+        constraint = constraint_from_flags("sa", tau)
+        if surrogate:
+            constraint.options["surrogate"] = surrogate
+        constraints = build_constraints([constraint], loaded, device)
         self.generation = Generation(
             spec, loaded, constraints, spec.sampling.steps, Progress(disable=True)
         )
@@ -86,6 +97,7 @@ def main() -> None:
     parser.add_argument(
         "--spec", default=None, help="YAML spec whose projection/repair settings cdd uses"
     )
+    parser.add_argument("--surrogate", default=None, help="SA surrogate folder (default: shipped)")
     args = parser.parse_args()
 
     loaded = registry.load(args.model, "molecules", args.device)
@@ -109,7 +121,7 @@ def main() -> None:
         arms["unconstrained", taus[0]] = first
     for tau in taus:
         for method in [m for m in methods if m != "unconstrained"]:
-            arms[method, tau] = Arm(spec_for(method), loaded, tau, args.device)
+            arms[method, tau] = Arm(spec_for(method), loaded, tau, args.device, args.surrogate)
     for start in range(0, args.samples, args.batch_size):
         for arm in arms.values():
             arm.run(range(start, min(start + args.batch_size, args.samples)))

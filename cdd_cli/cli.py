@@ -495,14 +495,6 @@ def train_sa_surrogate_command(
     lr: float = 2e-3,
     hidden_dim: int = 64,
     n_layers: int = 2,
-    mining_rounds: Annotated[
-        int,
-        typer.Option(
-            help="Times, in the second half, to add what the projection makes of the "
-            "model's samples (labelled by RDKit) to the training set; 0: none."
-        ),
-    ] = 2,
-    mining_samples: Annotated[int, typer.Option(help="Samples drawn per mining round.")] = 1024,
     seed: int = 0,
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
@@ -522,18 +514,7 @@ def train_sa_surrogate_command(
         progress, on_step = training_progress(quiet, "sa surrogate", steps, 500)
         with progress:
             train_sa_surrogate(
-                directory,
-                out,
-                steps,
-                batch_size,
-                lr,
-                hidden_dim,
-                n_layers,
-                seed,
-                log,
-                on_step,
-                mining_rounds,
-                mining_samples,
+                directory, out, steps, batch_size, lr, hidden_dim, n_layers, seed, log, on_step
             )
 
     run_guarded(body)

@@ -169,6 +169,8 @@ def _settings(loc: _Located, node: yaml.Node, key: str, cls: type) -> Any:
             values[name] = None
             continue
         values[name] = _check_type(loc, v, f"{key}.{name}", value, types)
+        if float in types:  # `mu_init: 16` is a float setting (an int made integer tensors)
+            values[name] = float(value)
     return cls(**values)
 
 

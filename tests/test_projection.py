@@ -17,7 +17,7 @@ from cdd_cli.models import registry
 from cdd_cli.pipeline import Generation
 from cdd_cli.projection.alm import ALMSettings, project
 from cdd_cli.projection.hook import ProjectionHook
-from cdd_cli.spec import Spec
+from cdd_cli.spec import Spec, load_spec
 from tests.conftest import make_tokenizer
 
 CARBON = make_tokenizer().index["C"]
@@ -73,6 +73,23 @@ def test_projection_reaches_feasibility_and_stays_close():
     assert (result.outer_iters >= 1).all()
     # (Not asserted: closeness to x'. The penalties push y far; see the closing note.)
     assert torch.allclose(result.probs.sum(-1), torch.ones(4, 12), atol=1e-5)
+
+
+def test_integer_settings_from_a_spec_file_project(tmp_path: Path):
+    # YAML reads `mu_init: 16` as an int; the multipliers were then integer tensors and the
+    # first update raised a dtype error instead of projecting.
+    path = tmp_path / "spec.yaml"
+    path.write_text(
+        "projection: {mu_init: 16, eta: 1, temperature: 1, inner_iters: 3,"
+        " max_outer_iters: 20, support: 0, project_from: 0}\n"
+    )
+    settings = load_spec(path).projection
+    assert isinstance(settings.mu_init, float) and isinstance(settings.eta, float)
+    assert isinstance(settings.inner_iters, int)
+    gens = [sample_generator(0, 0, i) for i in range(2)]
+    result = project(carbon_heavy(2), [CarbonCount(tau=3.0)], settings, None, gens)
+    assert result.feasible.all()
+    assert (result.probs.argmax(-1).eq(CARBON).sum(-1) <= 3).all()
 
 
 def test_feasible_samples_are_untouched_bit_for_bit():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 import zipfile
 from pathlib import Path
 
@@ -14,8 +13,7 @@ from typer.testing import CliRunner
 from cdd_cli.cli import app
 from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.train.diffusion import TrainConfig, Trainer
-from cdd_cli.train.qm9 import CSV_NAMES, read_qm9_smiles, read_smiles, write_smiles
-from cdd_cli.train.surrogate import INVALID_SCORE, fooled
+from cdd_cli.train.qm9 import CSV_NAMES, read_qm9_smiles, read_smiles
 from tests.conftest import QM9_SAMPLE, make_tokenizer
 
 
@@ -168,41 +166,3 @@ def test_train_command_end_to_end_then_sample(tmp_path: Path):
     sampled = runner.invoke(app, ["molecules", "--model", str(out), "-n", "3", "--quiet"])
     assert sampled.exit_code == 0, sampled.stderr
     assert len(sampled.stdout.splitlines()) == 3
-
-
-def test_fooled_counts_what_the_judge_rejects_among_what_the_surrogate_accepts():
-    class Scores(torch.nn.Module):
-        def forward(self, ids: torch.Tensor) -> torch.Tensor:
-            return torch.tensor([2.9, 3.1, 3.9, 1.0])
-
-    taus = torch.tensor([3.0, 3.0, 4.0, 4.0])
-    labels = torch.tensor([INVALID_SCORE, 2.0, 4.5, 3.0])  # rows 0 and 2: RDKit says no
-    result = fooled(Scores(), torch.zeros(4, 5, dtype=torch.long), taus, labels)
-    # Accepted by the surrogate: rows 0, 2 and 3 (row 1 scores 3.1 > 3.0); rejected: 0 and 2.
-    assert result == {"projected_sequences": 4, "surrogate_accepted": 3, "fooled": 0.6667}
-
-
-def test_sa_surrogate_training_mines_what_the_projection_makes(
-    tmp_path: Path, uniform_model_dir: Path
-):
-    model = tmp_path / "model"
-    shutil.copytree(uniform_model_dir, model)
-    write_smiles(model / "heldout.smi.gz", QM9_SAMPLE[::2], "tests")
-    runner = CliRunner()
-    out = tmp_path / "surrogate"
-    result = runner.invoke(
-        app,
-        [
-            *("train", "sa-surrogate", "--model", str(model), "--out", str(out)),
-            *("--steps", "200", "--batch-size", "16", "--hidden-dim", "16", "--n-layers", "1"),
-            *("--mining-rounds", "1", "--mining-samples", "8", "--quiet"),
-        ],
-    )
-    assert result.exit_code == 0, result.stderr
-    assert "step 100: mined" in result.stderr  # the one round: half way
-    held_out = json.loads((out / "config.json").read_text())["held_out"]
-    # After 100 steps the surrogate scores these molecules near their mean SA, above the
-    # mining taus, so the projection has rows to project: two readings of each.
-    assert held_out["projected_sequences"] > 0 and held_out["projected_sequences"] % 2 == 0
-    assert 0.0 <= held_out["fooled"] <= 1.0
-    assert held_out["surrogate_accepted"] <= held_out["projected_sequences"]

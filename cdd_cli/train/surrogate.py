@@ -6,15 +6,6 @@ To make the surrogate useful away from valid molecules (the projection visits su
 a corrupted copy of each molecule (1-3 random token substitutions) is added, labelled by RDKit:
 its SA score when the result still parses, else INVALID_SCORE (the worst SA, 10). Inputs are
 shown both as one-hot rows and as Gumbel-softmax relaxations of them, as the projection will.
-
-Random corruptions are not what the projection finds, though: it searches for sequences the
-surrogate scores low, and finds its blind spots (QM9, tau 3.5: of 230 projected final
-predictions the surrogate accepted, 168 did not parse and 30 more had RDKit SA above tau).
-So training *mines* them: at evenly spaced points of the second half, the diffusion model
-samples, its final predictions are projected with the surrogate as it stands, and what the
-projection returns (its argmax and the sampler's well-formed reading of it) is labelled by
-RDKit and joins the training set, a quarter of every later batch. The card reports how often
-the final surrogate is still fooled on fresh samples (`fooled`).
 """
 
 from __future__ import annotations
@@ -29,17 +20,11 @@ import torch.nn.functional as F
 from rdkit import Chem
 from rdkit.Contrib.SA_Score import sascorer
 
-from cdd_cli.constraints.sa import SAConstraint
-from cdd_cli.diffusion.processes import make_process
-from cdd_cli.diffusion.sampler import Sampler, StepHook, StepInfo, sample_generator
-from cdd_cli.models import registry
 from cdd_cli.models.surrogate import SoftTokenRegressor, SurrogateConfig, save_surrogate
 from cdd_cli.models.tokenizers import SmilesTokenizer, load_tokenizer
-from cdd_cli.projection.alm import ALMSettings, project
 from cdd_cli.train.qm9 import read_smiles
 
 INVALID_SCORE = 10.0
-MINING_TAUS = (3.0, 3.5, 4.0, 4.5)  # one per batch, in turn: the range users ask for
 
 
 def sa_label(smiles: str) -> float:
@@ -126,67 +111,6 @@ def evaluate(
     }
 
 
-def projection_outputs(
-    model_dir: Path, surrogate: SoftTokenRegressor, samples: int, seed: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(ids [N, L], tau [N]): what the SA projection makes of the diffusion model's final
-    predictions with `surrogate`, as `cdd molecules --constraint sa` runs it (the model's ALM
-    settings, only the final prediction projected): for every projected row, its argmax and
-    the sampler's well-formed reading of it, with the tau it was projected to."""
-    loaded = registry.load(str(model_dir), "molecules")
-    config = loaded.config
-    process = make_process(config.noise, config.vocab_size, loaded.tokenizer.mask_id)
-    steps = loaded.default_steps
-    sampler = Sampler(
-        loaded.model, process, steps, config.time_conditioning, loaded.tokenizer.syntax()
-    )
-    settings = ALMSettings(**loaded.projection_defaults)
-    found: list[torch.Tensor] = []
-    taus: list[float] = []
-
-    def projecting(tau: float, generators: list[torch.Generator]) -> StepHook:
-        def hook(probs: torch.Tensor, x: torch.Tensor, info: StepInfo) -> torch.Tensor:
-            if info.index < info.steps:
-                return probs
-            constraint = SAConstraint(tau, net=surrogate)
-            fixed = process.fixed_positions(x)
-            with torch.enable_grad():
-                result = project(probs, [constraint], settings, fixed, generators)
-            projected = result.probs[result.projected]
-            for ids in (projected.argmax(-1), sampler.well_formed(projected).argmax(-1)):
-                found.append(ids)
-                taus.extend([tau] * len(ids))
-            return probs
-
-        return hook
-
-    was_training = surrogate.training
-    surrogate.eval()
-    batch = 256
-    for start in range(0, samples, batch):
-        tau = MINING_TAUS[(start // batch) % len(MINING_TAUS)]
-        indices = range(start, min(start + batch, samples))
-        generators = [sample_generator(seed, 0, i) for i in indices]
-        sampler.sample(generators, config.model_length, projecting(tau, generators))
-    surrogate.train(was_training)
-    return torch.cat(found), torch.tensor(taus)
-
-
-def fooled(
-    surrogate: SoftTokenRegressor, ids: torch.Tensor, taus: torch.Tensor, labels: torch.Tensor
-) -> dict:
-    """Of the sequences the surrogate accepts (score <= their tau), how many RDKit rejects."""
-    with torch.no_grad():
-        scores = surrogate(ids)
-    accepted = scores <= taus
-    rejected = labels > taus  # unparsable sequences carry INVALID_SCORE
-    return {
-        "projected_sequences": len(ids),
-        "surrogate_accepted": int(accepted.sum()),
-        "fooled": round(float((accepted & rejected).sum() / accepted.sum().clamp_min(1)), 4),
-    }
-
-
 def train_sa_surrogate(
     model_dir: Path,
     out: Path,
@@ -198,8 +122,6 @@ def train_sa_surrogate(
     seed: int,
     log: Callable[[str], None],
     on_step: Callable[[int, float], None],
-    mining_rounds: int = 2,
-    mining_samples: int = 1024,
 ) -> dict:
     tokenizer = load_tokenizer(model_dir)
     config_json = json.loads((model_dir / "config.json").read_text())
@@ -216,30 +138,10 @@ def train_sa_surrogate(
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, lr, total_steps=steps, pct_start=0.05)
     gen = torch.Generator().manual_seed(seed)
     started = time.perf_counter()
-    mine_at = {steps // 2 + k * steps // (2 * mining_rounds) for k in range(mining_rounds)}
-    mined_ids = torch.empty(0, length, dtype=torch.long)
-    mined_y = torch.empty(0)
-
-    def mine(round_seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        ids, taus = projection_outputs(model_dir, model, mining_samples, round_seed)
-        labels = torch.tensor([sa_label(s) for s in tokenizer.decode_batch(ids)])
-        return ids, taus, labels
-
     for step in range(1, steps + 1):
-        if step in mine_at:
-            ids, taus, labels = mine(seed + 1000 + step)
-            found = fooled(model, ids, taus, labels)
-            log(f"step {step}: mined {len(ids):,} projected sequences: {json.dumps(found)}")
-            mined_ids, mined_y = torch.cat([mined_ids, ids]), torch.cat([mined_y, labels])
         index = torch.randint(len(train_ids), (batch_size,), generator=gen)
-        batch_ids, batch_y = train_ids[index], train_y[index]
-        if len(mined_ids):
-            quarter = batch_size // 4
-            pick = torch.randint(len(mined_ids), (quarter,), generator=gen)
-            batch_ids = torch.cat([batch_ids[quarter:], mined_ids[pick]])
-            batch_y = torch.cat([batch_y[quarter:], mined_y[pick]])
-        inputs = relax(batch_ids, len(tokenizer), gen)
-        loss = F.smooth_l1_loss(model(inputs), batch_y)
+        inputs = relax(train_ids[index], len(tokenizer), gen)
+        loss = F.smooth_l1_loss(model(inputs), train_y[index])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -249,8 +151,6 @@ def train_sa_surrogate(
     model.eval()
     metrics = evaluate(model, test_ids, test_y, test_clean)
     metrics["train_minutes"] = round((time.perf_counter() - started) / 60, 1)
-    if mining_rounds:  # fresh samples: seeds no round used
-        metrics.update(fooled(model, *mine(seed + 999)))
     log(f"held-out: {json.dumps(metrics)}")
     save_surrogate(
         model,
