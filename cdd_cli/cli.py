@@ -454,7 +454,10 @@ def train_text_command(
 
 @train_app.command("toxicity-surrogate")
 def train_toxicity_surrogate_command(
-    out: Annotated[Path, typer.Option(help="Folder for the surrogate.")],
+    out: Annotated[
+        Path,
+        typer.Option(help="Folder for the surrogate and its train state (a rerun resumes)."),
+    ],
     data: Annotated[Path, typer.Option(help="Davidson labeled_data.csv (or its folder).")],
     corpus: Annotated[
         Optional[Path],
@@ -486,7 +489,10 @@ def train_toxicity_surrogate_command(
 
 @train_app.command("sa-surrogate")
 def train_sa_surrogate_command(
-    out: Annotated[Path, typer.Option(help="Folder for the surrogate.")],
+    out: Annotated[
+        Path,
+        typer.Option(help="Folder for the surrogate and its train state (a rerun resumes)."),
+    ],
     model: Annotated[
         str, typer.Option(help="Diffusion model whose tokens and molecules to use.")
     ] = "default-molecules",
@@ -507,6 +513,8 @@ def train_sa_surrogate_command(
         from cdd_cli.train.surrogate import train_sa_surrogate
 
         set_threads(threads)
+        if steps < 4:
+            raise InputError(f"--steps {steps}: at least 4")
         directory = resolve_directory(model)
         for name in ("reference.smi.gz", "heldout.smi.gz", "tokenizer.json", "config.json"):
             if not (directory / name).is_file():

@@ -257,3 +257,38 @@ def test_usage_errors_are_one_line_exit_2():
     )
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "Invalid value for '-n'" in done.stderr
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_toxicity_surrogate_training_resumes_to_the_same_weights(tmp_path: Path):
+    from safetensors.torch import load_file
+
+    from cdd_cli.train.toxicity import train_toxicity_surrogate
+
+    data = tmp_path / "labeled_data.csv"
+    rows = ["count,class,tweet"] + [
+        f"3,{i % 3},tweet number {i} about {'rain' if i % 2 else 'sun'} today" for i in range(200)
+    ]
+    data.write_text("\n".join(rows) + "\n")
+
+    def train(out: Path, stop_at: int | None = None) -> dict:
+        def on_step(step: int, loss: float) -> None:
+            if step == stop_at:
+                raise Interrupted
+
+        return train_toxicity_surrogate(
+            data, out, None, 0, 2, 16, 2e-3, 0, lambda _: None, on_step, save_every=5
+        )
+
+    whole = train(tmp_path / "whole")
+    with pytest.raises(Interrupted):
+        train(tmp_path / "parts", stop_at=17)  # saved at 15, inside the second epoch
+    assert json.loads((tmp_path / "parts" / "train_state.json").read_text())["step"] == 15
+    parts = train(tmp_path / "parts")
+    assert parts["roc_auc"] == whole["roc_auc"]
+    a = load_file(str(tmp_path / "whole" / "model.safetensors"))
+    b = load_file(str(tmp_path / "parts" / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

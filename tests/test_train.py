@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import zipfile
 from pathlib import Path
 
+import pytest
 import torch
+from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from cdd_cli.cli import app
+from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.train.diffusion import TrainConfig, Trainer
-from cdd_cli.train.qm9 import CSV_NAMES, read_qm9_smiles, read_smiles
+from cdd_cli.train.qm9 import CSV_NAMES, read_qm9_smiles, read_smiles, write_smiles
+from cdd_cli.train.surrogate import train_sa_surrogate
 from tests.conftest import QM9_SAMPLE, make_tokenizer
 
 
@@ -166,3 +171,34 @@ def test_train_command_end_to_end_then_sample(tmp_path: Path):
     sampled = runner.invoke(app, ["molecules", "--model", str(out), "-n", "3", "--quiet"])
     assert sampled.exit_code == 0, sampled.stderr
     assert len(sampled.stdout.splitlines()) == 3
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_sa_surrogate_training_resumes_to_the_same_weights(tmp_path: Path, uniform_model_dir: Path):
+    model = tmp_path / "model"
+    shutil.copytree(uniform_model_dir, model)
+    write_smiles(model / "heldout.smi.gz", QM9_SAMPLE[::2], "tests")
+
+    def train(out: Path, stop_at: int | None = None) -> None:
+        def on_step(step: int, loss: float) -> None:
+            if step == stop_at:
+                raise Interrupted
+
+        train_sa_surrogate(model, out, 20, 16, 2e-3, 16, 1, 0, lambda _: None, on_step, 5)
+
+    train(tmp_path / "whole")
+    with pytest.raises(Interrupted):
+        train(tmp_path / "parts", stop_at=12)  # the last save was at step 10
+    assert json.loads((tmp_path / "parts" / "train_state.json").read_text())["step"] == 10
+    assert not (tmp_path / "parts" / "model.safetensors").exists()
+    train(tmp_path / "parts")
+    whole = load_file(str(tmp_path / "whole" / "model.safetensors"))
+    parts = load_file(str(tmp_path / "parts" / "model.safetensors"))
+    assert whole.keys() == parts.keys()
+    assert all(torch.equal(whole[k], parts[k]) for k in whole)
+    # Other settings in the same folder are refused rather than mixed in.
+    with pytest.raises(InputError, match="other settings \\(steps\\)"):
+        train_sa_surrogate(model, tmp_path / "parts", 30, 16, 2e-3, 16, 1, 0, print, print, 5)

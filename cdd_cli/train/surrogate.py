@@ -23,6 +23,7 @@ from rdkit.Contrib.SA_Score import sascorer
 from cdd_cli.models.surrogate import SoftTokenRegressor, SurrogateConfig, save_surrogate
 from cdd_cli.models.tokenizers import SmilesTokenizer, load_tokenizer
 from cdd_cli.train.qm9 import read_smiles
+from cdd_cli.train.resume import TrainingState
 
 INVALID_SCORE = 10.0
 
@@ -122,7 +123,9 @@ def train_sa_surrogate(
     seed: int,
     log: Callable[[str], None],
     on_step: Callable[[int, float], None],
+    save_every: int = 250,
 ) -> dict:
+    """Train (or resume, from OUT's train state) and save the surrogate in OUT."""
     tokenizer = load_tokenizer(model_dir)
     config_json = json.loads((model_dir / "config.json").read_text())
     length = int(config_json["model_length"])
@@ -135,10 +138,24 @@ def train_sa_surrogate(
     config = SurrogateConfig(len(tokenizer), length, "sa", hidden_dim=hidden_dim, n_layers=n_layers)
     model = SoftTokenRegressor(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, lr, total_steps=steps, pct_start=0.05)
+    # Warm-up: 5% of the steps, at least 2 (OneCycleLR divides by zero on a shorter phase).
+    warm_up = min(0.5, max(0.05, 2 / steps))
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, lr, steps, pct_start=warm_up)
     gen = torch.Generator().manual_seed(seed)
+    settings = {
+        "model": model_dir.name,
+        "steps": steps,
+        "batch_size": batch_size,
+        "lr": lr,
+        "hidden_dim": hidden_dim,
+        "n_layers": n_layers,
+        "seed": seed,
+    }
+    state = TrainingState(model, optimizer, {"batches": gen}, settings, schedule)
+    if state.resume(out):
+        log(f"resuming {out} at step {state.step}")
     started = time.perf_counter()
-    for step in range(1, steps + 1):
+    for step in range(state.step + 1, steps + 1):
         index = torch.randint(len(train_ids), (batch_size,), generator=gen)
         inputs = relax(train_ids[index], len(tokenizer), gen)
         loss = F.smooth_l1_loss(model(inputs), train_y[index])
@@ -148,6 +165,9 @@ def train_sa_surrogate(
         optimizer.step()
         schedule.step()
         on_step(step, loss.item())
+        if step % save_every == 0 or step == steps:
+            state.step = step
+            state.save(out)
     model.eval()
     metrics = evaluate(model, test_ids, test_y, test_clean)
     metrics["train_minutes"] = round((time.perf_counter() - started) / 60, 1)

@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from cdd_cli.errors import InputError
 from cdd_cli.models.surrogate import SoftTokenRegressor, SurrogateConfig, save_surrogate
 from cdd_cli.models.tokenizers import GPT2_VOCAB_SIZE, Gpt2Tokenizer
+from cdd_cli.train.resume import TrainingState
 
 TEST_PERCENT = 10
 MAX_TOKENS = 64  # tweets are short; longer ones are truncated for training only
@@ -121,7 +122,9 @@ def train_toxicity_surrogate(
     seed: int,
     log: Callable[[str], None],
     on_step: Callable[[int, float], None],
+    save_every: int = 200,
 ) -> dict:
+    """Train (or resume, from OUT's train state) and save the classifier in OUT."""
     tokenizer = Gpt2Tokenizer()
     tweets = read_davidson(data)
     train = [t for t in tweets if split_of(t.text) == "train"]
@@ -162,11 +165,25 @@ def train_toxicity_surrogate(
     gen = torch.Generator().manual_seed(seed)
     steps_per_epoch = math.ceil(len(train_ids) / batch_size)
     total = epochs * steps_per_epoch
+    settings = {
+        "data": data.name,
+        "corpus": None if corpus is None else corpus.name,
+        "corpus_spans": corpus_spans_count if corpus is not None else 0,
+        "epochs": epochs,
+        "batch_size": batch_size,
+        "lr": lr,
+        "seed": seed,
+    }
+    state = TrainingState(model, optimizer, {"batches": gen}, settings)
+    if state.resume(out):
+        log(f"resuming {out} at step {state.step}")
     started = time.perf_counter()
-    step = 0
-    for _ in range(epochs):
-        order = torch.randperm(len(train_ids), generator=gen)
-        for i in range(0, len(train_ids), batch_size):
+    step = state.step
+    for _ in range(step // steps_per_epoch, epochs):
+        # Resumed inside an epoch: its order as saved, from the first batch not yet taken.
+        done = step % steps_per_epoch
+        order = state.extra["order"] if done else torch.randperm(len(train_ids), generator=gen)
+        for i in range(done * batch_size, len(train_ids), batch_size):
             index = order[i : i + batch_size]
             width = int(train_mask[index].sum(1).max())
             ids, mask, y = train_ids[index, :width], train_mask[index, :width], train_y[index]
@@ -185,6 +202,9 @@ def train_toxicity_surrogate(
             optimizer.step()
             step += 1
             on_step(step, loss.item())
+            if step % save_every == 0 or step == total:
+                state.step, state.extra = step, {"order": order}
+                state.save(out)
     model.eval()
     scores = predict(model, test_ids, test_mask)
     metrics = {
