@@ -194,11 +194,12 @@ def test_sa_surrogate_training_resumes_to_the_same_weights(tmp_path: Path, unifo
         train(tmp_path / "parts", stop_at=12)  # the last save was at step 10
     assert json.loads((tmp_path / "parts" / "train_state.json").read_text())["step"] == 10
     assert not (tmp_path / "parts" / "model.safetensors").exists()
+    # Other settings in the same folder are refused rather than mixed in.
+    with pytest.raises(InputError, match="other settings \\(steps\\)"):
+        train_sa_surrogate(model, tmp_path / "parts", 30, 16, 2e-3, 16, 1, 0, print, print, 5)
     train(tmp_path / "parts")
     whole = load_file(str(tmp_path / "whole" / "model.safetensors"))
     parts = load_file(str(tmp_path / "parts" / "model.safetensors"))
     assert whole.keys() == parts.keys()
     assert all(torch.equal(whole[k], parts[k]) for k in whole)
-    # Other settings in the same folder are refused rather than mixed in.
-    with pytest.raises(InputError, match="other settings \\(steps\\)"):
-        train_sa_surrogate(model, tmp_path / "parts", 30, 16, 2e-3, 16, 1, 0, print, print, 5)
+    assert not (tmp_path / "parts" / "train_state.json").exists()  # finished: state removed

@@ -184,4 +184,5 @@ def train_sa_surrogate(
         },
     )
     tokenizer.save(out)
+    state.discard(out)
     return metrics

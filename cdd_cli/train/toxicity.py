@@ -237,4 +237,5 @@ def train_toxicity_surrogate(
         },
     )
     tokenizer.save(out)
+    state.discard(out)
     return metrics
