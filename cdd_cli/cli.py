@@ -8,7 +8,10 @@ Rich console. Exit codes: 0 all records satisfy their constraints; 3 written but
 from __future__ import annotations
 
 import json
+import math
+import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -99,6 +102,17 @@ def run_guarded(body) -> None:
     except BrokenPipeError:
         sys.stderr.close()  # the reader went away (e.g. `| head`); nothing more to say
         raise typer.Exit(0) from None
+    except Exception as exc:
+        # A defect, not bad input: one line (the README's exit 1), the traceback on request.
+        if os.environ.get("CDD_TRACEBACK"):
+            raise
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        message = " ".join(str(exc).split())
+        raise fail(
+            f"internal error: {type(exc).__name__}: {message} (at {Path(where.filename).name}:"
+            f"{where.lineno}; CDD_TRACEBACK=1 shows the traceback)",
+            1,
+        ) from None
 
 
 DeviceOpt = Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:K.")]
@@ -113,6 +127,26 @@ def set_threads(threads: int | None) -> None:
         import torch
 
         torch.set_num_threads(threads)
+
+
+def check_training_options(
+    out: Path, threads: int | None, lr: float | None = None, **counts: int
+) -> None:
+    """Numbers and paths a training run cannot use, refused before any data is read."""
+    for name, value in counts.items():
+        if value < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    if lr is not None and not (math.isfinite(lr) and lr > 0):
+        raise InputError(f"--lr must be a positive number, got {lr}")
+    if threads is not None and threads < 1:
+        raise InputError(f"--threads must be at least 1, got {threads}")
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: exists and is not a folder")
+
+
+def check_heads(hidden_dim: int, n_heads: int) -> None:
+    if hidden_dim % n_heads or (hidden_dim // n_heads) % 2:
+        raise InputError(f"--hidden-dim {hidden_dim} must split into {n_heads} heads of even size")
 
 
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
@@ -374,6 +408,23 @@ def train_molecules_command(
 
         if noise not in ("uniform", "masked"):
             raise InputError(f"--noise must be uniform or masked, got {noise!r}")
+        check_training_options(
+            out,
+            threads,
+            lr,
+            hidden_dim=hidden_dim,
+            n_blocks=n_blocks,
+            n_heads=n_heads,
+            cond_dim=cond_dim,
+            batch_size=batch_size,
+            max_steps=max_steps,
+            eval_every=eval_every,
+            save_every=save_every,
+            sample_steps=sample_steps,
+        )
+        check_heads(hidden_dim, n_heads)
+        if length < 4:
+            raise InputError(f"--length must be at least 4 (<bos>, an atom, <eos>), got {length}")
         set_threads(threads)
         cfg = TrainConfig(
             noise=noise,
@@ -427,6 +478,22 @@ def train_text_command(
         from cdd_cli.train.diffusion import TrainConfig
         from cdd_cli.train.text import train_text
 
+        check_training_options(
+            out,
+            threads,
+            lr,
+            hidden_dim=hidden_dim,
+            n_blocks=n_blocks,
+            n_heads=n_heads,
+            cond_dim=cond_dim,
+            length=length,
+            batch_size=batch_size,
+            max_steps=max_steps,
+            eval_every=eval_every,
+            save_every=save_every,
+            sample_steps=sample_steps,
+        )
+        check_heads(hidden_dim, n_heads)
         set_threads(threads)
         cfg = TrainConfig(
             noise="masked",
@@ -477,6 +544,9 @@ def train_toxicity_surrogate_command(
 
         from cdd_cli.train.toxicity import train_toxicity_surrogate
 
+        check_training_options(out, threads, lr, epochs=epochs, batch_size=batch_size)
+        if corpus is not None:
+            check_training_options(out, threads, corpus_spans=corpus_spans)
         set_threads(threads)
         progress, on_step = training_progress(quiet, "training", None, 50)
         with progress:
@@ -512,9 +582,14 @@ def train_sa_surrogate_command(
         from cdd_cli.models.registry import resolve_directory
         from cdd_cli.train.surrogate import train_sa_surrogate
 
-        set_threads(threads)
         if steps < 4:
-            raise InputError(f"--steps {steps}: at least 4")
+            raise InputError(f"--steps must be at least 4, got {steps}")
+        check_training_options(
+            out, threads, lr, batch_size=batch_size, hidden_dim=hidden_dim, n_layers=n_layers
+        )
+        if hidden_dim % 4:
+            raise InputError(f"--hidden-dim must split into the surrogate's 4 heads: {hidden_dim}")
+        set_threads(threads)
         directory = resolve_directory(model)
         for name in ("reference.smi.gz", "heldout.smi.gz", "tokenizer.json", "config.json"):
             if not (directory / name).is_file():

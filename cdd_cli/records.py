@@ -15,13 +15,17 @@ class JsonlWriter:
 
     def __init__(self, target: str):
         self.target = target
+        self.failed = False
         if target == "-":
             self.stream: IO[str] = sys.stdout
             self.owned = False
         else:
             path = Path(target)
-            if path.is_dir():
-                raise InputError(f"-o {target}: is a directory")
+            if not target or path.is_dir():
+                raise InputError(f"-o {target!r}: is a directory or empty")
+            beside = Path(f"{target}.config.yaml")  # where the resolved configuration goes
+            if beside.is_dir():
+                raise InputError(f"-o {target}: {beside} is a directory")
             try:
                 self.stream = path.open("a", encoding="utf-8")
             except OSError as exc:
@@ -32,12 +36,22 @@ class JsonlWriter:
 
     def write(self, record: dict) -> None:
         # One write call per record, so a reader never sees half a line from us.
-        self.stream.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self.stream.flush()
+        try:
+            self.stream.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self.stream.flush()
+        except BrokenPipeError:
+            raise  # the reader went away: handled by the CLI
+        except OSError as exc:
+            self.failed = True
+            raise InputError(f"-o {self.target}: cannot write ({exc.strerror})") from None
 
     def close(self) -> None:
         if self.owned:
-            self.stream.close()
+            try:
+                self.stream.close()
+            except OSError:
+                if not self.failed:  # the write already said why
+                    raise InputError(f"-o {self.target}: cannot write (close failed)") from None
 
     def __enter__(self) -> JsonlWriter:
         return self

@@ -13,6 +13,7 @@ Flags given on the command line override the file. Everything is checked before 
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_args, get_type_hints
@@ -125,7 +126,13 @@ class _Located:
         return f"{self.path}:{node.start_mark.line + 1}"
 
     def value(self, node: yaml.Node) -> Any:
-        return yaml.safe_load(yaml.serialize(node)) if node is not None else None
+        if node is None:
+            return None
+        try:
+            return yaml.safe_load(yaml.serialize(node))
+        except (yaml.YAMLError, RecursionError) as exc:  # e.g. a tag: `tau: !foo 3.5`
+            problem = getattr(exc, "problem", None) or type(exc).__name__
+            raise InputError(f"{self.where(node)}: cannot read this value ({problem})") from None
 
     def mapping(self, node: yaml.Node, key: str) -> dict[str, tuple[yaml.Node, yaml.Node]]:
         if not isinstance(node, yaml.MappingNode):
@@ -149,7 +156,16 @@ def _check_type(
     ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
     if not ok:
         names = "number" if float in types else " or ".join(t.__name__ for t in types)
-        raise InputError(f"{loc.where(node)}: key '{key}': expected {names}, got {value!r}")
+        hint = ""
+        if isinstance(value, str) and float in types:
+            try:
+                float(value)
+                hint = " (YAML reads 1e3 as text: write 1.0e3)"
+            except ValueError:
+                pass
+        raise InputError(f"{loc.where(node)}: key '{key}': expected {names}, got {value!r}{hint}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"{loc.where(node)}: key '{key}': must be a finite number, got {value}")
     return value
 
 
@@ -290,7 +306,7 @@ def load_spec(path: Path) -> Spec:
         raise InputError(f"{where}: cannot read spec ({exc})") from None
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, RecursionError) as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]

@@ -251,3 +251,55 @@ def test_novel_combines_with_sa(shipped_vocab_model_dir: Path, tmp_path: Path):
         assert r["satisfied"] == both
         if r["satisfied"]:
             assert r["valid"] and r["novel"] and r["sa"] <= 6
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["sa-surrogate", "--batch-size", "0"], "--batch-size must be at least 1, got 0"),
+        (["sa-surrogate", "--lr", "nan"], "--lr must be a positive number"),
+        (["sa-surrogate", "--hidden-dim", "3"], "split into the surrogate's 4 heads"),
+        (["molecules", "--n-heads", "3"], "must split into 3 heads"),
+        (["molecules", "--max-steps", "0"], "--max-steps must be at least 1"),
+        (["molecules", "--eval-every", "0"], "--eval-every must be at least 1"),
+        (["toxicity-surrogate", "--data", "x", "--epochs", "0"], "--epochs must be at least 1"),
+        (["text", "--data", "x", "--length", "0"], "--length must be at least 1"),
+    ],
+)
+def test_training_options_are_checked_before_any_data_is_read(
+    tmp_path: Path, args: list[str], expected: str
+):
+    # No data exists under these paths: the options are refused first.
+    result = runner.invoke(app, ["train", args[0], "--out", str(tmp_path / "run"), *args[1:]])
+    assert result.exit_code == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0]
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_unwritable_output_is_one_line_and_exit_2(tmp_path: Path):
+    full = runner.invoke(app, ["molecules", "-n", "2", "-o", "/dev/full", "--quiet"])
+    assert full.exit_code == 2
+    assert full.stderr.strip().splitlines() == [
+        "cdd: error: -o /dev/full: cannot write (No space left on device)"
+    ]
+    out = tmp_path / "r.jsonl"
+    Path(f"{out}.config.yaml").mkdir()
+    blocked = runner.invoke(app, ["molecules", "-n", "2", "-o", str(out), "--quiet"])
+    assert blocked.exit_code == 2 and "r.jsonl.config.yaml is a directory" in blocked.stderr
+    assert not out.exists()  # refused before the output file was made
+
+
+def test_an_unexpected_error_is_one_line_and_exit_1(monkeypatch: pytest.MonkeyPatch):
+    import cdd_cli.pipeline
+
+    def broken(*args: object) -> int:
+        raise RuntimeError("something\nwent wrong")
+
+    monkeypatch.setattr(cdd_cli.pipeline, "run_molecules", broken)
+    result = runner.invoke(app, ["molecules", "-n", "1", "--quiet"])
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("cdd: error: internal error: RuntimeError: something went wrong")
+    assert "CDD_TRACEBACK=1" in lines[0]

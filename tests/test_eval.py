@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from cdd_cli.cli import app
@@ -112,3 +113,26 @@ def test_empty_texts_give_null_not_nan(tmp_path: Path):
     result = runner.invoke(app, ["eval", str(path), "--no-perplexity", "--no-judge"])
     report = json.loads(result.stdout.splitlines()[0])  # strict JSON: NaN would still parse
     assert report["fluency"]["distinct_2"] is None and "NaN" not in result.stdout
+
+
+@pytest.mark.parametrize(
+    "row, expected",
+    [
+        ({"qed": "x", "valid": True}, "'qed' should be a finite number"),
+        ({"valid": "no"}, "'valid' should be true or false"),
+        ({"seconds": float("inf")}, "'seconds' should be a finite number"),
+        ({"constraints": {"sa": {"satisfied": True, "tau": [1]}}}, "'constraints' should map"),
+        (
+            {"constraints": {"toxicity": {"satisfied": True, "value": 0.1}}},
+            "the toxicity report names no 'judge'",
+        ),
+    ],
+)
+def test_malformed_records_are_refused_in_one_line(tmp_path: Path, row: dict, expected: str):
+    # Each of these used to end in a traceback (TypeError, KeyError) or a wrong summary.
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps({"id": "0-0", "text": "CCO", **row}) + "\n")
+    result = runner.invoke(app, ["eval", str(path), "--no-perplexity", "--no-judge"])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"r.jsonl:1: {expected}" in lines[0]

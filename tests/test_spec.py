@@ -122,6 +122,14 @@ sampling: {steps: 16, batch_size: 8, seed: 3, n: 10}
         ),
         ("a: 1\na: 2\n", "given twice"),
         ("- 1\n- 2\n", "the spec must be a mapping"),
+        # Non-finite numbers passed every range check and sampled garbage.
+        ("projection:\n  lambda_init: .nan\n", "spec.yaml:2: key 'projection.lambda_init'"),
+        ("projection:\n  eta: .inf\n", "must be a finite number, got inf"),
+        ("constraints:\n  - type: sa\n    tau: 3.5\n    margin: .inf\n", "key 'margin'"),
+        # Tags and merge keys used to end in a traceback.
+        ("constraints:\n  - type: sa\n    tau: !foo 3.5\n", "spec.yaml:3: cannot read"),
+        ("projection:\n  <<: {eta: 2.0}\n", "spec.yaml:2: cannot read this value"),
+        ("projection:\n  mu_max: 1e3\n", "write 1.0e3"),
     ],
 )
 def test_bad_specs_name_file_line_and_key(tmp_path: Path, text: str, expected: str):

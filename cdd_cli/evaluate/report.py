@@ -33,12 +33,33 @@ def read_records(source: str) -> list[dict]:
             raise InputError(f"{where}: not a cdd record ('id' should be like \"0-3\")")
         constraints = row.get("constraints") or {}
         if not isinstance(constraints, dict) or not all(
-            isinstance(c, dict) and isinstance(c.get("satisfied"), bool)
+            isinstance(c, dict)
+            and isinstance(c.get("satisfied"), bool)
+            and all(_number_or_null(c.get(k)) for k in ("value", "tau"))
+            and isinstance(c.get("judge", ""), str)
             for c in constraints.values()
         ):
             raise InputError(f"{where}: 'constraints' should map names to judged reports")
+        row["constraints"] = constraints
+        if "toxicity" in constraints and not isinstance(constraints["toxicity"].get("judge"), str):
+            raise InputError(f"{where}: the toxicity report names no 'judge'")
+        for key in ("qed", "sa", "seconds"):
+            if not _number_or_null(row.get(key)):
+                raise InputError(f"{where}: '{key}' should be a finite number")
+        if not isinstance(row.get("valid", False), bool):
+            raise InputError(f"{where}: 'valid' should be true or false")
+        if not isinstance(row.get("novel"), (bool, type(None))):
+            raise InputError(f"{where}: 'novel' should be true, false or null")
+        if not isinstance(row.get("canonical", ""), (str, type(None))):
+            raise InputError(f"{where}: 'canonical' should be a SMILES string")
         records.append(row)
     return records
+
+
+def _number_or_null(value: object) -> bool:
+    if value is None:
+        return True
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def finite(value):

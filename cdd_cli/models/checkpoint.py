@@ -20,6 +20,7 @@ from cdd_cli.errors import InputError
 from cdd_cli.models.dit import DiffusionModel, DiTConfig
 
 NOISE_OF_MODEL_TYPE = {"mdlm": "masked", "udlm": "uniform"}
+MAX_LENGTH = 65536  # tokens per sequence; mdlm-owt has 1,024
 REQUIRED = (
     "model_type",
     "vocab_size",
@@ -57,6 +58,18 @@ def parse_config(raw: dict, where: str) -> ModelConfig:
     if values["noise"] not in ("masked", "uniform"):
         raise InputError(f"{where}: noise must be masked or uniform, got {values['noise']!r}")
     config = ModelConfig(**values)
+    for name in ("vocab_size", "hidden_dim", "cond_dim", "n_blocks", "n_heads"):
+        if getattr(config, name) < 1:
+            raise InputError(f"{where}: field {name} must be >= 1, got {getattr(config, name)}")
+    if not 2 <= config.model_length <= MAX_LENGTH:
+        raise InputError(
+            f"{where}: field model_length must be in [2, {MAX_LENGTH}], got {config.model_length}"
+        )
+    steps = raw.get("default_sampling_steps")
+    if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool) or steps < 1):
+        raise InputError(
+            f"{where}: field default_sampling_steps must be an int >= 1, got {steps!r}"
+        )
     if config.hidden_dim % config.n_heads or (config.hidden_dim // config.n_heads) % 2:
         raise InputError(
             f"{where}: hidden_dim {config.hidden_dim} must split into "

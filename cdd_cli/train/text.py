@@ -27,10 +27,10 @@ HELD_OUT_EVERY = 20
 PARAGRAPH = 628  # GPT-2's "\n\n"
 
 
-def corpus_files(folder: Path) -> list[Path]:
+def corpus_files(folder: Path, flag: str = "--data") -> list[Path]:
     files = sorted(Path(folder).glob("*.txt"))
     if not files:
-        raise InputError(f"--data {folder}: no .txt files")
+        raise InputError(f"{flag} {folder}: no .txt files")
     return files
 
 
@@ -106,6 +106,8 @@ def train_text(
         raise InputError("text models use masked noise (--noise masked)")
     tokenizer = Gpt2Tokenizer()
     train, held_out, meta = prepare(data, cfg.length, out, tokenizer, log)
+    if not len(train) or not len(held_out):
+        raise InputError(f"--data {data}: too little text for blocks of --length {cfg.length}")
     log(
         f"corpus: {train.numel():,} training and {held_out.numel():,} held-out tokens "
         f"in blocks of {cfg.length}"

@@ -76,7 +76,7 @@ def corpus_spans(folder: Path, tokenizer: Gpt2Tokenizer, count: int, seed: int) 
     """`count` random spans of 8-64 tokens from the .txt files of `folder`, as text."""
     from cdd_cli.train.text import corpus_files, tokenize_corpus
 
-    stream = tokenize_corpus(corpus_files(folder), tokenizer)
+    stream = tokenize_corpus(corpus_files(folder, "--corpus"), tokenizer)
     gen = torch.Generator().manual_seed(seed)
     lengths = torch.randint(8, 65, (count,), generator=gen)
     starts = torch.randint(len(stream) - 64, (count,), generator=gen)
