@@ -39,7 +39,9 @@ def read_prompts(source: str) -> list[PromptInput]:
         if not isinstance(item.get("prompt"), str):
             raise InputError(f"{where}: expected an object with a string 'prompt'")
         prompt_id = item.get("id")
-        if prompt_id is not None and not isinstance(prompt_id, (str, int)):
+        if prompt_id is not None and (
+            not isinstance(prompt_id, (str, int)) or isinstance(prompt_id, bool)
+        ):
             raise InputError(f"{where}: 'id' must be a string or an integer")
         prompts.append(PromptInput(check_prompt(item["prompt"], where), prompt_id))
     return prompts

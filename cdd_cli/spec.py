@@ -288,10 +288,12 @@ def _constraint(loc: _Located, node: yaml.Node, index: int) -> ConstraintSpec:
         if spec.type in CONSTRAINT_KEYS and name not in keys:
             raise InputError(
                 f"{loc.where(k)}: unknown key '{name}' for constraint "
-                f"'{spec.type}' (known: type, {', '.join(keys)})"
+                f"'{spec.type}' (known: {', '.join(['type', *keys])})"
             )
         if name in keys:
             spec.options[name] = _check_type(loc, v, name, loc.value(v), keys[name][0])
+            if name == "surrogate" and not spec.options[name].strip():
+                raise InputError(f"{loc.where(v)}: key 'surrogate' is empty")
     check_constraint(spec)
     return spec
 
@@ -318,6 +320,8 @@ def load_spec(path: Path) -> Spec:
     for name, (k, v) in loc.mapping(root, "").items():
         if name == "model":
             spec.model = _check_type(loc, v, "model", loc.value(v), (str,))
+            if not spec.model.strip():
+                raise InputError(f"{loc.where(v)}: key 'model' is empty")
         elif name == "method":
             spec.method = _check_type(loc, v, "method", loc.value(v), (str,))
             if spec.method not in METHODS:

@@ -130,6 +130,9 @@ sampling: {steps: 16, batch_size: 8, seed: 3, n: 10}
         ("constraints:\n  - type: sa\n    tau: !foo 3.5\n", "spec.yaml:3: cannot read"),
         ("projection:\n  <<: {eta: 2.0}\n", "spec.yaml:2: cannot read this value"),
         ("projection:\n  mu_max: 1e3\n", "write 1.0e3"),
+        ("model: ''\n", "spec.yaml:1: key 'model' is empty"),
+        ("constraints:\n  - type: sa\n    tau: 3\n    surrogate: ''\n", "'surrogate' is empty"),
+        ("constraints:\n  - type: novelty\n    tau: 3\n", r"\(known: type\)"),
     ],
 )
 def test_bad_specs_name_file_line_and_key(tmp_path: Path, text: str, expected: str):

@@ -129,9 +129,12 @@ class Count(LexicalConstraint):
         if letter is None or word is None:
             parsed = lexical.parse_count_prompt(prompt) if prompt else None
             if parsed is None:
+                asked = "there is no prompt"
+                if prompt:
+                    asked = f"the prompt {prompt!r} does not ask one"
                 raise InputError(
-                    f"count: no 'letter' and 'word' in the spec, and the prompt {prompt!r} "
-                    'does not ask one (e.g. "How many r\'s are in strawberry?")'
+                    f"count: no 'letter' and 'word' in the spec, and {asked} "
+                    '(e.g. "How many r\'s are in strawberry?")'
                 )
             letter, word = letter or parsed[0], word or parsed[1]
         return replace(self, prompt=prompt, prompt_length=prompt_length, resolved=(letter, word))
