@@ -13,13 +13,16 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cdd_cli.errors import InputError
+
+if TYPE_CHECKING:
+    from cdd_cli.train.diffusion import TrainConfig
 
 console = Console(stderr=True, highlight=False)
 
@@ -144,9 +147,15 @@ def check_training_options(
         raise InputError(f"--out {out}: exists and is not a folder")
 
 
-def check_heads(hidden_dim: int, n_heads: int) -> None:
-    if hidden_dim % n_heads or (hidden_dim // n_heads) % 2:
-        raise InputError(f"--hidden-dim {hidden_dim} must split into {n_heads} heads of even size")
+def check_train_config(cfg: TrainConfig, out: Path, threads: int | None) -> None:
+    """A diffusion model's training settings (`TrainConfig`), checked before data is read."""
+    counts = ("hidden_dim", "n_blocks", "n_heads", "cond_dim", "length", "batch_size")
+    counts += ("max_steps", "eval_every", "save_every", "sample_steps")
+    check_training_options(out, threads, cfg.lr, **{k: getattr(cfg, k) for k in counts})
+    if cfg.hidden_dim % cfg.n_heads or (cfg.hidden_dim // cfg.n_heads) % 2:
+        raise InputError(
+            f"--hidden-dim {cfg.hidden_dim} must split into {cfg.n_heads} heads of even size"
+        )
 
 
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
@@ -408,24 +417,8 @@ def train_molecules_command(
 
         if noise not in ("uniform", "masked"):
             raise InputError(f"--noise must be uniform or masked, got {noise!r}")
-        check_training_options(
-            out,
-            threads,
-            lr,
-            hidden_dim=hidden_dim,
-            n_blocks=n_blocks,
-            n_heads=n_heads,
-            cond_dim=cond_dim,
-            batch_size=batch_size,
-            max_steps=max_steps,
-            eval_every=eval_every,
-            save_every=save_every,
-            sample_steps=sample_steps,
-        )
-        check_heads(hidden_dim, n_heads)
         if length < 4:
             raise InputError(f"--length must be at least 4 (<bos>, an atom, <eos>), got {length}")
-        set_threads(threads)
         cfg = TrainConfig(
             noise=noise,
             hidden_dim=hidden_dim,
@@ -441,6 +434,8 @@ def train_molecules_command(
             save_every=save_every,
             sample_steps=sample_steps,
         )
+        check_train_config(cfg, out, threads)
+        set_threads(threads)
         progress, on_step = training_progress(quiet, "training", cfg.max_steps, 100)
         with progress:
             train_molecules(cfg, locate_qm9(qm9), out, resolve_device(device), log, on_step)
@@ -478,23 +473,6 @@ def train_text_command(
         from cdd_cli.train.diffusion import TrainConfig
         from cdd_cli.train.text import train_text
 
-        check_training_options(
-            out,
-            threads,
-            lr,
-            hidden_dim=hidden_dim,
-            n_blocks=n_blocks,
-            n_heads=n_heads,
-            cond_dim=cond_dim,
-            length=length,
-            batch_size=batch_size,
-            max_steps=max_steps,
-            eval_every=eval_every,
-            save_every=save_every,
-            sample_steps=sample_steps,
-        )
-        check_heads(hidden_dim, n_heads)
-        set_threads(threads)
         cfg = TrainConfig(
             noise="masked",
             hidden_dim=hidden_dim,
@@ -512,6 +490,8 @@ def train_text_command(
             sample_steps=sample_steps,
             tie_embeddings=tie_embeddings,
         )
+        check_train_config(cfg, out, threads)
+        set_threads(threads)
         progress, on_step = training_progress(quiet, "training", cfg.max_steps, 50)
         with progress:
             train_text(cfg, data, out, resolve_device(device), log, on_step)
