@@ -152,7 +152,9 @@ def check_train_config(cfg: TrainConfig, out: Path, threads: int | None) -> None
     counts = ("hidden_dim", "n_blocks", "n_heads", "cond_dim", "length", "batch_size")
     counts += ("max_steps", "eval_every", "save_every", "sample_steps")
     check_training_options(out, threads, cfg.lr, **{k: getattr(cfg, k) for k in counts})
-    if cfg.hidden_dim % cfg.n_heads or (cfg.hidden_dim // cfg.n_heads) % 2:
+    from cdd_cli.models.checkpoint import splits_into_heads
+
+    if not splits_into_heads(cfg.hidden_dim, cfg.n_heads):
         raise InputError(
             f"--hidden-dim {cfg.hidden_dim} must split into {cfg.n_heads} heads of even size"
         )
@@ -524,9 +526,8 @@ def train_toxicity_surrogate_command(
 
         from cdd_cli.train.toxicity import train_toxicity_surrogate
 
-        check_training_options(out, threads, lr, epochs=epochs, batch_size=batch_size)
-        if corpus is not None:
-            check_training_options(out, threads, corpus_spans=corpus_spans)
+        spans = {"corpus_spans": corpus_spans} if corpus is not None else {}
+        check_training_options(out, threads, lr, epochs=epochs, batch_size=batch_size, **spans)
         set_threads(threads)
         progress, on_step = training_progress(quiet, "training", None, 50)
         with progress:
@@ -560,6 +561,7 @@ def train_sa_surrogate_command(
     def body() -> None:
 
         from cdd_cli.models.registry import resolve_directory
+        from cdd_cli.models.surrogate import SurrogateConfig
         from cdd_cli.train.surrogate import train_sa_surrogate
 
         if steps < 4:
@@ -567,8 +569,11 @@ def train_sa_surrogate_command(
         check_training_options(
             out, threads, lr, batch_size=batch_size, hidden_dim=hidden_dim, n_layers=n_layers
         )
-        if hidden_dim % 4:
-            raise InputError(f"--hidden-dim must split into the surrogate's 4 heads: {hidden_dim}")
+        heads = SurrogateConfig.n_heads
+        if hidden_dim % heads:
+            raise InputError(
+                f"--hidden-dim must split into the surrogate's {heads} heads: {hidden_dim}"
+            )
         set_threads(threads)
         directory = resolve_directory(model)
         for name in ("reference.smi.gz", "heldout.smi.gz", "tokenizer.json", "config.json"):

@@ -38,6 +38,11 @@ class ModelConfig(DiTConfig):
     noise: str = "uniform"  # "masked" (absorbing state) or "uniform"
 
 
+def splits_into_heads(hidden_dim: int, n_heads: int) -> bool:
+    """Attention heads of equal, even size (the rotary embedding pairs dimensions)."""
+    return hidden_dim % n_heads == 0 and (hidden_dim // n_heads) % 2 == 0
+
+
 def parse_config(raw: dict, where: str) -> ModelConfig:
     missing = [k for k in REQUIRED if k not in raw]
     if missing:
@@ -70,7 +75,7 @@ def parse_config(raw: dict, where: str) -> ModelConfig:
         raise InputError(
             f"{where}: field default_sampling_steps must be an int >= 1, got {steps!r}"
         )
-    if config.hidden_dim % config.n_heads or (config.hidden_dim // config.n_heads) % 2:
+    if not splits_into_heads(config.hidden_dim, config.n_heads):
         raise InputError(
             f"{where}: hidden_dim {config.hidden_dim} must split into "
             f"{config.n_heads} heads of even size"
