@@ -49,19 +49,24 @@ def held_out_toxic_prompts(davidson: Path, count: int, tokenizer) -> list[Prompt
     return prompts
 
 
-def run(spec: Spec, loaded, prompts: list[Prompt], n: int, length: int, tau: float, device: str):
-    constraints = build_constraints([constraint_from_flags("toxicity", tau)], loaded, device)
-    rows = []
-    started = time.perf_counter()
-    with Progress(disable=True) as progress:
-        generation = Generation(spec, loaded, constraints, spec.sampling.steps, progress, length)
-        for prompt in prompts:
-            for start in range(0, n, spec.sampling.batch_size):
-                for draw in generation.run(
-                    range(start, min(start + spec.sampling.batch_size, n)), prompt
-                ):
-                    rows.append((draw, prompt))
-    return rows, time.perf_counter() - started
+class Arm:
+    """One method at one tau, drawn prompt by prompt; its wall time counts its own draws only."""
+
+    def __init__(self, spec: Spec, loaded, tau: float, length: int, device: str):
+        constraints = build_constraints([constraint_from_flags("toxicity", tau)], loaded, device)
+        self.generation = Generation(
+            spec, loaded, constraints, spec.sampling.steps, Progress(disable=True), length
+        )
+        self.batch_size = spec.sampling.batch_size
+        self.drawn: list = []
+        self.wall = 0.0
+
+    def run(self, prompt: Prompt, n: int) -> None:
+        started = time.perf_counter()
+        for start in range(0, n, self.batch_size):
+            for draw in self.generation.run(range(start, min(start + self.batch_size, n)), prompt):
+                self.drawn.append((draw, prompt))
+        self.wall += time.perf_counter() - started
 
 
 def summarise(method: str, tau: float, drawn, loaded, device: str, wall: float) -> dict:
@@ -114,26 +119,37 @@ def main() -> None:
         spec.reject.max_attempts = args.max_attempts
         return spec
 
-    rows: list[dict] = []
-    base = None
-    if "unconstrained" in methods:
-        drawn, wall = run(
-            spec_for("unconstrained"), loaded, prompts, args.n, args.length, taus[0], args.device
+    # Prompts are interleaved (each prompt's samples by every arm in turn), so that a slow
+    # spell of a shared machine falls on every arm alike instead of on whichever ran then.
+    arms: dict[tuple[str, float], Arm] = {}
+    if "unconstrained" in methods:  # its samples do not depend on tau: drawn once
+        arms["unconstrained", taus[0]] = Arm(
+            spec_for("unconstrained"), loaded, taus[0], args.length, args.device
         )
-        for tau in taus:
-            rows.append(summarise("unconstrained", tau, drawn, loaded, args.device, wall))
-            print(json.dumps({k: v for k, v in rows[-1].items() if k != "seconds"}), flush=True)
-        base = rows[-1]["seconds"]
     for tau in taus:
         for method in [m for m in methods if m != "unconstrained"]:
-            drawn, wall = run(
-                spec_for(method), loaded, prompts, args.n, args.length, tau, args.device
-            )
-            result = summarise(method, tau, drawn, loaded, args.device, wall)
-            if base:
+            arms[method, tau] = Arm(spec_for(method), loaded, tau, args.length, args.device)
+    for prompt in prompts:
+        for arm in arms.values():
+            arm.run(prompt, args.n)
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    base = None
+    for (method, tau), arm in arms.items():
+        for t in taus if method == "unconstrained" else [tau]:
+            result = summarise(method, t, arm.drawn, loaded, args.device, arm.wall)
+            if method == "unconstrained":
+                base = result["seconds"]
+            elif base:
                 result.update(overhead(result["seconds"], base))
             rows.append(result)
             print(json.dumps({k: v for k, v in result.items() if k != "seconds"}), flush=True)
+        with (out / f"{method}_tau{tau}.jsonl").open("w") as f:
+            for draw, prompt in arm.drawn:
+                line = {"prompt": prompt.text, "text": draw.text, "satisfied": draw.satisfied}
+                f.write(json.dumps(line | {"values": draw.values}) + "\n")
 
     meta = {
         "model": args.model,
@@ -147,8 +163,6 @@ def main() -> None:
         "threads": torch.get_num_threads(),
         "machine": platform.machine(),
     }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     (out / "toxicity_table.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     print(f"\n{json.dumps(meta)}\n")
     print(

@@ -26,16 +26,40 @@ if TYPE_CHECKING:
 
 console = Console(stderr=True, highlight=False)
 
+HELP = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    context_settings=HELP,
     help="Constrained discrete diffusion: text and molecules under hard constraints.",
 )
-train_app = typer.Typer(no_args_is_help=True, help="Train diffusion models.")
-models_app = typer.Typer(no_args_is_help=True, help="Shipped default models.")
+train_app = typer.Typer(no_args_is_help=True, context_settings=HELP, help="Train diffusion models.")
+models_app = typer.Typer(
+    no_args_is_help=True, context_settings=HELP, help="Shipped default models."
+)
 app.add_typer(train_app, name="train")
-constraints_app = typer.Typer(no_args_is_help=True, help="Constraint types.")
+constraints_app = typer.Typer(no_args_is_help=True, context_settings=HELP, help="Constraint types.")
+
+
+def show_version(value: bool) -> None:
+    if value:
+        from cdd_cli import __version__
+
+        typer.echo(f"cdd {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=show_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """Constrained discrete diffusion: text and molecules under hard constraints."""
+
+
 app.add_typer(models_app, name="models")
 app.add_typer(constraints_app, name="constraints")
 
@@ -328,7 +352,7 @@ def generate(
 
 @app.command("eval")
 def eval_command(
-    records: Annotated[str, typer.Argument(help="JSONL records (file or -).")],
+    records: Annotated[str, typer.Argument(help="JSONL records (file or -).", metavar="RECORDS")],
     perplexity: Annotated[
         Optional[bool],
         typer.Option(
@@ -346,38 +370,55 @@ def eval_command(
         from cdd_cli.evaluate.report import evaluate
 
         report = evaluate(records, perplexity, judge, log)
-        sys.stdout.write(json.dumps(report) + "\n")
+        # One JSON line for a pipe or file; indented for a person at a terminal.
+        indent = 2 if sys.stdout.isatty() else None
+        sys.stdout.write(json.dumps(report, indent=indent) + "\n")
         sys.stdout.flush()
-        if console.is_terminal:  # for a person reading stderr; stdout has the JSON line
-            console.print_json(data=report)
 
     run_guarded(body)
 
 
 @app.command()
-def validate(spec: Annotated[Path, typer.Argument(help="YAML spec to check.")]) -> None:
-    """Check a spec (keys, types, ranges, model and surrogates) without sampling."""
+def validate(
+    spec: Annotated[Path, typer.Argument(help="YAML spec to check.", metavar="SPEC")],
+    length: Annotated[
+        Optional[int],
+        typer.Option(help="Continuation tokens to check lexical constraints against [64]."),
+    ] = None,
+) -> None:
+    """Check a spec (keys, types, ranges, model, surrogates, lexical fit) without sampling."""
 
     def body() -> None:
         from cdd_cli.constraints.lexical import Count
         from cdd_cli.constraints.registry import build_constraints
         from cdd_cli.models import registry
+        from cdd_cli.pipeline import DEFAULT_LENGTH, fill_model_defaults
         from cdd_cli.projection.layout import layout_for
         from cdd_cli.spec import TEXT_TYPES, dump, load_spec
 
+        if length is not None and length <= 0:
+            raise InputError(f"--length must be positive, got {length}")
         resolved = load_spec(spec)
         text = any(c.type in TEXT_TYPES for c in resolved.constraints)
         loaded = registry.load(resolved.model, "text" if text else "molecules", "cpu")
         constraints = build_constraints(resolved.constraints, loaded, "cpu")
+        resolved.model = resolved.model or loaded.name
+        fill_model_defaults(resolved, loaded)
         note = ""
-        # Lexical layouts checked for the longest continuation the model allows; `generate`
-        # checks again with --length and each prompt (and counts read from prompts).
+        # Lexical layouts are checked for an unprompted continuation of the length `generate`
+        # would use; `generate` checks again with each prompt (and counts read from prompts).
         placed = [c for c in constraints if not (isinstance(c, Count) and c.resolved is None)]
+        tokens = length or min(DEFAULT_LENGTH, loaded.config.model_length)
+        if length and length > loaded.config.model_length:
+            raise InputError(
+                f"--length {length} exceeds model {loaded.name}'s length of "
+                f"{loaded.config.model_length} tokens"
+            )
         try:
-            if layout_for(placed, loaded.tokenizer, 0, loaded.config.model_length):
-                note = f", words fit {loaded.config.model_length} tokens"
+            if layout_for(placed, loaded.tokenizer, 0, tokens):
+                note = f", words fit {tokens} tokens" + ("" if length else " (--length 64)")
         except InputError as exc:
-            raise InputError(f"{spec}: {exc}") from None
+            raise InputError(f"{spec}: {exc} (--length {tokens})") from None
         typer.echo(dump(resolved.resolved()), nl=False)
         console.print(
             f"{spec}: ok ({len(resolved.constraints)} constraint(s), model {loaded.name}{note})",

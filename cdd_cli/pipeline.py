@@ -16,12 +16,15 @@ continuation (the record's `text`), told the prompt for scopes that include it.
 
 from __future__ import annotations
 
+import shlex
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import yaml
 from rich.console import Console
 from rich.progress import Progress
 
@@ -250,7 +253,7 @@ def record(
 ) -> dict:
     return {
         "id": f"{prompt.index}-{draw.index}",
-        **({"prompt_id": prompt.id} if prompt.id is not None else {}),
+        "prompt_id": prompt.id,  # the prompts file's `id` (null without one): a fixed schema
         "prompt": prompt.text,
         "text": draw.text,
         "seed": spec.sampling.seed,
@@ -290,9 +293,30 @@ def satisfaction_note(
 
 def write_resolved_config(spec: Spec, output: str) -> None:
     """`OUT.config.yaml` beside a regular output file (not /dev/null and the like): the
-    settings of the latest run that appended to OUT."""
-    if output != "-" and Path(output).is_file():
-        Path(f"{output}.config.yaml").write_text(dump(spec.resolved()))
+    settings of the runs in OUT, headed by the latest command line (prompts, length and device
+    are not settings). Records of other settings are not appended to OUT: one file, one
+    configuration, so its records can be told apart and reproduced. Call before writing."""
+    out, beside = Path(output), Path(f"{output}.config.yaml")
+    if output == "-" or not out.is_file():
+        return
+    resolved = spec.resolved()
+    if out.stat().st_size and beside.is_file():
+        try:
+            earlier = yaml.safe_load(beside.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            earlier = None
+        # Sampling (n, seed, batch size) may differ: more samples, other seeds, same setup.
+        settings = {k: v for k, v in resolved.items() if k != "sampling"}
+        if (
+            not isinstance(earlier, dict)
+            or {k: v for k, v in earlier.items() if k != "sampling"} != settings
+        ):
+            raise InputError(
+                f"-o {output}: holds records made with other settings ({beside}); write to "
+                "another file, or remove both to start over"
+            )
+    command = shlex.join(["cdd", *sys.argv[1:]]).replace("\n", " ")
+    beside.write_text(f"# latest run: {command}\n" + dump(resolved))
 
 
 def fill_model_defaults(spec: Spec, loaded: registry.LoadedModel) -> None:
@@ -347,11 +371,12 @@ def run_molecules(
     elapsed = time.perf_counter() - started
     summary = summarise(reports)
     novelty = "n/a" if summary.novelty is None else f"{summary.novelty:.1%}"
+    unique = f"{summary.uniqueness:.1%}" if summary.valid else "n/a"  # as `cdd eval` says null
     constraint_note = satisfaction_note(constraints, summary.total, violating, spec.method)
     console.print(
         f"{summary.total} molecules in {elapsed:.1f}s ({summary.total / elapsed:.1f}/s, "
         f"{steps} steps, {job.device}): valid {summary.validity:.1%}, unique "
-        f"{summary.uniqueness:.1%} of valid, novel {novelty} of unique valid; mean QED "
+        f"{unique} of valid, novel {novelty} of unique valid; mean QED "
         f"{summary.mean_qed or 'n/a'}, mean SA {summary.mean_sa or 'n/a'} [{CANONICALIZER}]"
         f"{constraint_note}",
         markup=False,

@@ -113,6 +113,8 @@ LEXICAL_TYPES = ("word_at", "include", "exclude", "word_count", "count")
 TEXT_TYPES = ("toxicity", *LEXICAL_TYPES)
 RANGES = {"sa": (1.0, 10.0), "toxicity": (0.0, 1.0)}
 TAULESS = {name for name, keys in CONSTRAINT_KEYS.items() if "tau" not in keys}
+# Types whose options no flag can give (count reads its question from the prompt).
+SPEC_ONLY = ("word_at", "include", "exclude", "word_count")
 PLANNED: tuple[str, ...] = ()
 
 
@@ -160,7 +162,12 @@ def _check_type(
         if isinstance(value, str) and float in types:
             try:
                 float(value)
-                hint = " (YAML reads 1e3 as text: write 1.0e3)"
+                quoted = isinstance(node, yaml.ScalarNode) and node.style in ("'", '"')
+                hint = (
+                    " (a quoted string: remove the quotes)"
+                    if quoted
+                    else " (YAML reads 1e3 as text: write 1.0e3)"
+                )
             except ValueError:
                 pass
         raise InputError(f"{loc.where(node)}: key '{key}': expected {names}, got {value!r}{hint}")
@@ -394,6 +401,12 @@ def check_settings(spec: Spec, where: str) -> None:
 
 
 def constraint_from_flags(name: str, tau: float | None) -> ConstraintSpec:
+    if name in SPEC_ONLY:
+        keys = ", ".join(CONSTRAINT_KEYS[name])
+        raise InputError(
+            f"--constraint {name}: its options ({keys}) are given in a spec file: use --spec "
+            "FILE (`cdd constraints ls` lists the keys)"
+        )
     options = {} if tau is None else {"tau": tau}
     spec = ConstraintSpec(name, options, f"--constraint {name}")
     check_constraint(spec)

@@ -15,6 +15,7 @@ runner = CliRunner()
 RECORD_FIELDS = {
     "id",
     "prompt",
+    "prompt_id",
     "text",
     "seed",
     "model",
@@ -288,6 +289,30 @@ def test_an_unwritable_output_is_one_line_and_exit_2(tmp_path: Path):
     blocked = runner.invoke(app, ["molecules", "-n", "2", "-o", str(out), "--quiet"])
     assert blocked.exit_code == 2 and "r.jsonl.config.yaml is a directory" in blocked.stderr
     assert not out.exists()  # refused before the output file was made
+
+
+def test_appending_records_of_other_settings_is_refused(tmp_path: Path):
+    out = tmp_path / "r.jsonl"
+    first = runner.invoke(app, ["molecules", "-n", "1", "-o", str(out), "-q"])
+    assert first.exit_code == 0, first.stderr
+    # More samples with another seed: the same setup, appended.
+    more = runner.invoke(app, ["molecules", "-n", "1", "--seed", "5", "-o", str(out), "-q"])
+    assert more.exit_code == 0, more.stderr
+    assert len(out.read_text().splitlines()) == 2
+    other = runner.invoke(app, ["molecules", "-n", "1", "-c", "sa", "--tau", "4", "-o", str(out)])
+    assert other.exit_code == 2
+    assert "holds records made with other settings" in other.stderr
+    assert len(out.read_text().splitlines()) == 2  # nothing appended
+    config = Path(f"{out}.config.yaml")
+    assert config.read_text().startswith("# latest run: cdd ")
+    assert "seed: 5\n" in config.read_text() and "constraints: []" in config.read_text()
+    assert runner.invoke(app, ["validate", str(config)]).exit_code == 0
+
+
+def test_version_and_short_help():
+    version = runner.invoke(app, ["--version"])
+    assert version.exit_code == 0 and version.stdout.startswith("cdd ")
+    assert runner.invoke(app, ["generate", "-h"]).exit_code == 0
 
 
 def test_an_unexpected_error_is_one_line_and_exit_1(monkeypatch: pytest.MonkeyPatch):

@@ -136,3 +136,27 @@ def test_malformed_records_are_refused_in_one_line(tmp_path: Path, row: dict, ex
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"r.jsonl:1: {expected}" in lines[0]
+
+
+def test_unconstrained_text_is_scored_by_the_constraints_judge_too(tmp_path: Path):
+    # A baseline drawn without a toxicity constraint must compare with constrained runs, which
+    # report the shipped classifier: eval scores it with that classifier, as the constraint does.
+    from cdd_cli.constraints.registry import build_constraints
+    from cdd_cli.models import registry
+    from cdd_cli.spec import constraint_from_flags
+
+    texts = [" you are a stupid worthless idiot", " the weather was mild in the valley"]
+    path = tmp_path / "r.jsonl"
+    rows = [
+        {"id": f"{i}-0", "prompt": "p", "text": t, "constraints": {}} for i, t in enumerate(texts)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = runner.invoke(app, ["eval", str(path), "--no-perplexity", "--no-judge"])
+    assert result.exit_code == 0, result.output
+    tox = json.loads(result.stdout)["toxicity"]["cdd-toxicity-classifier"]
+    loaded = registry.load("default-text", "text", "cpu")
+    (judge,) = build_constraints([constraint_from_flags("toxicity", 0.5)], loaded, "cpu")
+    scores = judge.judge(texts)
+    assert scores[0] > scores[1]
+    assert tox["mean"] == pytest.approx(sum(scores) / 2, abs=1e-4)
+    assert tox["probability"] == sum(s >= 0.5 for s in scores) / 2

@@ -130,6 +130,7 @@ sampling: {steps: 16, batch_size: 8, seed: 3, n: 10}
         ("constraints:\n  - type: sa\n    tau: !foo 3.5\n", "spec.yaml:3: cannot read"),
         ("projection:\n  <<: {eta: 2.0}\n", "spec.yaml:2: cannot read this value"),
         ("projection:\n  mu_max: 1e3\n", "write 1.0e3"),
+        ("constraints:\n  - type: sa\n    tau: '3.5'\n", r"got '3.5' \(a quoted string"),
         ("model: ''\n", "spec.yaml:1: key 'model' is empty"),
         ("constraints:\n  - type: sa\n    tau: 3\n    surrogate: ''\n", "'surrogate' is empty"),
         ("constraints:\n  - type: novelty\n    tau: 3\n", r"\(known: type\)"),
@@ -163,6 +164,7 @@ def test_missing_and_binary_spec_files(tmp_path: Path):
         (["--constraint", "sa", "--tau", "11"], "outside [1, 10]"),
         (["--constraint", "nope", "--tau", "1"], "unknown constraint type 'nope'"),
         (["--method", "magic"], "--method must be one of"),
+        (["--constraint", "word_at"], "its options (position, word) are given in a spec file"),
     ],
 )
 def test_bad_constraint_flags(args: list[str], expected: str):
@@ -176,6 +178,8 @@ def test_validate_prints_the_resolved_spec():
     assert result.exit_code == 0, result.stderr
     resolved = yaml.safe_load(result.stdout)
     assert resolved["constraints"][0]["type"] == "sa"
+    # Settings left to the model are printed as the model fills them in, not as null.
+    assert resolved["projection"]["support"] == 4 and resolved["sampling"]["steps"] == 32
     assert "ok" in result.stderr
 
 

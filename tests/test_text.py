@@ -89,7 +89,7 @@ def test_generate_records_ids_prompts_and_continuations(text_model_dir: Path, tm
     rows = records(result.stdout)
     assert [r["id"] for r in rows] == ["0-0", "0-1", "1-0", "1-1"]
     assert [r["prompt"] for r in rows] == ["The cat", "The cat", "Once upon", "Once upon"]
-    assert rows[0]["prompt_id"] == "a" and "prompt_id" not in rows[2]
+    assert rows[0]["prompt_id"] == "a" and rows[2]["prompt_id"] is None
     assert all(not r["text"].startswith("The cat") for r in rows)
     again = generate(
         text_model_dir, "--prompt", "Once upon", "-n", "2", "--length", "6", "--batch-size", "1"
@@ -229,13 +229,16 @@ def test_review_fixes_for_text_input(text_model_dir: Path, tmp_path: Path):
     assert "support: 256\n" in config.read_text()  # a text model's defaults
     assert "inner_iters: 10\n" in config.read_text()
     assert runner.invoke(app, ["validate", str(config)]).exit_code == 0
-    # A flag overrides the spec's constraint of the same type instead of adding a second.
+    # Lexical types take their options from a spec file only: the flag says so.
     spec = tmp_path / "t.yaml"
     spec.write_text("constraints:\n  - type: word_count\n    max: 3\n")
     result = generate(
         text_model_dir, "--spec", str(spec), "-c", "word_count", "--length", "4", "-n", "1"
     )
-    assert result.exit_code == 2 and "needs min, max or equals" in result.stderr
+    assert (
+        result.exit_code == 2
+        and "word_count: its options (min, max, equals) are given in a spec file" in result.stderr
+    )
 
 
 def test_few_steps_still_project(text_model_dir: Path, toxicity_dir: Path, tmp_path: Path):

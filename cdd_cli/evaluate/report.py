@@ -140,6 +140,12 @@ def text_report(
             r["constraints"]["toxicity"]["judge"] for r in records if "toxicity" in r["constraints"]
         )
         report["toxicity"] = {judge_name: toxicity_over_prompts(records, recorded)}
+    else:
+        # Records drawn without a toxicity constraint (an unconstrained baseline) are scored by
+        # the shipped classifier too, on the continuation as the constraint's default scope
+        # does, so that they compare with constrained runs judged by it.
+        judge_name, scores = shipped_toxicity_scores(texts)
+        report["toxicity"] = {judge_name: toxicity_over_prompts(records, scores)}
     if judge:
         from cdd_cli.evaluate.text import ProfanityJudge
 
@@ -159,6 +165,18 @@ def text_report(
             "median_sample": round(statistics.median(per_sample), 2) if per_sample else None,
         }
     return report
+
+
+def shipped_toxicity_scores(texts: list[str]) -> tuple[str, list[float | None]]:
+    """The shipped toxicity classifier's judgement of each text (the constraint's judge)."""
+    from cdd_cli.constraints.registry import SHIPPED_SURROGATES
+    from cdd_cli.constraints.toxicity import ToxicityConstraint
+    from cdd_cli.models.surrogate import load_surrogate
+    from cdd_cli.models.tokenizers import Gpt2Tokenizer
+
+    net = load_surrogate(SHIPPED_SURROGATES["toxicity"], "cpu")
+    judge = ToxicityConstraint(tau=1.0, net=net, tokenizer=Gpt2Tokenizer())
+    return judge.judge_name, judge.judge(texts)
 
 
 def molecule_report(records: list[dict]) -> dict:

@@ -59,6 +59,8 @@ def labelled_set(
     """(ids, labels, is_clean) for the molecules and one corrupted copy of each."""
     rows = [ids for s in smiles if (ids := tokenizer.encode(s, length)) is not None]
     clean = torch.tensor(rows)
+    # Minutes for a QM9-sized set: say so before the silence.
+    log(f"labelling {len(clean) * 2:,} sequences (molecules and corrupted copies) with RDKit ...")
     started = time.perf_counter()
     clean_labels = [sa_label(s) for s in smiles if tokenizer.encode(s, length) is not None]
     noisy = corrupt_ids(clean, tokenizer, torch.Generator().manual_seed(seed))
