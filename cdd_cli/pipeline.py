@@ -218,12 +218,11 @@ class Generation:
         self, ids: torch.Tensor, constraints: list[Constraint]
     ) -> list[dict[str, float | None]]:
         """Each differentiable constraint's surrogate on the output (None for exact ones)."""
-        one_hot = torch.nn.functional.one_hot(ids, self.loaded.config.vocab_size).float()
         scores: dict[str, list[float | None]] = {}
         with torch.no_grad():
             for c in constraints:
                 if isinstance(c, DifferentiableConstraint):
-                    scores[c.name] = [round(v, 4) for v in c.surrogate(one_hot).tolist()]
+                    scores[c.name] = [round(v, 4) for v in c.surrogate(ids).tolist()]
                 else:
                     scores[c.name] = [None] * len(ids)
         return [{k: v[i] for k, v in scores.items()} for i in range(len(ids))]

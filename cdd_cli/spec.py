@@ -374,6 +374,7 @@ def check_settings(spec: Spec, where: str) -> None:
             "projection needs 0 < mu_init <= mu_max",
         ),
         (p.alpha >= 1, "projection.alpha must be >= 1"),
+        (p.patience >= 1, "projection.patience must be >= 1"),
         (p.temperature > 0, "projection.temperature must be > 0"),
         (p.delta >= 0, "projection.delta must be >= 0"),
         (

@@ -14,6 +14,7 @@ from cdd_cli.constraints.base import DifferentiableConstraint, ExactConstraint
 from cdd_cli.diffusion.processes import UniformProcess
 from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator, well_formed
 from cdd_cli.models import registry
+from cdd_cli.models.surrogate import Tokens, token_mass
 from cdd_cli.pipeline import Generation
 from cdd_cli.projection.alm import ALMSettings, project
 from cdd_cli.projection.hook import ProjectionHook
@@ -33,8 +34,8 @@ class CarbonCount(DifferentiableConstraint):
     offset: float = 0.0  # a lying surrogate, for the disagreement test
     token: int = CARBON
 
-    def surrogate(self, soft_tokens: torch.Tensor) -> torch.Tensor:
-        return soft_tokens[..., self.token].sum(-1) + self.offset
+    def surrogate(self, soft_tokens: Tokens) -> torch.Tensor:
+        return token_mass(soft_tokens, self.token).sum(-1) + self.offset
 
     def judge(self, texts: list[str]) -> list[float | None]:
         return [float(t.count("C") - t.count("Cl")) for t in texts]
@@ -138,6 +139,23 @@ def test_fixed_positions_keep_their_distribution():
     assert (result.probs.argmax(-1).eq(CARBON).sum(-1) <= 3).all()
 
 
+def test_a_stuck_sample_stops_after_patience_not_at_the_cap():
+    # Ten carbons fixed (as a masked model's decided tokens are) against tau 3: no movable
+    # position can meet it. Sample 1 has every position movable and becomes feasible.
+    probs = carbon_heavy(2)
+    probs[0, :10] = torch.nn.functional.one_hot(torch.tensor(CARBON), 35).float()
+    fixed = torch.zeros(2, 12, dtype=torch.bool)
+    fixed[0, :10] = True
+    settings = explicit(mu_init=1.0, alpha=2.0, mu_max=8.0, patience=3, max_outer_iters=50)
+    gens = [sample_generator(2, 0, i) for i in range(2)]
+    result = project(probs, [CarbonCount(tau=3.0)], settings, fixed, gens)
+    assert result.feasible.tolist() == [False, True]
+    # mu reaches mu_max at the 4th outer iteration; after that the best violation cannot fall
+    # for long (at most the 2 movable positions change), so it stops well before 50.
+    assert 4 + 3 - 1 <= result.outer_iters[0] <= 4 + 2 * 3 + 3
+    assert (result.probs[0].argmax(-1).eq(CARBON).sum() >= 10).item()
+
+
 def test_per_sample_generators_make_projection_batch_independent():
     probs = carbon_heavy(5)
     settings = explicit(inner_iters=5)
@@ -206,8 +224,8 @@ class TextLength(DifferentiableConstraint):
     name: str = "length"
     judge_name: str = "len"
 
-    def surrogate(self, soft_tokens: torch.Tensor) -> torch.Tensor:
-        return torch.zeros(soft_tokens.shape[0])
+    def surrogate(self, soft_tokens: Tokens) -> torch.Tensor:
+        return torch.zeros(len(soft_tokens))
 
     def judge(self, texts: list[str]) -> list[float | None]:
         return [float(len(t)) for t in texts]
@@ -287,3 +305,26 @@ def test_the_final_repair_tries_the_well_formed_sequence_first():
     assert results["syntax"] == (best, 0)  # taken without a search
     text, nodes = results["none"]
     assert nodes > 0 and Chem.MolFromSmiles(text, sanitize=False) is not None
+
+
+def test_sparse_and_integer_tokens_read_as_their_dense_tensors():
+    # The ALM reads soft tokens over its support (K ids a position) and argmaxes as ids; the
+    # surrogate must score them, and pass gradients, exactly as the V-wide tensors they stand for.
+    from cdd_cli.models.surrogate import SoftTokenRegressor, SparseTokens, SurrogateConfig
+
+    torch.manual_seed(0)
+    config = SurrogateConfig(50, 6, "x", hidden_dim=16, n_layers=1, n_heads=2)
+    net = SoftTokenRegressor(config).eval()
+    support = torch.rand(2, 6, 50).topk(8, dim=-1).indices
+    logits = torch.randn(2, 6, 8, requires_grad=True)
+    sparse = net(SparseTokens(logits.softmax(-1), support))
+    (sparse_grad,) = torch.autograd.grad(sparse.sum(), logits)
+    dense_probs = torch.zeros(2, 6, 50).scatter(-1, support, logits.softmax(-1))
+    dense = net(dense_probs)
+    (dense_grad,) = torch.autograd.grad(dense.sum(), logits)
+    assert torch.allclose(sparse, dense, atol=1e-5)
+    assert torch.allclose(sparse_grad, dense_grad, atol=1e-6) and sparse_grad.abs().sum() > 0
+    ids = torch.randint(50, (2, 6))
+    one_hot = torch.nn.functional.one_hot(ids, 50).float()
+    assert torch.allclose(net(ids), net(one_hot), atol=1e-5)
+    assert torch.equal(SparseTokens(logits.softmax(-1), support)[:, 2:].ids, support[:, 2:])

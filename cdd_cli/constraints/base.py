@@ -15,8 +15,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from cdd_cli.models.surrogate import Tokens
 
 
 @dataclass(frozen=True)
@@ -67,8 +71,9 @@ class Constraint(ABC):
 
 class DifferentiableConstraint(Constraint):
     @abstractmethod
-    def surrogate(self, soft_tokens: torch.Tensor) -> torch.Tensor:
-        """Differentiable score per sample [B] from soft tokens [B, L, V]."""
+    def surrogate(self, soft_tokens: Tokens) -> torch.Tensor:
+        """Differentiable score per sample [B] from token ids [B, L] (a one-hot reading),
+        probabilities [B, L, V] or probabilities over a support (`SparseTokens`)."""
 
     def surrogate_violation(self, score: torch.Tensor) -> torch.Tensor:
         if self.upper_bound:

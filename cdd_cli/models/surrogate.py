@@ -10,14 +10,52 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
+import torch.nn.functional as F
 from safetensors.torch import save_file
 from torch import nn
 
 from cdd_cli import __version__
 from cdd_cli.errors import InputError
 from cdd_cli.models.checkpoint import load_state_strict
+
+
+@dataclass(frozen=True)
+class SparseTokens:
+    """Token distributions that put mass on a few candidate ids per position: `weights`
+    [B, L, K] over `ids` [B, L, K]. The projection moves mass within such a support; read
+    through the embedding table this costs K instead of V per position (GPT-2: 256 against
+    50,258, about 6x less time per ALM step for the toxicity surrogate on a CPU)."""
+
+    weights: torch.Tensor
+    ids: torch.Tensor
+
+    def __getitem__(self, index: Any) -> SparseTokens:
+        """Rows and positions, as for a [B, L, V] tensor (never the token axis)."""
+        return SparseTokens(self.weights[index], self.ids[index])
+
+    def __len__(self) -> int:
+        return len(self.weights)
+
+    def mass(self, token: int) -> torch.Tensor:
+        """[B, L] probability of `token` at each position."""
+        return (self.weights * (self.ids == token)).sum(-1)
+
+
+# What a surrogate reads: token ids [B, L] (a one-hot reading), probabilities [B, L, V], or
+# probabilities over a support (SparseTokens).
+Tokens = torch.Tensor | SparseTokens
+
+
+def token_mass(tokens: Tokens, token: int) -> torch.Tensor:
+    """[B, L] probability of `token` at each position, whatever form `tokens` take."""
+    if isinstance(tokens, SparseTokens):
+        return tokens.mass(token)
+    if not tokens.is_floating_point():
+        return (tokens == token).float()
+    return tokens[..., token]
 
 
 @dataclass
@@ -53,8 +91,17 @@ class SoftTokenRegressor(nn.Module):
         self.norm = nn.LayerNorm(d)
         self.head = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))
 
-    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        """[B, L, d] from ids [B, L] or probabilities [B, L, V]."""
+    def embed(self, tokens: Tokens) -> torch.Tensor:
+        """[B, L, d] from ids [B, L], probabilities [B, L, V] or SparseTokens."""
+        if isinstance(tokens, SparseTokens):
+            b, length, k = tokens.ids.shape
+            bags = F.embedding_bag(
+                tokens.ids.reshape(-1, k),
+                self.embedding,
+                per_sample_weights=tokens.weights.reshape(-1, k).to(self.embedding.dtype),
+                mode="sum",
+            )
+            return bags.view(b, length, -1)
         if tokens.is_floating_point():
             return tokens.to(self.embedding.dtype) @ self.embedding
         return self.embedding[tokens]
@@ -72,7 +119,7 @@ class SoftTokenRegressor(nn.Module):
             pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp_min(1.0)
         return self.head(pooled).squeeze(-1)
 
-    def forward(self, tokens: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, tokens: Tokens, mask: torch.Tensor | None = None) -> torch.Tensor:
         return self.score(self.embed(tokens), mask)
 
 

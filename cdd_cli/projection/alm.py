@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 
 import torch
-import torch.nn.functional as F
 
 from cdd_cli.constraints.base import DifferentiableConstraint
+from cdd_cli.models.surrogate import SparseTokens, Tokens
 
 
 @dataclass
@@ -69,6 +69,11 @@ class ALMSettings:
     temperature: float = 0.5  # Gumbel-softmax temperature of phi
     project_from: float | None = None  # project steps from this fraction of the way on (0: all)
     support: int | None = None  # tokens per position the mass moves among (0: all V)
+    # A sample stops once mu is at mu_max and its argmax's violation has not fallen for this
+    # many outer iterations: the ALM is stuck (e.g. a masked model's last steps, where the
+    # tokens that would have to change are already decided), and iterating to the cap only
+    # costs time; the later steps, the exact search and redraws handle what is left.
+    patience: int = 15
 
 
 @dataclass
@@ -93,9 +98,9 @@ class ProjectionResult:
 
 
 def surrogate_violations(
-    constraints: Sequence[DifferentiableConstraint], tokens: torch.Tensor
+    constraints: Sequence[DifferentiableConstraint], tokens: Tokens
 ) -> torch.Tensor:
-    """[B, C] violations max(0, g - tau) of soft or one-hot tokens [B, L, V]."""
+    """[B, C] violations max(0, g - tau) of token ids [B, L] or soft tokens."""
     return torch.stack([c.surrogate_violation(c.surrogate(tokens)) for c in constraints], -1)
 
 
@@ -126,8 +131,7 @@ def project(
     batch, device = probs.shape[0], probs.device
     zeros = torch.zeros(batch, dtype=torch.long, device=device)
     with torch.no_grad():
-        hard = F.one_hot(probs.argmax(-1), probs.shape[-1]).to(probs.dtype)
-        violation = surrogate_violations(constraints, hard)
+        violation = surrogate_violations(constraints, probs.argmax(-1))
     active = (violation > settings.delta).any(-1)
     now = time.perf_counter()
     seconds = torch.full((batch,), (now - started) / batch, dtype=torch.float64)
@@ -163,6 +167,9 @@ def project(
     mu = torch.full((len(rows), n_constraints), settings.mu_init, device=device)
     running = torch.ones(len(rows), dtype=torch.bool, device=device)
     outer_iters = torch.zeros(len(rows), dtype=torch.long, device=device)
+    reached = torch.zeros(len(rows), dtype=torch.bool, device=device)  # feasible argmax
+    best = violation[rows].sum(-1)  # lowest violation of each sample's argmax so far
+    stalled = torch.zeros(len(rows), dtype=torch.long, device=device)  # iterations since
 
     now = time.perf_counter()  # the set-up above is shared by the projected samples
     row_seconds = torch.full((len(rows),), (now - started) / len(rows), dtype=torch.float64)
@@ -176,11 +183,9 @@ def project(
         for _ in range(settings.inner_iters):
             y = y.detach().requires_grad_(True)
             noise = gumbel_noise(tuple(y.shape), gens, device)
-            soft = ((y + noise) / settings.temperature).softmax(-1)
-            if support is not None:
-                soft = torch.zeros(*soft.shape[:-1], vocab, device=device).scatter(
-                    -1, support[live], soft
-                )
+            soft: Tokens = ((y + noise) / settings.temperature).softmax(-1)
+            if support is not None:  # read over the support, never V wide
+                soft = SparseTokens(soft, support[live])
             dg = surrogate_violations(constraints, soft)
             kl = (x * (log_x - y.log_softmax(-1))).sum((-1, -2))
             loss = kl + (lam_live * dg).sum(-1) + (mu_live / 2 * dg.square()).sum(-1)
@@ -191,13 +196,19 @@ def project(
             top = y.argmax(-1)
             if support is not None:
                 top = support[live].gather(-1, top[..., None]).squeeze(-1)
-            hard = F.one_hot(top, vocab).to(y.dtype)
-            dg_hard = surrogate_violations(constraints, hard)
+            dg_hard = surrogate_violations(constraints, top)
             lam[live] = lam_live + mu_live * dg_hard
             mu[live] = (mu_live * settings.alpha).clamp(max=settings.mu_max)
             outer_iters[live] += 1
             done = (dg_hard <= settings.delta).all(-1)
-            running[live[done]] = False
+            total = dg_hard.sum(-1)
+            improved = total < best[live] - 1e-6
+            best[live] = torch.minimum(best[live], total)
+            at_max = (mu_live >= settings.mu_max).all(-1)  # only then is no progress a stall
+            stalled[live] = torch.where(improved, 0, stalled[live] + at_max.long())
+            stuck = stalled[live] >= settings.patience
+            reached[live[done]] = True
+            running[live[done | stuck]] = False
         now = time.perf_counter()
         row_seconds[live.cpu()] += (now - started) / len(live)
         started = now
@@ -227,7 +238,7 @@ def project(
     all_outer = zeros.clone()
     all_outer[rows] = outer_iters
     feasible = torch.ones(batch, dtype=torch.bool, device=device)
-    feasible[rows] = ~running
+    feasible[rows] = reached
     row_seconds += (time.perf_counter() - started) / len(rows)
     seconds[rows.cpu()] += row_seconds
     return ProjectionResult(
