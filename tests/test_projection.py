@@ -328,3 +328,15 @@ def test_sparse_and_integer_tokens_read_as_their_dense_tensors():
     one_hot = torch.nn.functional.one_hot(ids, 50).float()
     assert torch.allclose(net(ids), net(one_hot), atol=1e-5)
     assert torch.equal(SparseTokens(logits.softmax(-1), support)[:, 2:].ids, support[:, 2:])
+
+
+def test_a_sample_with_nothing_movable_is_left_alone():
+    # A masked model's last steps: every token decided. Iterating could change nothing.
+    probs = carbon_heavy(2)
+    fixed = torch.zeros(2, 12, dtype=torch.bool)
+    fixed[0] = True
+    gens = [sample_generator(3, 0, i) for i in range(2)]
+    result = project(probs.clone(), [CarbonCount(tau=3.0)], explicit(), fixed, gens)
+    assert result.projected.tolist() == [False, True]
+    assert result.outer_iters[0] == 0 and torch.equal(result.probs[0], probs[0])
+    assert not result.feasible[0]  # still violating: the judge and redraws deal with it

@@ -10,7 +10,8 @@ the one-hot argmax), the logits of y start at log x' and take `inner_iters` grad
 where phi is a Gumbel-softmax relaxation of y; then lam_i += mu_i dg_i(argmax y) and
 mu_i = min(alpha mu_i, mu_max). lam and mu are per sample and per constraint. A sample whose
 argmax becomes feasible is frozen (its y is no longer touched) while the rest keep iterating;
-a sample that is feasible from the start costs one surrogate call and is returned unchanged.
+a sample that is feasible from the start costs one surrogate call and is returned unchanged,
+and so is one with no movable position (every token already decided by a masked model).
 The projection sees only a probability tensor and a list of constraints.
 """
 
@@ -133,11 +134,14 @@ def project(
     with torch.no_grad():
         violation = surrogate_violations(constraints, probs.argmax(-1))
     active = (violation > settings.delta).any(-1)
+    if fixed is not None:  # nothing to move (a masked model's decided tokens): nothing to do
+        active &= ~fixed.all(-1)
     now = time.perf_counter()
     seconds = torch.full((batch,), (now - started) / batch, dtype=torch.float64)
     started = now
+    feasible = (violation <= settings.delta).all(-1)
     if not active.any():
-        return ProjectionResult(probs, active, zeros, zeros.clone(), ~active, seconds)
+        return ProjectionResult(probs, active, zeros, zeros.clone(), feasible, seconds)
 
     rows = active.nonzero().squeeze(-1)
     vocab = probs.shape[-1]
@@ -237,7 +241,6 @@ def project(
     projected[rows] = torch.where(movable.bool(), result.to(probs.dtype), probs[rows])
     all_outer = zeros.clone()
     all_outer[rows] = outer_iters
-    feasible = torch.ones(batch, dtype=torch.bool, device=device)
     feasible[rows] = reached
     row_seconds += (time.perf_counter() - started) / len(rows)
     seconds[rows.cpu()] += row_seconds
