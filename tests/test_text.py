@@ -227,7 +227,7 @@ def test_review_fixes_for_text_input(text_model_dir: Path, tmp_path: Path):
     config = tmp_path / "o.jsonl.config.yaml"
     assert f"model: {text_model_dir}" in config.read_text()
     assert "support: 256\n" in config.read_text()  # a text model's defaults
-    assert "inner_iters: 10\n" in config.read_text()
+    assert "inner_iters: 5\n" in config.read_text() and "mu_init: 64.0\n" in config.read_text()
     assert runner.invoke(app, ["validate", str(config)]).exit_code == 0
     # Lexical types take their options from a spec file only: the flag says so.
     spec = tmp_path / "t.yaml"

@@ -93,9 +93,9 @@ class LoadedModel:
                 "project_from": 0.95,
             }
         return {
-            "inner_iters": 10,
+            "inner_iters": 5,
             "max_outer_iters": 50,
-            "mu_init": 1.0,
+            "mu_init": 64.0,
             "support": 256,
             "project_from": 0.9,
         }
