@@ -304,7 +304,7 @@ def test_appending_records_of_other_settings_is_refused(tmp_path: Path):
     assert "holds records made with other settings" in other.stderr
     assert len(out.read_text().splitlines()) == 2  # nothing appended
     config = Path(f"{out}.config.yaml")
-    assert config.read_text().startswith("# latest run: cdd ")
+    assert config.read_text().startswith("# latest run: cdd")  # (argv is pytest's here)
     assert "seed: 5\n" in config.read_text() and "constraints: []" in config.read_text()
     assert runner.invoke(app, ["validate", str(config)]).exit_code == 0
 
