@@ -416,7 +416,7 @@ def validate(
             )
         try:
             if layout_for(placed, loaded.tokenizer, 0, tokens):
-                note = f", words fit {tokens} tokens" + ("" if length else " (--length 64)")
+                note = f", words fit {tokens} tokens" + ("" if length else f" (--length {tokens})")
         except InputError as exc:
             raise InputError(f"{spec}: {exc} (--length {tokens})") from None
         typer.echo(dump(resolved.resolved()), nl=False)
