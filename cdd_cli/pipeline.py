@@ -304,12 +304,12 @@ def write_resolved_config(spec: Spec, output: str) -> None:
             earlier = yaml.safe_load(beside.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError):
             earlier = None
-        # Sampling (n, seed, batch size) may differ: more samples, other seeds, same setup.
-        settings = {k: v for k, v in resolved.items() if k != "sampling"}
-        if (
-            not isinstance(earlier, dict)
-            or {k: v for k, v in earlier.items() if k != "sampling"} != settings
-        ):
+
+        def setup(config: dict) -> dict:
+            # Sampling (n, seed, batch size) may differ: more samples, other seeds, same setup.
+            return {k: v for k, v in config.items() if k != "sampling"}
+
+        if not isinstance(earlier, dict) or setup(earlier) != setup(resolved):
             raise InputError(
                 f"-o {output}: holds records made with other settings ({beside}); write to "
                 "another file, or remove both to start over"

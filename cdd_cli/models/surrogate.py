@@ -39,10 +39,6 @@ class SparseTokens:
     def __len__(self) -> int:
         return len(self.weights)
 
-    def mass(self, token: int) -> torch.Tensor:
-        """[B, L] probability of `token` at each position."""
-        return (self.weights * (self.ids == token)).sum(-1)
-
 
 # What a surrogate reads: token ids [B, L] (a one-hot reading), probabilities [B, L, V], or
 # probabilities over a support (SparseTokens).
@@ -52,7 +48,7 @@ Tokens = torch.Tensor | SparseTokens
 def token_mass(tokens: Tokens, token: int) -> torch.Tensor:
     """[B, L] probability of `token` at each position, whatever form `tokens` take."""
     if isinstance(tokens, SparseTokens):
-        return tokens.mass(token)
+        return (tokens.weights * (tokens.ids == token)).sum(-1)
     if not tokens.is_floating_point():
         return (tokens == token).float()
     return tokens[..., token]

@@ -177,7 +177,8 @@ def project(
     outer_iters = torch.zeros(len(rows), dtype=torch.long, device=device)
     reached = torch.zeros(len(rows), dtype=torch.bool, device=device)  # feasible argmax
     best = violation[rows].sum(-1)  # lowest violation of each sample's argmax so far
-    stalled = torch.zeros(len(rows), dtype=torch.long, device=device)  # iterations since
+    # Outer iterations each sample has spent at mu_max without its violation falling.
+    stalled = torch.zeros(len(rows), dtype=torch.long, device=device)
 
     now = time.perf_counter()  # the set-up above is shared by the projected samples
     row_seconds = torch.full((len(rows),), (now - started) / len(rows), dtype=torch.float64)
@@ -188,12 +189,13 @@ def project(
         y = logits[live]
         x, log_x, move = target[live], log_target[live], movable[live]
         lam_live, mu_live = lam[live], mu[live]
+        support_live = None if support is None else support[live]
         for _ in range(settings.inner_iters):
             y = y.detach().requires_grad_(True)
             noise = gumbel_noise(tuple(y.shape), gens, device)
             soft: Tokens = ((y + noise) / settings.temperature).softmax(-1)
             if support is not None:  # read over the support, never V wide
-                soft = SparseTokens(soft, support[live])
+                soft = SparseTokens(soft, support_live)
             dg = surrogate_violations(constraints, soft)
             kl = (x * (log_x - y.log_softmax(-1))).sum((-1, -2))
             loss = kl + (lam_live * dg).sum(-1) + (mu_live / 2 * dg.square()).sum(-1)
@@ -203,7 +205,7 @@ def project(
             logits[live] = y
             top = y.argmax(-1)
             if support is not None:
-                top = support[live].gather(-1, top[..., None]).squeeze(-1)
+                top = support_live.gather(-1, top[..., None]).squeeze(-1)
             dg_hard = surrogate_violations(constraints, top)
             lam[live] = lam_live + mu_live * dg_hard
             mu[live] = (mu_live * settings.alpha).clamp(max=settings.mu_max)
