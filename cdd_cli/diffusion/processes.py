@@ -44,6 +44,7 @@ class MaskedProcess:
 
     name = "masked"
     removal_passes = 1  # the noise removal only fills the masks left
+    keeps_decided = True  # a token once drawn stays to the end
 
     def __init__(self, vocab_size: int, mask_id: int, schedule: LogLinearSchedule | None = None):
         self.vocab_size = vocab_size
@@ -66,16 +67,36 @@ class MaskedProcess:
         probs[unmasked, x_t[unmasked]] = 1.0
         return probs
 
+    def unmask_probability(self, t: float, s: float) -> float:
+        """Chance that a masked position takes a token on the step from t to s."""
+        move_t = self.schedule.move(torch.tensor(t)).item()
+        move_s = self.schedule.move(torch.tensor(s)).item()
+        return (move_t - move_s) / move_t
+
+    def changing(
+        self, x_t: torch.Tensor, t: float, s: float, uniforms: torch.Tensor
+    ) -> torch.Tensor:
+        """[B, L] positions that `step` with these uniforms gives a token: a masked position
+        unmasks when its uniform falls below the unmasking probability, whatever x0_probs is,
+        so a hook can leave alone samples whose step decides nothing."""
+        below = uniforms.to(x_t.device) < self.unmask_probability(t, s)
+        return (x_t == self.mask_id) & below
+
     def step(
         self, x0_probs: torch.Tensor, x_t: torch.Tensor, t: float, s: float, uniforms: torch.Tensor
     ) -> torch.Tensor:
-        move_t = self.schedule.move(torch.tensor(t)).item()
-        move_s = self.schedule.move(torch.tensor(s)).item()
-        q = x0_probs * ((move_t - move_s) / move_t)
-        q[..., self.mask_id] = move_s / move_t
-        drawn = sample_categorical(q, uniforms)
-        masked = x_t == self.mask_id
-        return torch.where(masked, drawn, x_t)  # unmasked tokens are copied forward
+        # One uniform decides both whether a position unmasks (u < p) and, rescaled to u / p,
+        # which token it takes: the same law as one draw over the tokens and the mask.
+        p = self.unmask_probability(t, s)
+        uniforms = uniforms.to(x_t.device)
+        changing = self.changing(x_t, t, s, uniforms)
+        x_s = x_t.clone()
+        # Only the positions that unmask are drawn: a V-wide inverse CDF over every position
+        # would cost a sixth of a text model's step.
+        x_s[changing] = sample_categorical(
+            x0_probs[changing], (uniforms[changing] / p).clamp(max=1.0)
+        )
+        return x_s
 
     def finish(self, x0_probs: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         return torch.where(x == self.mask_id, x0_probs.argmax(-1), x)
@@ -92,6 +113,7 @@ class UniformProcess:
     """Uniform-noise diffusion (UDLM): every token may change at every step."""
 
     name = "uniform"
+    keeps_decided = False  # every token may change at every step
     removal_passes = 8  # argmax passes of the noise removal, until the sequence stops changing
 
     def __init__(self, vocab_size: int, schedule: LogLinearSchedule | None = None):
@@ -121,6 +143,12 @@ class UniformProcess:
         at_xt = a_t * n * x_at_xt + (a_t / a_s - a_t)
         numerator = numerator.scatter_add(-1, x_t.unsqueeze(-1), at_xt)
         return numerator / (a_t * n * x_at_xt + 1 - a_t)
+
+    def changing(
+        self, x_t: torch.Tensor, t: float, s: float, uniforms: torch.Tensor
+    ) -> torch.Tensor:
+        """[B, L] positions a step may change: all of them, under uniform noise."""
+        return torch.ones_like(x_t, dtype=torch.bool)
 
     def step(
         self, x0_probs: torch.Tensor, x_t: torch.Tensor, t: float, s: float, uniforms: torch.Tensor

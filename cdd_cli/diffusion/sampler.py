@@ -39,6 +39,13 @@ class StepInfo:
     steps: int
     t: float
     s: float
+    # [B, L] positions this step's draw may change (None: any). A masked model decides few
+    # tokens per step; a hook need not touch samples the step leaves as they are.
+    changing: torch.Tensor | None = None
+    # Where the process keeps what it decides (masked), the step's draw x_s [B, L] from given
+    # probabilities, so a hook can see what the step would decide before it does; None where
+    # every token may still change.
+    decide: Callable[[torch.Tensor], torch.Tensor] | None = None
 
 
 StepHook = Callable[[torch.Tensor, torch.Tensor, StepInfo], torch.Tensor]
@@ -114,13 +121,24 @@ class Sampler:
         # decides the output instead of being diluted by one more random draw.
         last = self.steps - 1
         for i in range(last):
-            info = StepInfo(i, self.steps, times[i], times[i + 1])
-            probs = cached if cached is not None else self.predict(x, info.t)
-            projected = hook(probs, x, info) if hook is not None else probs
+            t, s = times[i], times[i + 1]
             uniforms = torch.stack([torch.rand(length, generator=g) for g in generators])
-            x_next = self.process.step(projected, x, info.t, info.s, uniforms.to(device))
-            if keep:  # prompt tokens never change (uniform noise would resample them)
-                x_next[:, :keep] = prefix
+            uniforms = uniforms.to(device)
+            changing = self.process.changing(x, t, s, uniforms)
+            if keep:
+                changing[:, :keep] = False
+
+            def draw(probs: torch.Tensor, x=x, t=t, s=s, uniforms=uniforms) -> torch.Tensor:
+                x_s = self.process.step(probs, x, t, s, uniforms)
+                if keep:  # prompt tokens never change (uniform noise would resample them)
+                    x_s[:, :keep] = prefix
+                return x_s
+
+            decide = draw if self.process.keeps_decided else None
+            info = StepInfo(i, self.steps, t, s, changing, decide)
+            probs = cached if cached is not None else self.predict(x, t)
+            projected = hook(probs, x, info) if hook is not None else probs
+            x_next = draw(projected)
             cached = probs if self.cacheable and torch.equal(x_next, x) else None
             x = x_next
             if on_step is not None:

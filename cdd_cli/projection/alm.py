@@ -91,15 +91,28 @@ class ALMProgress:
 
 
 @dataclass
+class Multipliers:
+    """lam and mu [B, C] per sample and constraint. Passed back in at a sample's next
+    projection, the ALM starts where the last one ended instead of ramping mu up again."""
+
+    lam: torch.Tensor
+    mu: torch.Tensor
+
+
+@dataclass
 class ProjectionResult:
     probs: torch.Tensor
     projected: torch.Tensor  # [B] bool: the sample needed projecting
     outer_iters: torch.Tensor  # [B] outer iterations spent on each sample
     inner_iters: torch.Tensor  # [B] inner iterations spent on each sample
-    feasible: torch.Tensor  # [B] bool: argmax satisfies every surrogate at the end
+    # [B] bool: argmax satisfies every surrogate at the end (a sample with nothing movable is
+    # not judged and reads False)
+    feasible: torch.Tensor
     # [B] each sample's share of the time: every outer iteration's time split among the samples
     # it iterated on (a sample frozen early does not pay for the ones still iterating).
     seconds: torch.Tensor
+    # Where each sample's multipliers ended (those of samples not projected: as passed in).
+    multipliers: Multipliers | None = None
 
 
 def surrogate_violations(
@@ -107,6 +120,12 @@ def surrogate_violations(
 ) -> torch.Tensor:
     """[B, C] violations max(0, g - tau) of token ids [B, L] or soft tokens."""
     return torch.stack([c.surrogate_violation(c.surrogate(tokens)) for c in constraints], -1)
+
+
+def floored(probs: torch.Tensor, vocab: int) -> torch.Tensor:
+    """`probs` [..., V] floored at 0.35 / V per token and renormalised."""
+    out = probs.clamp_min(0.35 / vocab)
+    return out / out.sum(-1, keepdim=True)
 
 
 def gumbel_noise(
@@ -127,6 +146,7 @@ def project(
     fixed: torch.Tensor | None = None,
     generators: Sequence[torch.Generator] | None = None,
     on_progress: Callable[[ALMProgress], None] | None = None,
+    multipliers: Multipliers | None = None,
 ) -> ProjectionResult:
     """Project x' = `probs` [B, L, V] onto the constraints; `fixed` [B, L] marks positions the
     sampler will not change (they keep their distribution)."""
@@ -135,44 +155,70 @@ def project(
     started = time.perf_counter()
     batch, device = probs.shape[0], probs.device
     zeros = torch.zeros(batch, dtype=torch.long, device=device)
-    with torch.no_grad():
-        violation = surrogate_violations(constraints, probs.argmax(-1))
-    active = (violation > settings.delta).any(-1)
-    if fixed is not None:  # nothing to move (a masked model's decided tokens): nothing to do
-        active &= ~fixed.all(-1)
+    # Nothing to move (a masked model's decided tokens, a sample the hook leaves alone):
+    # nothing to do, not even the V-wide argmax of the judging.
+    movable_rows = torch.ones_like(zeros, dtype=torch.bool)
+    if fixed is not None:
+        movable_rows = ~fixed.all(-1)
+    violation = torch.zeros(batch, len(constraints), device=device)
+    if movable_rows.any():
+        with torch.no_grad():
+            violation[movable_rows] = surrogate_violations(
+                constraints, probs[movable_rows].argmax(-1)
+            )
+    active = (violation > settings.delta).any(-1) & movable_rows
     now = time.perf_counter()
     seconds = torch.full((batch,), (now - started) / batch, dtype=torch.float64)
     started = now
-    feasible = (violation <= settings.delta).all(-1)
+    feasible = (violation <= settings.delta).all(-1) & movable_rows
     if not active.any():
-        return ProjectionResult(probs, active, zeros, zeros.clone(), feasible, seconds)
+        return ProjectionResult(probs, active, zeros, zeros.clone(), feasible, seconds, multipliers)
 
     rows = active.nonzero().squeeze(-1)
     vocab = probs.shape[-1]
-    full = probs[rows].float()
-    restrict = 0 < settings.support < vocab
-    support = full.topk(settings.support, dim=-1).indices if restrict else None  # [R, L, K]
+    # Fixed positions (the sampler will not change them) keep their distribution exactly.
+    movable_at = (
+        torch.ones(probs.shape[:2], dtype=torch.bool, device=device)[rows]
+        if fixed is None
+        else ~fixed[rows]
+    )
+    movable = movable_at.float()[..., None]
     # x', floored at 0.35 / V per token (1e-2 for QM9's 35 tokens) and renormalised: from a
     # near one-hot x' the relaxation's gradient reaches no alternative token and the ALM
     # stalls (QM9, final step, 50 outer iterations: 22/32 samples feasible with x' itself,
     # 31/32 floored; flooring only the start of y did not help). The argmax is unchanged.
-    target = full.clamp_min(0.35 / vocab)
-    target = target / target.sum(-1, keepdim=True)
-    if support is not None:
-        # y = x' outside the support; inside, (its x' mass) x softmax(logits over the support),
-        # so KL(x' || y) is that mass times the KL of the renormalised restrictions.
-        inside = target.gather(-1, support)
+    support = None
+    if 0 < settings.support < vocab:
+        # Only movable positions are read V wide (a masked model's decided tokens are most of
+        # them late in sampling): y = x' outside the support; inside, (its x' mass) x
+        # softmax(logits over the support), so KL(x' || y) is that mass times the KL of the
+        # renormalised restrictions. A fixed position's support is its token K times over,
+        # which reads as exactly that token whatever y's weights there.
+        at_rows, at_positions = movable_at.nonzero(as_tuple=True)
+        moving = floored(probs[rows[at_rows], at_positions].float(), vocab)  # [M, V]
+        likely = moving.topk(settings.support, dim=-1)
+        k = settings.support
+        support = probs.new_empty((len(rows), probs.shape[1], k), dtype=torch.long)
+        inside = torch.full(support.shape, 1.0 / k, device=device)
+        held_rows, held_positions = (~movable_at).nonzero(as_tuple=True)
+        held = probs[rows[held_rows], held_positions].argmax(-1)
+        support[held_rows, held_positions] = held[:, None].expand(-1, k)
+        support[at_rows, at_positions] = likely.indices
+        inside[at_rows, at_positions] = likely.values
         inside_mass = inside.sum(-1, keepdim=True)
         target = inside / inside_mass
+    else:
+        full = probs[rows].float()
+        target = floored(full, vocab)
     log_target = target.log()
     logits = log_target.clone()  # y starts at the target
-    movable = (
-        torch.ones_like(target[..., :1]) if fixed is None else (~fixed[rows]).float()[..., None]
-    )
     row_gens = None if generators is None else [generators[i] for i in rows.tolist()]
     n_constraints = len(constraints)
     lam = torch.full((len(rows), n_constraints), settings.lambda_init, device=device)
     mu = torch.full((len(rows), n_constraints), settings.mu_init, device=device)
+    if multipliers is not None:  # where an earlier step's projection of the sample ended
+        lam = torch.maximum(lam, multipliers.lam[rows].to(device))
+        mu = torch.maximum(mu, multipliers.mu[rows].to(device))
     running = torch.ones(len(rows), dtype=torch.bool, device=device)
     outer_iters = torch.zeros(len(rows), dtype=torch.long, device=device)
     reached = torch.zeros(len(rows), dtype=torch.bool, device=device)  # feasible argmax
@@ -240,16 +286,24 @@ def project(
     if support is not None:
         # Outside the support x' keeps its mass (the feasibility checks above read the
         # support's argmax, which in all but flat rows is the argmax of the whole row).
-        inside = result * inside_mass
-        result = full.scatter(-1, support, inside)
-        result = result / result.sum(-1, keepdim=True)
-    # Fixed positions (the sampler will not change them) keep their distribution exactly.
-    projected[rows] = torch.where(movable.bool(), result.to(probs.dtype), probs[rows])
+        inside = (result * inside_mass)[at_rows, at_positions]
+        moving = moving.scatter(-1, likely.indices, inside)
+        moving = moving / moving.sum(-1, keepdim=True)
+        projected[rows[at_rows], at_positions] = moving.to(probs.dtype)
+    else:
+        projected[rows] = torch.where(movable.bool(), result.to(probs.dtype), probs[rows])
     all_outer = zeros.clone()
     all_outer[rows] = outer_iters
     feasible[rows] = reached
     row_seconds += (time.perf_counter() - started) / len(rows)
     seconds[rows.cpu()] += row_seconds
+    ended = Multipliers(
+        torch.full((batch, n_constraints), settings.lambda_init, device=device),
+        torch.full((batch, n_constraints), settings.mu_init, device=device),
+    )
+    if multipliers is not None:
+        ended = Multipliers(multipliers.lam.clone(), multipliers.mu.clone())
+    ended.lam[rows], ended.mu[rows] = lam, mu
     return ProjectionResult(
-        projected, active, all_outer, all_outer * settings.inner_iters, feasible, seconds
+        projected, active, all_outer, all_outer * settings.inner_iters, feasible, seconds, ended
     )

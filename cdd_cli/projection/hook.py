@@ -16,7 +16,7 @@ import torch
 from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, ExactConstraint
 from cdd_cli.diffusion.processes import make_argmax
 from cdd_cli.diffusion.sampler import StepInfo
-from cdd_cli.projection.alm import ALMProgress, ALMSettings, project
+from cdd_cli.projection.alm import ALMProgress, ALMSettings, Multipliers, project
 from cdd_cli.projection.layout import Plan, WordLayout
 from cdd_cli.projection.search import Reader, SearchSettings, best_first
 
@@ -51,6 +51,7 @@ class ProjectionHook:
         self.on_progress = on_progress
         self.layout = layout  # lexical constraints: applied at every step, from the first
         self.plans: list[Plan] | None = None
+        self.multipliers: Multipliers | None = None  # carried from step to step
         n = len(self.generators)
         self.steps = [0] * n
         self.outer = [0] * n
@@ -82,16 +83,22 @@ class ProjectionHook:
             for i in range(len(self.generators)):
                 touched[i] = True
                 self.seconds[i] += share
+        # A sample whose step decides no token (most steps of a masked model) goes on
+        # unchanged whatever its probabilities: projecting or searching it would be wasted.
+        idle = None if info.changing is None else ~info.changing.any(-1)
         if self.differentiable and self.due(self.settings.project_from, info):
+            alone = self.left_alone(probs, x, info, idle)
             with torch.enable_grad():
                 result = project(
                     probs,
                     self.differentiable,
                     self.settings,
-                    fixed,
+                    fixed | alone[:, None],
                     self.generators,
                     self.on_progress,
+                    self.multipliers,
                 )
+            self.multipliers = result.multipliers
             projected = result.projected.tolist()
             for i, seconds in enumerate(result.seconds.tolist()):
                 self.seconds[i] += seconds
@@ -107,16 +114,53 @@ class ProjectionHook:
         # error, instead of redrawing the whole sample).
         final = info.index >= info.steps
         if final or (self.exact and self.due(self.search.project_from, info)):
-            probs = self.search_step(probs, fixed, touched, final)
+            probs = self.search_step(probs, fixed, touched, final, idle)
         for i, t in enumerate(touched):
             self.steps[i] += t
         return probs
 
+    def left_alone(
+        self, probs: torch.Tensor, x: torch.Tensor, info: StepInfo, idle: torch.Tensor | None
+    ) -> torch.Tensor:
+        """[B] samples the ALM need not touch at this step: the idle ones and, where the
+        process keeps what it decides, those whose step, drawn from the unprojected
+        prediction, leaves the text decided so far (undecided positions left out) acceptable
+        to every judge, aiming as far inside as the surrogates. Only a decision is
+        irreversible; a later step about to make a bad one sees a fresh prediction to project.
+        The final prediction (idle None) leaves no sample alone."""
+        if idle is None:
+            return torch.zeros(len(x), dtype=torch.bool, device=x.device)
+        alone = idle.clone()
+        rows = (~alone).nonzero().squeeze(-1).tolist()
+        if info.decide is None or not rows:
+            return alone
+        started = time.perf_counter()
+        ahead = info.decide(probs)
+        decided = self.fixed_positions(ahead)
+        texts = [self.decode(ahead[i][decided[i]].tolist()) for i in rows]
+        acceptable = torch.ones(len(rows), dtype=torch.bool)
+        for c in self.differentiable:
+            values = c.judge(texts)
+            scores = torch.tensor([torch.nan if v is None else v for v in values])
+            violation = c.surrogate_violation(scores)
+            acceptable &= ~scores.isnan() & (violation <= self.settings.delta)
+        alone[rows] = acceptable.to(alone.device)
+        share = (time.perf_counter() - started) / len(rows)
+        for i in rows:
+            self.seconds[i] += share
+        return alone
+
     def search_step(
-        self, probs: torch.Tensor, fixed: torch.Tensor, touched: list[bool], final: bool
+        self,
+        probs: torch.Tensor,
+        fixed: torch.Tensor,
+        touched: list[bool],
+        final: bool,
+        idle: torch.Tensor | None = None,
     ) -> torch.Tensor:
         argmax = probs.argmax(-1).tolist()
-        rejected = [i for i, ids in enumerate(argmax) if not self.accept(ids)]
+        skip = [False] * len(argmax) if idle is None else idle.tolist()
+        rejected = [i for i, ids in enumerate(argmax) if not skip[i] and not self.accept(ids)]
         if not rejected:
             return probs
         out = probs.clone()
