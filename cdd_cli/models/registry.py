@@ -97,7 +97,9 @@ class LoadedModel:
             "max_outer_iters": 50,
             "mu_init": 64.0,
             "support": 256,
-            "project_from": 0.9,
+            # A masked model's steps are looked ahead at from the first (most leave the ALM
+            # idle); under uniform noise every step would be a full projection.
+            "project_from": 0.0 if self.config.noise == "masked" else 0.9,
         }
 
     @cached_property

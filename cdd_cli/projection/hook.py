@@ -106,7 +106,7 @@ class ProjectionHook:
                     touched[i] = True
                     self.outer[i] += int(result.outer_iters[i])
                     self.inner[i] += int(result.inner_iters[i])
-            probs = result.probs
+            probs = self.decide_argmax(result.probs, info, alone, touched)
             if self.layout is not None:  # the ALM may have lent mass to tokens off the layout
                 probs = self.layout.apply(probs, self.plans, fixed)
         # Exact constraints are searched at their steps; at the final prediction every sample
@@ -124,31 +124,57 @@ class ProjectionHook:
     ) -> torch.Tensor:
         """[B] samples the ALM need not touch at this step: the idle ones and, where the
         process keeps what it decides, those whose step, drawn from the unprojected
-        prediction, leaves the text decided so far (undecided positions left out) acceptable
-        to every judge, aiming as far inside as the surrogates. Only a decision is
+        prediction, decides nothing unacceptable (`decides_badly`). Only a decision is
         irreversible; a later step about to make a bad one sees a fresh prediction to project.
         The final prediction (idle None) leaves no sample alone."""
         if idle is None:
             return torch.zeros(len(x), dtype=torch.bool, device=x.device)
         alone = idle.clone()
         rows = (~alone).nonzero().squeeze(-1).tolist()
-        if info.decide is None or not rows:
-            return alone
+        if info.decide is not None and rows:
+            bad = self.decides_badly(probs, info, rows)
+            alone[rows] = ~bad.to(alone.device)
+        return alone
+
+    def decides_badly(self, probs: torch.Tensor, info: StepInfo, rows: list[int]) -> torch.Tensor:
+        """[len(rows)] whether the step, drawn from `probs`, leaves the text decided so far
+        (undecided positions left out) unacceptable to some differentiable constraint's
+        judge, aiming as far inside as the surrogates do."""
         started = time.perf_counter()
         ahead = info.decide(probs)
         decided = self.fixed_positions(ahead)
         texts = [self.decode(ahead[i][decided[i]].tolist()) for i in rows]
-        acceptable = torch.ones(len(rows), dtype=torch.bool)
+        bad = torch.zeros(len(rows), dtype=torch.bool)
         for c in self.differentiable:
             values = c.judge(texts)
             scores = torch.tensor([torch.nan if v is None else v for v in values])
-            violation = c.surrogate_violation(scores)
-            acceptable &= ~scores.isnan() & (violation <= self.settings.delta)
-        alone[rows] = acceptable.to(alone.device)
+            bad |= scores.isnan() | (c.surrogate_violation(scores) > self.settings.delta)
         share = (time.perf_counter() - started) / len(rows)
         for i in rows:
             self.seconds[i] += share
-        return alone
+        return bad
+
+    def decide_argmax(
+        self, probs: torch.Tensor, info: StepInfo, alone: torch.Tensor, touched: list[bool]
+    ) -> torch.Tensor:
+        """`probs` where a projected sample's draw would still decide badly (a token drawn off
+        the projection's argmax): its deciding positions take their argmax, which the
+        projection made feasible."""
+        rows = (~alone).nonzero().squeeze(-1).tolist()
+        if info.decide is None or info.changing is None or not rows:
+            return probs
+        bad = self.decides_badly(probs, info, rows).tolist()
+        rows = [i for i, b in zip(rows, bad, strict=True) if b]
+        if not rows:
+            return probs
+        out = probs.clone()
+        for i in rows:
+            touched[i] = True
+            at = info.changing[i]
+            out[i, at] = torch.nn.functional.one_hot(probs[i, at].argmax(-1), probs.shape[-1]).to(
+                probs.dtype
+            )
+        return out
 
     def search_step(
         self,
