@@ -122,3 +122,23 @@ def test_same_seed_same_samples_for_any_batch_size(fixture: str, request: pytest
     other_seed = sampler.sample([sample_generator(6, 0, i) for i in range(7)], 24)
     assert not torch.equal(batch, other_seed)
     assert len({tuple(row) for row in batch.tolist()}) > 1  # rows differ from each other
+
+
+def test_masked_step_decides_exactly_the_positions_it_announces():
+    # A hook leaves alone samples whose step decides nothing, so `changing` must name every
+    # position `step` fills, whatever the probabilities, and unmask at the schedule's rate.
+    process = MaskedProcess(35, mask_id=2)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.full((64, 40), 2)
+    x[:, :10] = 7  # decided tokens stay
+    t, s = 0.6, 0.5
+    uniforms = torch.rand(x.shape, generator=gen)
+    changing = process.changing(x, t, s, uniforms)
+    for logits in (torch.randn(64, 40, 35, generator=gen), torch.zeros(64, 40, 35)):
+        logits[..., 2] = -torch.inf
+        x_s = process.step(logits.softmax(-1), x, t, s, uniforms)
+        assert torch.equal(x_s != x, changing)
+        assert not (x_s[changing] == 2).any()
+    assert not changing[:, :10].any()
+    rate = changing[:, 10:].float().mean().item()
+    assert abs(rate - process.unmask_probability(t, s)) < 0.03

@@ -342,3 +342,42 @@ def test_a_sample_with_nothing_movable_is_left_alone():
     assert result.projected.tolist() == [False, True]
     assert result.outer_iters[0] == 0 and torch.equal(result.probs[0], probs[0])
     assert not result.feasible[0]  # still violating: the judge and redraws deal with it
+
+
+def test_a_masked_step_is_projected_only_where_its_draw_would_decide_badly():
+    # Both samples' full argmax has 8 carbons (tau 3), but this step decides position 3 only:
+    # sample 1 ("NNN" decided) may take a carbon and stays acceptable, so the ALM leaves it
+    # alone; sample 0 ("CCC" decided) would reach 4, so its decision must become a non-carbon.
+    from cdd_cli.diffusion.processes import MaskedProcess
+
+    tokenizer = make_tokenizer()
+    process = MaskedProcess(len(tokenizer), tokenizer.mask_id)
+    n, o = tokenizer.index["N"], tokenizer.index["O"]
+    x = torch.full((2, 8), tokenizer.mask_id)
+    x[0, :3], x[1, :3] = CARBON, n
+    probs = torch.zeros(2, 8, len(tokenizer))
+    probs[:, 3:, CARBON], probs[:, 3:, n], probs[:, 3:, o] = 0.8, 0.1, 0.1
+    probs[0, :3, CARBON] = probs[1, :3, n] = 1.0
+    t, s = 0.5, 0.45
+    uniforms = torch.full(x.shape, 0.99)
+    uniforms[:, 3] = 0.3 * process.unmask_probability(t, s)  # position 3 unmasks, to a carbon
+    changing = process.changing(x, t, s, uniforms)
+    assert changing.sum(-1).tolist() == [1, 1]
+
+    def decide(p: torch.Tensor) -> torch.Tensor:
+        return process.step(p, x, t, s, uniforms)
+
+    assert decide(probs)[:, 3].tolist() == [CARBON, CARBON]
+    hook = ProjectionHook(
+        [CarbonCount(tau=3.0)],
+        explicit(project_from=0.0),
+        process.fixed_positions,
+        [sample_generator(0, 0, i) for i in range(2)],
+        tokenizer.decode,
+    )
+    out = hook(probs, x, StepInfo(0, 10, t, s, changing, decide))
+    assert torch.equal(out[1], probs[1]) and hook.steps[1] == 0 and hook.outer[1] == 0
+    decided = decide(out)
+    assert decided[1, 3] == CARBON
+    assert decided[0, 3] != CARBON and hook.steps[0] == 1
+    assert CarbonCount(tau=3.0).judge([tokenizer.decode(decided[0, :4].tolist())]) == [3.0]
