@@ -108,7 +108,7 @@ class ProjectionHook:
                     touched[i] = True
                     self.outer[i] += int(result.outer_iters[i])
                     self.inner[i] += int(result.inner_iters[i])
-            probs = self.decide_acceptably(result.probs, info, alone, touched)
+            probs = self.decide_acceptably(result.probs, info, alone, result.projected, touched)
             if self.layout is not None:  # the ALM may have lent mass to tokens off the layout
                 probs = self.layout.apply(probs, self.plans, fixed)
         # Exact constraints are searched at their steps; at the final prediction every sample
@@ -164,18 +164,28 @@ class ProjectionHook:
         return bad
 
     def decide_acceptably(
-        self, probs: torch.Tensor, info: StepInfo, alone: torch.Tensor, touched: list[bool]
+        self,
+        probs: torch.Tensor,
+        info: StepInfo,
+        alone: torch.Tensor,
+        projected: torch.Tensor,
+        touched: list[bool],
     ) -> torch.Tensor:
         """`probs` where a sample's draw would still decide badly (the ALM makes the argmax
         feasible, not every draw): its deciding positions take a token drawn from `probs`
         given that the decision is acceptable, by rejection over `redraws` fresh draws, or
         the argmax where none is; handed to the sampler as one-hot rows. Rejection keeps the
-        variety of sampling (always taking the argmax cost 1.4-2% of unigram entropy)."""
+        variety of sampling (always taking the argmax cost 1.4-2% of unigram entropy).
+        `projected` [B]: the samples the ALM moved; the others' draw is the one already
+        judged bad."""
         rows = (~alone).nonzero().squeeze(-1).tolist()
         if info.decide is None or info.changing is None or not rows:
             return probs
-        bad = self.decides_badly(probs, info, rows).tolist()
-        rows = [i for i, b in zip(rows, bad, strict=True) if b]
+        moved = [i for i in rows if projected[i]]
+        if moved:
+            still_bad = self.decides_badly(probs, info, moved).tolist()
+            settled = {i for i, b in zip(moved, still_bad, strict=True) if not b}
+            rows = [i for i in rows if i not in settled]
         if not rows:
             return probs
         ahead = info.decide(probs)
