@@ -381,3 +381,17 @@ def test_a_masked_step_is_projected_only_where_its_draw_would_decide_badly():
     assert decided[1, 3] == CARBON
     assert decided[0, 3] != CARBON and hook.steps[0] == 1
     assert CarbonCount(tau=3.0).judge([tokenizer.decode(decided[0, :4].tolist())]) == [3.0]
+
+
+def test_tokens_outside_the_support_keep_their_mass():
+    # The ALM floors x' to find gradients, but only inside the support does mass move: a token
+    # x' never proposes must stay impossible (a floor leaking out would spread 35% of every
+    # projected position over junk tokens).
+    probs = carbon_heavy(2)
+    probs[..., 20:] = 0.0
+    probs = probs / probs.sum(-1, keepdim=True)
+    gens = [sample_generator(4, 0, i) for i in range(2)]
+    result = project(probs, [CarbonCount(tau=3.0)], explicit(support=4), None, gens)
+    assert result.projected.all()
+    assert (result.probs[..., 20:] == 0).all()
+    assert (result.probs.argmax(-1).eq(CARBON).sum(-1) <= 3).all()

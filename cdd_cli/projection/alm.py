@@ -200,16 +200,16 @@ def project(
         # renormalised restrictions. A fixed position's support is its token K times over,
         # which reads as exactly that token whatever y's weights there.
         at_rows, at_positions = movable_at.nonzero(as_tuple=True)
-        moving = floored(probs[rows[at_rows], at_positions].float(), vocab)  # [M, V]
-        likely = moving.topk(settings.support, dim=-1)
+        moving = probs[rows[at_rows], at_positions].float()  # [M, V]
+        likely = moving.topk(settings.support, dim=-1).indices
         k = settings.support
         support = probs.new_empty((len(rows), probs.shape[1], k), dtype=torch.long)
         inside = torch.full(support.shape, 1.0 / k, device=device)
         held_rows, held_positions = (~movable_at).nonzero(as_tuple=True)
         held = probs[rows[held_rows], held_positions].argmax(-1)
         support[held_rows, held_positions] = held[:, None].expand(-1, k)
-        support[at_rows, at_positions] = likely.indices
-        inside[at_rows, at_positions] = likely.values
+        support[at_rows, at_positions] = likely
+        inside[at_rows, at_positions] = floored(moving, vocab).gather(-1, likely)
         inside_mass = inside.sum(-1, keepdim=True)
         target = inside / inside_mass
     else:
@@ -289,10 +289,10 @@ def project(
     projected = probs.clone()
     result = logits.softmax(-1)
     if support is not None:
-        # Outside the support x' keeps its mass (the feasibility checks above read the
-        # support's argmax, which in all but flat rows is the argmax of the whole row).
+        # Outside the support x' keeps its mass, unfloored (the feasibility checks above read
+        # the support's argmax, which in all but flat rows is the argmax of the whole row).
         inside = (result * inside_mass)[at_rows, at_positions]
-        moving = moving.scatter(-1, likely.indices, inside)
+        moving = moving.scatter(-1, likely, inside)
         moving = moving / moving.sum(-1, keepdim=True)
         projected[rows[at_rows], at_positions] = moving.to(probs.dtype)
     else:
