@@ -1,6 +1,9 @@
 """Plugs the projections into a sampler's per-step hook and keeps per-sample accounts.
 
-At a projected step, differentiable constraints go through the ALM projection first; then, for
+At a projected step, differentiable constraints go through the ALM projection first. Under
+masked noise (the sampler offers the step's draw) it looks ahead: only samples whose draw from
+the unprojected prediction would decide an unacceptable text are projected, and a draw from
+the projection that still would is redrawn given acceptability. Then, for
 exact constraints (novelty, ...), each sample whose argmax some judge rejects is searched for
 the cheapest set of token flips that every judge accepts. At the final prediction that search
 runs for every constraint, so surrogate error is repaired against the exact judges.
