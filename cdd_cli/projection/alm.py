@@ -35,9 +35,10 @@ class ALMSettings:
     `pipeline.fill_model_defaults` before sampling; `project` refuses None):
     - project_from: the paper projects every step, and so does a masked text model (0.0),
       where the hook first looks at what each step would decide and leaves the ALM idle for
-      samples that decide nothing unacceptable (projection/hook.py): tweets model, 8 toxic
-      prompts x 4, tau 0.5, 0 violating against 3-6% with 0.9 before the look-ahead, 1.23x /
-      1.39x the unconstrained time (mean / median) against 2.58x / 2.73x, bench/README.md.
+      samples that decide nothing unacceptable (projection/hook.py): tweets model, 16 toxic
+      prompts x 4, tau 0.5, 0 violating against 4.7% with 0.9 before the look-ahead, 1.27x /
+      1.07x the unconstrained time (mean / median; 1.29x / 1.12x in a rerun) against 2.37x /
+      1.49x, bench/README.md.
       0.9 for uniform-noise text. On QM9 at tau 3.5 over 64
       samples (before the final exact search existed), the last 10% of steps gave 59 valid / 0
       violating at 27x the unconstrained time, the final prediction alone 46 valid at 16x,
