@@ -38,9 +38,8 @@ class ALMSettings:
       samples that decide nothing unacceptable (projection/hook.py): tweets model, 16 toxic
       prompts x 4, tau 0.5, 0 violating against 4.7% with 0.9 before the look-ahead, 1.27x /
       1.07x the unconstrained time (mean / median; 1.29x / 1.12x in a rerun) against 2.37x /
-      1.49x, bench/README.md.
-      0.9 for uniform-noise text. On QM9 at tau 3.5 over 64
-      samples (before the final exact search existed), the last 10% of steps gave 59 valid / 0
+      1.49x, bench/README.md. 0.9 for uniform-noise text. On QM9 at tau 3.5 over 64 samples
+      (before the final exact search existed), the last 10% of steps gave 59 valid / 0
       violating at 27x the unconstrained time, the final prediction alone 46 valid at 16x,
       from the middle on 14 valid at 153x, every step stopped unfinished. With the final search
       and the current settings, SMILES take 0.95 (the last step and the final prediction):
