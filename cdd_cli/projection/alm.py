@@ -162,9 +162,10 @@ def project(
     zeros = torch.zeros(batch, dtype=torch.long, device=device)
     # Nothing to move (a masked model's decided tokens, a sample the hook leaves alone):
     # nothing to do, not even the V-wide argmax of the judging.
-    movable_rows = torch.ones_like(zeros, dtype=torch.bool)
-    if fixed is not None:
-        movable_rows = ~fixed.all(-1)
+    movable_at_all = (
+        torch.ones(probs.shape[:2], dtype=torch.bool, device=device) if fixed is None else ~fixed
+    )
+    movable_rows = movable_at_all.any(-1)
     violation = torch.zeros(batch, len(constraints), device=device)
     if movable_rows.any():
         with torch.no_grad():
@@ -182,11 +183,7 @@ def project(
     rows = active.nonzero().squeeze(-1)
     vocab = probs.shape[-1]
     # Fixed positions (the sampler will not change them) keep their distribution exactly.
-    movable_at = (
-        torch.ones(probs.shape[:2], dtype=torch.bool, device=device)[rows]
-        if fixed is None
-        else ~fixed[rows]
-    )
+    movable_at = movable_at_all[rows]
     movable = movable_at.float()[..., None]
     # x', floored at 0.35 / V per token (1e-2 for QM9's 35 tokens) and renormalised: from a
     # near one-hot x' the relaxation's gradient reaches no alternative token and the ALM

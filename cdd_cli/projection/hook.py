@@ -137,7 +137,7 @@ class ProjectionHook:
         alone = idle.clone()
         rows = (~alone).nonzero().squeeze(-1).tolist()
         if info.decide is not None and rows:
-            bad = self.decides_badly(probs, info, rows)
+            bad = self.decides_badly(info.decide(probs), rows)
             alone[rows] = ~bad.to(alone.device)
         return alone
 
@@ -155,11 +155,10 @@ class ProjectionHook:
         """The text of the decided tokens of one sequence [L], undecided positions left out."""
         return self.decode(ids[self.fixed_positions(ids[None])[0]].tolist())
 
-    def decides_badly(self, probs: torch.Tensor, info: StepInfo, rows: list[int]) -> torch.Tensor:
-        """[len(rows)] whether the step, drawn from `probs`, leaves the text decided so far
+    def decides_badly(self, ahead: torch.Tensor, rows: list[int]) -> torch.Tensor:
+        """[len(rows)] whether the step's draw `ahead` [B, L] leaves the text decided so far
         unacceptable."""
         started = time.perf_counter()
-        ahead = info.decide(probs)
         bad = self.unacceptable([self.decided_text(ahead[i]) for i in rows])
         share = (time.perf_counter() - started) / len(rows)
         for i in rows:
@@ -184,14 +183,14 @@ class ProjectionHook:
         rows = (~alone).nonzero().squeeze(-1).tolist()
         if info.decide is None or info.changing is None or not rows:
             return probs
+        ahead = info.decide(probs)
         moved = [i for i in rows if projected[i]]
         if moved:
-            still_bad = self.decides_badly(probs, info, moved).tolist()
+            still_bad = self.decides_badly(ahead, moved).tolist()
             settled = {i for i, b in zip(moved, still_bad, strict=True) if not b}
             rows = [i for i in rows if i not in settled]
         if not rows:
             return probs
-        ahead = info.decide(probs)
         out = probs.clone()
         for i in rows:
             started = time.perf_counter()
