@@ -127,6 +127,19 @@ def surrogate_violations(
     return torch.stack([c.surrogate_violation(c.surrogate(tokens)) for c in constraints], -1)
 
 
+def argmax_ids(
+    probs: torch.Tensor, movable: torch.Tensor, tokens: torch.Tensor | None
+) -> torch.Tensor:
+    """[B, L] the argmax of `probs` [B, L, V], read V wide only at `movable` positions where
+    the tokens of the others are known (a masked model's decided tokens are most of a text
+    late in sampling)."""
+    if tokens is None:
+        return probs.argmax(-1)
+    ids = tokens.to(probs.device).clone()
+    ids[movable] = probs[movable].argmax(-1)
+    return ids
+
+
 def floored(probs: torch.Tensor, vocab: int) -> torch.Tensor:
     """`probs` [..., V] floored at 0.35 / V per token and renormalised."""
     out = probs.clamp_min(0.35 / vocab)
@@ -152,9 +165,11 @@ def project(
     generators: Sequence[torch.Generator] | None = None,
     on_progress: Callable[[ALMProgress], None] | None = None,
     multipliers: Multipliers | None = None,
+    tokens: torch.Tensor | None = None,
 ) -> ProjectionResult:
     """Project x' = `probs` [B, L, V] onto the constraints; `fixed` [B, L] marks positions the
-    sampler will not change (they keep their distribution)."""
+    sampler will not change (they keep their distribution), and `tokens` [B, L], where given,
+    what those positions hold (the sampler's x_t; else their argmax, read V wide)."""
     if any(getattr(settings, f.name) is None for f in fields(settings)):
         raise ValueError("ALMSettings left to the model: see pipeline.fill_model_defaults")
     started = time.perf_counter()
@@ -170,7 +185,7 @@ def project(
     if movable_rows.any():
         with torch.no_grad():
             violation[movable_rows] = surrogate_violations(
-                constraints, probs[movable_rows].argmax(-1)
+                constraints, argmax_ids(probs, movable_at_all, tokens)[movable_rows]
             )
     active = (violation > settings.delta).any(-1) & movable_rows
     now = time.perf_counter()
@@ -203,7 +218,10 @@ def project(
         support = probs.new_empty((len(rows), probs.shape[1], k), dtype=torch.long)
         inside = torch.full(support.shape, 1.0 / k, device=device)
         held_rows, held_positions = (~movable_at).nonzero(as_tuple=True)
-        held = probs[rows[held_rows], held_positions].argmax(-1)
+        if tokens is None:
+            held = probs[rows[held_rows], held_positions].argmax(-1)
+        else:
+            held = tokens.to(device)[rows[held_rows], held_positions]
         support[held_rows, held_positions] = held[:, None].expand(-1, k)
         support[at_rows, at_positions] = likely
         inside[at_rows, at_positions] = floored(moving, vocab).gather(-1, likely)

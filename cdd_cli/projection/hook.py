@@ -102,6 +102,7 @@ class ProjectionHook:
                     self.generators,
                     self.on_progress,
                     self.multipliers,
+                    x,
                 )
             self.multipliers = result.multipliers
             projected = result.projected.tolist()
@@ -191,7 +192,8 @@ class ProjectionHook:
             rows = [i for i in rows if i not in settled]
         if not rows:
             return probs
-        out = probs.clone()
+        # The ALM's output is its own copy; the sampler's prediction (maybe its cache) is not.
+        out = probs if projected.any() else probs.clone()
         for i in rows:
             started = time.perf_counter()
             touched[i] = True
