@@ -12,7 +12,16 @@ from cdd_cli.constraints.lexical import Count, Exclude, Include, WordAt, WordCou
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.lexical import split_words
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
-from cdd_cli.projection.layout import WordLayout
+from cdd_cli.projection.layout import (
+    END,
+    PUNCTUATION_ROLES,
+    ROLE_LIFTS,
+    STATES,
+    WORD,
+    WORD_ROLES,
+    WordLayout,
+    next_state,
+)
 from tests.test_text import generate, records, toxicity_spec
 
 SPEC = """constraints:
@@ -196,55 +205,61 @@ def test_layout_projection_keeps_the_rest_of_each_distribution():
     for b, plan in enumerate(plans):
         (at,) = [p for p, t in plan.pinned.items() if t == call]
         assert out[b, at, call] == 1.0
-        for positions, allowed in (
-            (plan.words, layout.allowed),
-            (plan.punctuation, layout.punctuation),
-        ):
-            for position in positions:
+        for role in (*WORD_ROLES, *PUNCTUATION_ROLES):
+            allowed = layout.classes[role]
+            for position in plan.where(role):
                 row = out[b, position]
                 assert row[~allowed].sum() == 0 and torch.isclose(row.sum(), torch.tensor(1.0))
                 ratio = row[allowed] / probs[b, position][allowed]
                 assert torch.allclose(ratio, ratio[0].expand_as(ratio))  # renormalised
         text = tokenizer.decode(out[b].argmax(-1).tolist())
         assert len(split_words(text)) == 3 and split_words(text)[0] == "Call", text
-        roles.add((tuple(plan.words), tuple(plan.punctuation)))
-    assert not layout.allowed[tokenizer.encode(" whale")[0]]
+        roles.add(tuple(sorted(plan.roles.items())))
+    assert not layout.classes[WORD][tokenizer.encode(" whale")[0]]
     assert len(roles) > 1  # layouts are drawn, not fixed
 
 
-ROLES = ("punct", "word", "whale", "ship", "end")
+ROLES = (*PUNCTUATION_ROLES, *WORD_ROLES, "whale", "ship", END)
 
 
 def exact_layout_distribution(probs: torch.Tensor, tokenizer, layout, valid) -> dict:
     """Every role sequence by brute force, weighted as projection/layout.py defines it.
-    "whale" and "ship" are placements; a free word ("word") may be any allowed word token."""
+    "whale" and "ship" are placements; a free word may be any token of its role."""
     import itertools
 
     (whale,), (ship,) = tokenizer.encode(" whale"), tokenizer.encode(" ship")
-    word = (probs * layout.allowed).sum(-1)
-    punct = (probs * layout.punctuation).sum(-1)
-    mass = {"punct": punct, "word": word, "whale": probs[:, whale], "ship": probs[:, ship]}
+    mass = {r: (probs * layout.classes[r]).sum(-1) for r in (*PUNCTUATION_ROLES, *WORD_ROLES)}
+    mass |= {"whale": probs[:, whale], "ship": probs[:, ship]}
+    free = sum(mass[r] for r in (*PUNCTUATION_ROLES, *WORD_ROLES))
     weights = {}
     for roles in itertools.product(ROLES, repeat=len(probs)):
-        if "end" in roles:
-            first = roles.index("end")
-            if any(r != "end" for r in roles[first:]):
-                continue
-        else:
-            first = len(roles)
-        if not valid([r for r in roles[:first] if r != "punct"]):
+        first = roles.index(END) if END in roles else len(roles)
+        if any(r != END for r in roles[first:]):
             continue
-        weight = 1.0
+        if not valid([r for r in roles[:first] if r not in PUNCTUATION_ROLES]):
+            continue
+        weight, state = 1.0, layout.first_state
         for i, r in enumerate(roles):
-            if r == "word" and "ship" in layout.includes and "ship" not in roles[:i]:
-                weight *= float(word[i] - probs[i, ship])  # a free word is not ship before it
-            elif i < first:
-                weight *= float(mass[r][i])
-            elif i == first:
-                weight *= float((probs[i] * layout.ends).sum())  # a paragraph or text ends
+            if i > first:
+                weight *= float(free[i])
+                continue
+            role = r if r in (*PUNCTUATION_ROLES, *WORD_ROLES, END) else WORD
+            if i > 0:  # every position is undecided: each pair of neighbours is lifted
+                weight *= ROLE_LIFTS[STATES[state][0], role]
+            if r == END:
+                weight *= float((probs[i] * layout.classes[END]).sum())
+                continue
+            state = next_state(state, role)
+            if state is None:
+                break
+            if r in WORD_ROLES and "ship" in layout.includes and "ship" not in roles[:i]:
+                ship_tokens = tokenizer.encode(" ship") + tokenizer.encode("ship")
+                spelled = [t for t in ship_tokens if layout.classes[r][t]]
+                weight *= float(mass[r][i] - probs[i, spelled].sum())  # not ship before it
             else:
-                weight *= float(word[i] + punct[i])
-        weights[roles] = weight
+                weight *= float(mass[r][i])
+        if state is not None:
+            weights[roles] = weight
     total = sum(weights.values())
     return {k: v / total for k, v in weights.items()}
 
@@ -253,15 +268,11 @@ def plan_roles(plan, tokenizer, length: int) -> tuple[str, ...]:
     names = {tokenizer.encode(" whale")[0]: "whale", tokenizer.encode(" ship")[0]: "ship"}
     roles = []
     for i in range(length):
-        if i in plan.words:
-            roles.append("word")
-        elif i in plan.punctuation:
-            roles.append("punct")
-        elif i in plan.end:
-            roles.append("end")
+        if i in plan.roles:
+            roles.append(plan.roles[i])
         else:
             token = plan.pinned[i]
-            roles.append("end" if token == tokenizer.eos_id else names[token])
+            roles.append(END if token == tokenizer.eos_id else names[token])
     return tuple(roles)
 
 

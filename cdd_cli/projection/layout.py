@@ -4,10 +4,14 @@ Word positions are only defined once the text is, and a masked diffusion model f
 random order, so word indices cannot be aligned after the fact. Instead every position of the
 continuation gets a *role* that makes tokens and words line up by construction:
 
-- a free word: a GPT-2 token that is a space and letters (" the", " whale"), exactly one word
+- a word (WORD): a GPT-2 token that is a space and letters (" the", " whale"), exactly one word
   under the plain word rules;
-- punctuation: a token of only punctuation, symbols or line breaks (",", ".\\n\\n", '"'). It
-  attaches to the word before it or stands alone, and the word rules strip it: no word;
+- a bare word (BARE): letters without the space ("The", "And"), a word only where whitespace
+  came last, with at most punctuation since (a line's first word, '"The'); elsewhere it would
+  join the word before it;
+- punctuation: a token of only punctuation and symbols (PUNCT: ",", '."'), one that opens
+  after whitespace (OPENER: ' "', ' ('), or one that ends in whitespace (BREAK: "\\n", ".\\n\\n").
+  The word rules strip punctuation and split on whitespace: no word;
 - a placed word (`word_at`, the answer of `count`, an `include` word): the tokens of " word"
   (several when BPE splits it: only the first starts with a space, so they read as one word);
 - end: a paragraph break or end-of-text, after which every token is end-of-text (the text is
@@ -20,15 +24,23 @@ the k-th word-role, `word_count` bounds the number of words before the end, `inc
 placed once each (free words before the placement are not that word, so a text that uses it
 twice has one layout, not two), `exclude` removes the word tokens that spell a forbidden word.
 Given the model's p(x_0 | x_t), a layout's weight is the product over positions of the mass its
-role holds. The projection draws a layout with probability proportional to that weight (exact
-forward filtering, backward sampling over (position, words so far, includes placed)), then
-renormalises each position's distribution over its role's tokens. Sampling tokens from the
-result samples the model's factorised distribution conditioned on the constraints (the KL
-projection of that distribution onto the texts they allow), restricted to these roles and up
-to three approximations: the positions after the end weigh as free text; a paragraph break
-followed by the end can be read as either role; and with positions from the end but no exact
-word count, each sample's number of words is drawn once, without those positions' weights.
-It keeps the model's own punctuation and sentence ends where the constraints leave room.
+role holds, times a *lift* for each pair of neighbouring roles that are both still undecided:
+how much more likely the second role is after the first than anywhere in English text
+(`ROLE_LIFTS`; punctuation after punctuation is 5x rarer, a spaced word after a line break 50x).
+The model predicts undecided positions independently of each other, so without the lifts a
+word count shorter than the model's text spreads punctuation everywhere (there are many more
+ways to scatter it than to end early), and a line break is followed by " And" as readily as by
+"And". Where a neighbour is decided the model has already seen it, so no lift applies.
+
+The projection draws a layout with probability proportional to that weight (exact forward
+filtering, backward sampling over (position, includes placed, previous role, words so far)),
+then renormalises each position's distribution over its role's tokens. Sampling tokens from the
+result samples the model's distribution conditioned on the constraints, restricted to these
+roles and up to these approximations: the lifts stand in for the dependence between undecided
+positions; the positions after the end weigh as free text; a paragraph break followed by the
+end can be read as either role; and with positions from the end but no exact word count, each
+sample's number of words is drawn once, without those positions' weights. It keeps the
+model's own punctuation and sentence ends where the constraints leave room.
 
 Every step re-draws the layout conditioned on the tokens already decided, so the layout follows
 the model as the text forms; the tokens decided so far fit the previous layout, so some layout
@@ -50,53 +62,128 @@ from cdd_cli.errors import InputError
 from cdd_cli.evaluate.lexical import split_words
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
 
-WORD_TOKEN = re.compile(r"^ [A-Za-z]+$")
-NEUTRAL, WORD, PLACED, END, AFTER_END = "neutral", "word", "placed", "end", "after end"
+WORD, BARE, PUNCT, OPENER, BREAK = "word", "bare", "punct", "opener", "break"
+PLACED, END, AFTER_END = "placed", "end", "after end"
+WORD_ROLES = (WORD, BARE)
+PUNCTUATION_ROLES = (PUNCT, OPENER, BREAK)
+
+# Role bigram lifts P(role | previous role) / P(role) over the public-domain corpus (State of
+# the Union addresses, Moby-Dick, Shakespeare; 400,000 characters of each), from
+# `python bench/role_lifts.py`. A placed word's first token is a WORD; a bare word ends its
+# chunk in letters, as a word does.
+ROLE_LIFTS: dict[tuple[str, str], float] = {
+    (WORD, WORD): 1.084,
+    (WORD, BARE): 0.798,
+    (WORD, PUNCT): 1.183,
+    (WORD, OPENER): 0.579,
+    (WORD, BREAK): 0.207,
+    (WORD, END): 0.207,
+    (PUNCT, WORD): 0.937,
+    (PUNCT, BARE): 0.587,
+    (PUNCT, PUNCT): 0.119,
+    (PUNCT, OPENER): 4.039,
+    (PUNCT, BREAK): 4.523,
+    (PUNCT, END): 4.523,
+    (OPENER, WORD): 0.002,
+    (OPENER, BARE): 6.552,
+    (OPENER, PUNCT): 0.012,
+    (OPENER, OPENER): 0.613,
+    (OPENER, BREAK): 0.078,
+    (OPENER, END): 0.078,
+    (BREAK, WORD): 0.001,
+    (BREAK, BARE): 4.556,
+    (BREAK, PUNCT): 0.408,
+    (BREAK, OPENER): 0.023,
+    (BREAK, BREAK): 4.372,
+    (BREAK, END): 4.372,
+}
+
+# The layout's states: the previous role and whether the text since the last whitespace has
+# letters ("A") or only punctuation ("C": a bare word may start a word here).
+STATES = ((WORD, "A"), (PUNCT, "A"), (PUNCT, "C"), (OPENER, "C"), (BREAK, "C"))
 
 
-def is_punctuation(text: str) -> bool:
-    """Only punctuation, symbols and line breaks: the plain word rules read it as no word and
-    it cannot join two words into one."""
+def next_state(state: int, role: str) -> int | None:
+    """The state after a role's token (a placed word is a WORD); None where it cannot stand."""
+    chunk = STATES[state][1]
+    if role in (WORD, PLACED):
+        return 0
+    if role == BARE:
+        return 0 if chunk == "C" else None
+    if role == PUNCT:
+        return STATES.index((PUNCT, chunk))
+    return STATES.index((role, "C"))
+
+
+def is_punctuation(text: str, whitespace: bool = False) -> bool:
+    """Only punctuation and symbols (and, if `whitespace`, spaces and line breaks): the plain
+    word rules read it as no word."""
     # U+FFFD stands for a token's partial UTF-8 bytes, which may complete a letter.
     return bool(text) and all(
-        ch in "\n\r" or (ch != "\ufffd" and unicodedata.category(ch)[0] in "PS") for ch in text
+        (whitespace and ch in " \n\r\t") or (ch != "\ufffd" and unicodedata.category(ch)[0] in "PS")
+        for ch in text
     )
 
 
 @cache
-def token_classes(
-    tokenizer: Gpt2Tokenizer,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict]:
-    """Word, punctuation and end tokens (end-of-text and line breaks alone) as boolean masks
-    over the vocabulary, and the ids of the word tokens of each word."""
-    words = torch.zeros(len(tokenizer), dtype=torch.bool)
-    punctuation = torch.zeros(len(tokenizer), dtype=torch.bool)
-    ends = torch.zeros(len(tokenizer), dtype=torch.bool)
-    ends[tokenizer.eos_id] = True
+def token_classes(tokenizer: Gpt2Tokenizer) -> tuple[dict[str, torch.Tensor], dict[str, list]]:
+    """Boolean masks over the vocabulary: the tokens of each role (END: end-of-text and line
+    breaks alone), and the single tokens that spell each word, with or without its space."""
+    classes = {r: torch.zeros(len(tokenizer), dtype=torch.bool) for r in (*WORD_ROLES, END)}
+    classes |= {r: torch.zeros(len(tokenizer), dtype=torch.bool) for r in PUNCTUATION_ROLES}
+    classes[END][tokenizer.eos_id] = True
     by_word: dict[str, list[int]] = {}
     for token_id in range(tokenizer.mask_id):
         if token_id == tokenizer.eos_id:
             continue
         text = tokenizer.token_text(token_id)
-        if WORD_TOKEN.match(text):
-            words[token_id] = True
-            by_word.setdefault(text[1:], []).append(token_id)
-        elif is_punctuation(text):
-            punctuation[token_id] = True
-            ends[token_id] = set(text) <= set("\r\n")
-    return words, punctuation, ends, by_word
+        if re.fullmatch(r" ?[A-Za-z]+", text):
+            classes[WORD if text[0] == " " else BARE][token_id] = True
+            by_word.setdefault(text.lstrip(" "), []).append(token_id)
+        elif is_punctuation(text, whitespace=True) and text.strip(" \t") != "":
+            if text[-1] in " \n\r\t":
+                classes[BREAK][token_id] = True
+                classes[END][token_id] = set(text) <= set("\r\n")
+            elif is_punctuation(text):
+                classes[PUNCT][token_id] = True
+            else:
+                classes[OPENER][token_id] = True
+    return classes, by_word
+
+
+def start_state(prompt: str) -> int:
+    """The state the continuation starts in, after `prompt` (a text's start: after a break)."""
+    if not prompt or prompt[-1].isspace():
+        return STATES.index((BREAK, "C"))
+    if not is_punctuation(prompt[-1]):
+        return STATES.index((WORD, "A"))
+    chunk = re.split(r"\s", prompt)[-1]
+    return STATES.index((PUNCT, "C" if is_punctuation(chunk) else "A"))
 
 
 @dataclass
 class Plan:
     """One sample's layout: token per placed position (placed words, end-of-text after the
-    end), and the positions that hold a free word, punctuation, or the end."""
+    end), and the role of every other position of the continuation."""
 
     pinned: dict[int, int] = field(default_factory=dict)
-    words: list[int] = field(default_factory=list)
+    roles: dict[int, str] = field(default_factory=dict)
     not_yet: dict[int, list[int]] = field(default_factory=dict)  # free word: not these
-    punctuation: list[int] = field(default_factory=list)
-    end: list[int] = field(default_factory=list)
+
+    def where(self, *roles: str) -> list[int]:
+        return sorted(p for p, r in self.roles.items() if r in roles)
+
+    @property
+    def words(self) -> list[int]:
+        return self.where(*WORD_ROLES)
+
+    @property
+    def punctuation(self) -> list[int]:
+        return self.where(*PUNCTUATION_ROLES)
+
+    @property
+    def end(self) -> list[int]:
+        return self.where(END)
 
 
 @dataclass(frozen=True)
@@ -168,11 +255,15 @@ class WordLayout:
         if not any(self.counting(n) for n in self.word_counts()):
             raise InputError("two word positions name the same word slot")
         self.includes = [w for w in includes if w not in pins.values()]
-        words, punctuation, ends, by_word = token_classes(tokenizer)
-        self.allowed = words.clone()
-        for word in forbidden:
-            self.allowed[by_word.get(word, [])] = False
-        self.punctuation, self.ends = punctuation, ends
+        classes, by_word = token_classes(tokenizer)
+        self.classes = dict(classes)
+        for role in WORD_ROLES:  # no free word spells a forbidden one
+            self.classes[role] = classes[role].clone()
+            for word in forbidden:
+                self.classes[role][by_word.get(word, [])] = False
+        self.spellings = {w: by_word.get(w, []) for w in self.includes}
+        prompt = next((c.prompt for c in constraints), "")
+        self.first_state = start_state(prompt)
         self.check_some_layout_exists()
         # With positions counted from the end, the number of words is drawn once per sample.
         self.counts: list[int] | None = None
@@ -182,12 +273,13 @@ class WordLayout:
         1 wherever it fits. (With positions from the end and no exact count, each sample's
         count is checked when drawn.)"""
         zero = np.zeros((1, self.length), dtype=np.float32)
-        scores = {NEUTRAL: zero, END: zero, AFTER_END: zero}
-        scores |= {(WORD, m): zero for m in range(1 << len(self.includes))}
+        scores = {r: zero for r in (*PUNCTUATION_ROLES, END, AFTER_END)}
+        scores |= {(r, m): zero for r in WORD_ROLES for m in range(1 << len(self.includes))}
         for word, ids in self.words_of.items():
             starts = np.full((1, self.length), -np.inf, dtype=np.float32)
             starts[:, : max(0, self.length - len(ids) + 1)] = 0.0
             scores[(PLACED, word)] = starts
+        scores["lift"] = np.zeros((1, self.length), dtype=bool)
         options = self.word_counts()
         if len(options) > 1:
             slots = {p - 1: w for p, w in self.pins.items() if p > 0}
@@ -238,12 +330,12 @@ class WordLayout:
     def role_scores(self, probs: torch.Tensor, x: torch.Tensor, fixed: torch.Tensor) -> dict:
         """log mass of each role at each continuation position, [B, L] (and for each placed
         word, of its tokens starting there); a decided position scores 0 for the roles its
-        token fits and -inf for the others."""
+        token fits and -inf for the others. "lift" [B, L]: the position and the one before it
+        are both undecided."""
         s, e = self.start, self.start + self.length
         p = probs[:, s:e].float()
         decided, tokens = fixed[:, s:e], x[:, s:e]
-        classes = (self.allowed, self.punctuation, self.ends)
-        allowed, punctuation, ends = (c.to(p.device) for c in classes)
+        classes = {r: c.to(p.device) for r, c in self.classes.items()}
 
         def score(mass: torch.Tensor, fits: torch.Tensor) -> np.ndarray:
             chosen = torch.where(fits, 0.0, -torch.inf)
@@ -251,19 +343,22 @@ class WordLayout:
             weight = mass.clamp_min(1e-30).log()
             return torch.where(decided, chosen, weight).cpu().numpy()
 
-        # One pass over [B, L, V] for the three masses.
-        word_mass, punctuation_mass, end_mass = (
-            p @ torch.stack([c.float() for c in (allowed, punctuation, ends)], dim=1)
-        ).unbind(-1)
-        scores = {
-            WORD: score(word_mass, allowed[tokens]),
-            NEUTRAL: score(punctuation_mass, punctuation[tokens]),
-            END: score(end_mass, ends[tokens]),
-            # Positions after the end: the text is over there, and they weigh what free text
-            # would weigh in their place, so that a layout ends where the model ends the text,
-            # not where ending escapes the layout's restriction to words and punctuation.
-            AFTER_END: score(word_mass + punctuation_mass, tokens == self.tokenizer.eos_id),
-        }
+        roles = (*WORD_ROLES, *PUNCTUATION_ROLES, END)
+        # One pass over [B, L, V] for every role's mass.
+        masses = dict(
+            zip(
+                roles,
+                (p @ torch.stack([classes[r].float() for r in roles], 1)).unbind(-1),
+                strict=True,
+            )
+        )
+        scores: dict = {r: score(masses[r], classes[r][tokens]) for r in PUNCTUATION_ROLES}
+        scores[END] = score(masses[END], classes[END][tokens])
+        # Positions after the end: the text is over there, and they weigh what free text
+        # would weigh in their place, so that a layout ends where the model ends the text,
+        # not where ending escapes the layout's restriction to words and punctuation.
+        free = sum(masses[r] for r in (*WORD_ROLES, *PUNCTUATION_ROLES))
+        scores[AFTER_END] = score(free, tokens == self.tokenizer.eos_id)
         for word, ids in self.words_of.items():
             # Weight of the word's tokens starting at i: the sum of each token's score.
             starts = np.full(decided.shape, -np.inf, dtype=np.float32)
@@ -276,38 +371,47 @@ class WordLayout:
         # A free word is not an include word that is still to be placed: the first copy of
         # an include word is its placement, so each text has one layout, not one per copy.
         for m in range(1 << len(self.includes)):
-            waiting = self.waiting_tokens(m)
-            if waiting:
-                ids = torch.tensor(waiting, device=p.device)
-                mass = word_mass - p[..., ids].sum(-1)
-                scores[(WORD, m)] = score(mass, allowed[tokens] & ~torch.isin(tokens, ids))
-            else:
-                scores[(WORD, m)] = scores[WORD]
+            waiting = torch.tensor(self.waiting_tokens(m), dtype=torch.long, device=p.device)
+            for r in WORD_ROLES:
+                fits = classes[r][tokens] & ~torch.isin(tokens, waiting)
+                spelled = (p[..., waiting] * classes[r][waiting]).sum(-1)
+                scores[(r, m)] = score(masses[r] - spelled, fits)
+        together = ~decided
+        together[:, 1:] &= ~decided[:, :-1]
+        together[:, 0] = False  # the prompt, or nothing, comes before: decided
+        scores["lift"] = together.cpu().numpy()
         return scores
 
     def waiting_tokens(self, m: int) -> list[int]:
-        """The one-token include words not in bitmask m (multi-token ones are never a free
-        word)."""
-        return [
-            self.words_of[w][0]
-            for j, w in enumerate(self.includes)
-            if not m >> j & 1 and len(self.words_of[w]) == 1
-        ]
+        """The single tokens that spell an include word not in bitmask m, with or without its
+        space (a word that takes several tokens is never a free word)."""
+        return [t for j, w in enumerate(self.includes) if not m >> j & 1 for t in self.spellings[w]]
 
-    def forward(self, scores: dict[str, np.ndarray], count: _Counting) -> np.ndarray:
-        """alpha[i, m, b, w]: log total weight of the role sequences of the first i positions
-        that placed the include words in bitmask m and hold w words (w = top: at least top
-        when saturated)."""
-        n, length = len(scores[NEUTRAL]), self.length
+    def weight(self, scores: dict, key, state: int, role: str, i: int) -> np.ndarray:
+        """[B] log weight of `role` (scored under `key`) at position i after `state`: its
+        mass, times the lift from the previous role where both positions are undecided."""
+        lift = np.log(ROLE_LIFTS[STATES[state][0], WORD if role == PLACED else role])
+        return scores[key][:, i] + lift * scores["lift"][:, i]
+
+    def forward(self, scores: dict, count: _Counting) -> np.ndarray:
+        """alpha[i, m, q, b, w]: log total weight of the role sequences of the first i
+        positions that placed the include words in bitmask m, end in state q and hold w words
+        (w = top: at least top when saturated)."""
+        n, length = len(scores[PUNCT]), self.length
         masks = 1 << len(self.includes)
-        alpha = np.full((length + 1, masks, n, count.top + 1), -np.inf, dtype=np.float32)
-        alpha[0, 0, :, 0] = 0.0
+        alpha = np.full(
+            (length + 1, masks, len(STATES), n, count.top + 1), -np.inf, dtype=np.float32
+        )
+        alpha[0, 0, self.first_state, :, 0] = 0.0
         placed_slot = np.zeros(count.top + 1, dtype=bool)
         placed_slot[[s for s in count.slots if s <= count.top]] = True
 
-        def add_word(target: np.ndarray, source: np.ndarray, score: np.ndarray) -> None:
+        def add(target: np.ndarray, source: np.ndarray, weight: np.ndarray, word: bool) -> None:
+            if not word:
+                np.logaddexp(target, source + weight[:, None], out=target)
+                return
             # One more free or include word: w -> w + 1 where slot w is not placed.
-            moved = np.where(placed_slot, -np.inf, source + score[:, None])
+            moved = np.where(placed_slot, -np.inf, source + weight[:, None])
             np.logaddexp(target[:, 1:], moved[:, :-1], out=target[:, 1:])
             if count.saturate:
                 np.logaddexp(target[:, -1], moved[:, -1], out=target[:, -1])
@@ -315,35 +419,45 @@ class WordLayout:
         with np.errstate(invalid="ignore"):
             for i in range(length):
                 for m in range(masks):
-                    source = alpha[i, m]
-                    if not np.isfinite(source).any():
-                        continue
-                    np.logaddexp(alpha[i + 1, m], source + scores[NEUTRAL][:, i, None],
-                                 out=alpha[i + 1, m])  # fmt: skip
-                    add_word(alpha[i + 1, m], source, scores[(WORD, m)][:, i])
-                    for slot, word in count.slots.items():
-                        end = i + len(self.words_of[word])
-                        if end <= length:
-                            target = alpha[end, m, :, slot + 1]
-                            np.logaddexp(target, source[:, slot] + scores[(PLACED, word)][:, i],
-                                         out=target)  # fmt: skip
-                    for j, word in enumerate(self.includes):
-                        end = i + len(self.words_of[word])
-                        if not m >> j & 1 and end <= length:
-                            add_word(alpha[end, m | 1 << j], source, scores[(PLACED, word)][:, i])
+                    for q in range(len(STATES)):
+                        source = alpha[i, m, q]
+                        if not np.isfinite(source).any():
+                            continue
+                        for role in (*PUNCTUATION_ROLES, *WORD_ROLES):
+                            after = next_state(q, role)
+                            if after is None:
+                                continue
+                            key = (role, m) if role in WORD_ROLES else role
+                            weight = self.weight(scores, key, q, role, i)
+                            add(alpha[i + 1, m, after], source, weight, role in WORD_ROLES)
+                        for slot, word in count.slots.items():
+                            end = i + len(self.words_of[word])
+                            if end <= length:
+                                weight = self.weight(scores, (PLACED, word), q, PLACED, i)
+                                target = alpha[end, m, 0, :, slot + 1]
+                                np.logaddexp(target, source[:, slot] + weight, out=target)
+                        for j, word in enumerate(self.includes):
+                            end = i + len(self.words_of[word])
+                            if not m >> j & 1 and end <= length:
+                                weight = self.weight(scores, (PLACED, word), q, PLACED, i)
+                                add(alpha[end, m | 1 << j, 0], source, weight, True)
         return alpha
 
-    def finals(self, alpha: np.ndarray, scores: dict[str, np.ndarray], count: _Counting):
-        """log weight [B, L + 1, top + 1] of ending after i positions with w words (the rest
-        end of text), -inf where the constraints are not met."""
+    def finals(self, alpha: np.ndarray, scores: dict, count: _Counting) -> np.ndarray:
+        """log weight [B, L + 1, states, top + 1] of ending after i positions in a state with
+        w words (the rest end of text), -inf where the constraints are not met."""
         after = scores[AFTER_END]
+        n = len(after)
         behind = np.cumsum(after[:, ::-1], axis=1)[:, ::-1]  # sum over positions >= i
-        behind = np.concatenate([behind[:, 1:], np.zeros((len(after), 1))], axis=1)
-        tail = np.concatenate([scores[END] + behind, np.zeros((len(after), 1))], axis=1)
+        behind = np.concatenate([behind[:, 1:], np.zeros((n, 1))], axis=1)
+        tail = np.zeros((n, self.length + 1, len(STATES)))
+        for q in range(len(STATES)):
+            for i in range(self.length):
+                tail[:, i, q] = self.weight(scores, END, q, END, i) + behind[:, i]
         last = max([count.low, *(s + 1 for s in count.slots)])
         ok = np.arange(count.top + 1) >= last
         with np.errstate(invalid="ignore"):
-            weights = alpha[:, -1].transpose(1, 0, 2) + tail[:, :, None]
+            weights = alpha[:, -1].transpose(2, 0, 1, 3) + tail[..., None]
         return np.where(ok, weights, -np.inf)
 
     # ----------------------------------------------------------------------------------------
@@ -372,7 +486,7 @@ class WordLayout:
             alpha = self.forward(part, count)
             finals = self.finals(alpha, part, count)
             for k, b in enumerate(rows):
-                plans[b] = self.draw(alpha[:, :, k], finals[k], part, k, count, generators[b])
+                plans[b] = self.draw(alpha[..., k, :], finals[k], part, k, count, generators[b])
         return plans  # type: ignore[return-value]
 
     def draw_counts(
@@ -385,8 +499,8 @@ class WordLayout:
         number and only approximately the exact conditional)."""
         slots = {p - 1: w for p, w in self.pins.items() if p > 0}
         count = _Counting(slots, low=min(options), top=max(options), saturate=False)
-        finals = self.finals(self.forward(scores, count), scores, count)  # [B, L + 1, W + 1]
-        totals = np.logaddexp.reduce(finals, axis=1)
+        finals = self.finals(self.forward(scores, count), scores, count)  # [B, L+1, Q, W+1]
+        totals = np.logaddexp.reduce(finals.reshape(len(finals), -1, count.top + 1), axis=1)
         feasible = [self.counting(n) is not None for n in options]
         weights = np.where(feasible, totals[:, options], -np.inf)
         return [options[_choose(row, g)] for row, g in zip(weights, generators, strict=True)]
@@ -395,54 +509,60 @@ class WordLayout:
         self,
         alpha: np.ndarray,
         finals: np.ndarray,
-        scores: dict[str, np.ndarray],
+        scores: dict,
         b: int,
         count: _Counting,
         generator: torch.Generator,
     ) -> Plan:
-        """Backward sampling of one sample's layout; alpha [L + 1, masks, top + 1]."""
+        """Backward sampling of one sample's layout; alpha [L + 1, masks, states, top + 1]."""
         flat = finals.reshape(-1)
         if not np.isfinite(flat).any():
             raise InputError("no continuation fits the lexical constraints together")
-        i, w = divmod(_choose(flat, generator), count.top + 1)
+        i, rest = divmod(_choose(flat, generator), len(STATES) * (count.top + 1))
+        q, w = divmod(rest, count.top + 1)
         m = (1 << len(self.includes)) - 1
         plan = Plan()
         if i < self.length:
-            plan.end.append(self.start + i)
+            plan.roles[self.start + i] = END
         for position in range(i + 1, self.length):
             plan.pinned[self.start + position] = self.tokenizer.eos_id
         while i > 0:
-            # Every move that ends in state (i, m, w): (role, previous i, m, w, placed word).
-            moves = [(NEUTRAL, i - 1, m, w, None)]
-            if w > 0 and (w - 1) in count.slots:
-                word = count.slots[w - 1]
-                moves.append((PLACED, i - len(self.words_of[word]), m, w - 1, word))
-            previous = [w - 1] if w > 0 else []
-            if count.saturate and w == count.top:
-                previous.append(w)
-            for v in (v for v in previous if v not in count.slots):
-                moves.append((WORD, i - 1, m, v, None))
-                for j, word in enumerate(self.includes):
-                    if m >> j & 1:
-                        moves.append((PLACED, i - len(self.words_of[word]), m ^ 1 << j, v, word))
+            # Every move that ends in state (i, m, q, w): (role, previous i, m, q, w, word).
+            moves = []
+            for p in range(len(STATES)):
+                for role in PUNCTUATION_ROLES:
+                    if next_state(p, role) == q:
+                        moves.append((role, i - 1, m, p, w, None))
+            if q == 0:  # a word ends here
+                previous = [w - 1] if w > 0 else []
+                if count.saturate and w == count.top:
+                    previous.append(w)
+                for p in range(len(STATES)):
+                    if w > 0 and (w - 1) in count.slots:
+                        word = count.slots[w - 1]
+                        moves.append((PLACED, i - len(self.words_of[word]), m, p, w - 1, word))
+                    for v in (v for v in previous if v not in count.slots):
+                        for role in WORD_ROLES:
+                            if next_state(p, role) == 0:
+                                moves.append((role, i - 1, m, p, v, None))
+                        for j, word in enumerate(self.includes):
+                            if m >> j & 1:
+                                moves.append(
+                                    (PLACED, i - len(self.words_of[word]), m ^ 1 << j, p, v, word)
+                                )
             moves = [move for move in moves if move[1] >= 0]
-            key = {NEUTRAL: NEUTRAL, WORD: (WORD, m)}
-            weights = [
-                alpha[i_, m_, w_] + scores[(PLACED, word) if word else key[role]][b, i_]
-                for role, i_, m_, w_, word in moves
-            ]
-            role, i, m, w, word = moves[_choose(np.array(weights), generator)]
-            if role == NEUTRAL:
-                plan.punctuation.append(self.start + i)
-            elif role == WORD:
-                plan.words.append(self.start + i)
-                if waiting := self.waiting_tokens(m):
+            weights = []
+            for role, i_, m_, p, w_, word in moves:
+                key = (PLACED, word) if word else (role, m_) if role in WORD_ROLES else role
+                weights.append(alpha[i_, m_, p, w_] + self.weight(scores, key, p, role, i_)[b])
+            role, i, m, q, w, word = moves[_choose(np.array(weights), generator)]
+            if word is None:
+                plan.roles[self.start + i] = role
+                if role in WORD_ROLES and (waiting := self.waiting_tokens(m)):
                     plan.not_yet[self.start + i] = waiting
             else:
                 for k, token in enumerate(self.words_of[word]):
                     plan.pinned[self.start + i + k] = token
-        plan.words.reverse()
-        plan.punctuation.reverse()
         return plan
 
     # ----------------------------------------------------------------------------------------
@@ -456,15 +576,11 @@ class WordLayout:
             for position, tokens in plan.not_yet.items():
                 if not fixed[b, position]:
                     out[b, position, tokens] = 0.0
-            for positions, allowed in (
-                (plan.words, self.allowed),
-                (plan.punctuation, self.punctuation),
-                (plan.end, self.ends),
-            ):
-                free = [p for p in positions if not fixed[b, p]]
+            for role in (*WORD_ROLES, *PUNCTUATION_ROLES, END):
+                free = [p for p in plan.where(role) if not fixed[b, p]]
                 if not free:
                     continue
-                allowed = allowed.to(probs.device, probs.dtype)
+                allowed = self.classes[role].to(probs.device, probs.dtype)
                 rows = out[b, free] * allowed
                 total = rows.sum(-1, keepdim=True)
                 # A row with no mass left on its tokens becomes uniform over them.
