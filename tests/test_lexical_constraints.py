@@ -13,7 +13,10 @@ from cdd_cli.errors import InputError
 from cdd_cli.evaluate.lexical import split_words
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
 from cdd_cli.projection.layout import (
+    BARE,
+    BREAK,
     END,
+    PUNCT,
     PUNCTUATION_ROLES,
     ROLE_LIFTS,
     STATES,
@@ -21,6 +24,7 @@ from cdd_cli.projection.layout import (
     WORD_ROLES,
     WordLayout,
     next_state,
+    start_state,
 )
 from tests.test_text import generate, records, toxicity_spec
 
@@ -406,3 +410,37 @@ def test_a_layout_with_zero_probability_is_still_drawn():
     fixed = torch.tensor([[False, True, False]])  # " sea" decided: word 2, so whale is at 0
     (plan,) = draw_plans(layout, probs, x, fixed)
     assert plan.pinned[0] == whale
+
+
+@pytest.mark.parametrize(
+    ("prompt", "state"),
+    [
+        ("", (BREAK, "C")),
+        ("Call me\n", (BREAK, "C")),
+        ("Call me", (WORD, "A")),
+        ("Call me.", (PUNCT, "A")),
+        ('He said "', (PUNCT, "C")),
+    ],
+)
+def test_the_continuation_starts_where_the_prompt_leaves_off(prompt, state):
+    assert STATES[start_state(prompt)] == state
+
+
+def test_a_bare_word_starts_a_word_only_after_whitespace():
+    """ "The" after a line break is a word; after a word it would join it ("theThe"), so the
+    layout gives it no word role there, and the judge counts what the layout counted."""
+    tokenizer = Gpt2Tokenizer()
+    constraints = [WordAt(position=2, word="whale"), WordCount(equals=2)]
+    layout = WordLayout(constraints, tokenizer, start=0, length=4)
+    probs = peaked(tokenizer, ["\n", "The", " whale", ""])
+    (plan,) = draw_plans(layout, probs)
+    assert plan.roles[0] == BREAK and plan.roles[1] == BARE
+    out = layout.apply(probs, [plan], torch.zeros(1, 4, dtype=torch.bool))
+    assert split_words(tokenizer.decode(out[0].argmax(-1).tolist())) == ["The", "whale"]
+
+    after_a_word = WordLayout(
+        [c.with_prompt("Call me", 2) for c in [WordCount(equals=1)]], tokenizer, 2, 1
+    )
+    probs = peaked(tokenizer, ["Call", " me", "Ishmael"])
+    for plan in draw_plans(after_a_word, probs.expand(32, -1, -1).contiguous()):
+        assert plan.roles[2] == WORD  # " Ishmael"'s role, never "Ishmael" joined to "me"
