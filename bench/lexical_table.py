@@ -23,8 +23,11 @@ unconstrained (same run) and the reject attempts.
 Perplexity depends on length (a text's first tokens, with no context, are the least
 predictable), and constraints such as c05's word count end texts early. So each constrained row
 also reports `perplexity_same_length`: the unconstrained texts of the same run, each cut to the
-word count of its paired constrained text (same job and sample index). Records are written to
-`OUT/lexical_{set}_{method}.jsonl`.
+word count of its paired constrained text (same job and sample index), and
+`perplexity_free`: its own texts with the tokens of the words the constraints dictate (placed
+words, include words, the count's answer) read as context but not scored, which separates the
+surprisal of the requested words from how the text around them was written. Records are
+written to `OUT/lexical_{set}_{method}.jsonl`.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.evaluate.lexical import collie_constraints
 from cdd_cli.evaluate.report import text_report
 from cdd_cli.evaluate.runtime import overhead
+from cdd_cli.evaluate.text import Perplexity, corpus_perplexity
 from cdd_cli.models import registry
 from cdd_cli.pipeline import Generation, Prompt, fill_model_defaults, record
 from cdd_cli.spec import ConstraintSpec, Spec, check_constraint
@@ -102,12 +106,32 @@ def same_length_perplexity(baseline: list[dict], records: list[dict]) -> float |
     return report["fluency"]["perplexity"]["corpus"]
 
 
+def dictated_spans(text: str, words: set[str]) -> list[tuple[int, int]]:
+    """Character spans of `words` standing as whole words in `text`."""
+    spans = []
+    for word in words:
+        pattern = r"(?<![A-Za-z0-9])" + re.escape(word) + r"(?![A-Za-z0-9])"
+        spans += [m.span() for m in re.finditer(pattern, text)]
+    return spans
+
+
+def free_perplexity(records: list[dict], dictated: list[set[str]]) -> float:
+    """Perplexity of the text around the words the constraints dictate: their tokens are
+    context, not scored (their own surprisal is the price of the request, not of how the
+    text around them was written)."""
+    scorer = Perplexity()
+    texts = [r["text"] for r in records]
+    spans = [dictated_spans(t, words) for t, words in zip(texts, dictated, strict=True)]
+    return round(corpus_perplexity(scorer.nll([r["prompt"] for r in records], texts, spans)), 2)
+
+
 def run(method, loaded, jobs, n, length, max_attempts, device):
-    """`jobs`: (constraint specs, prompt text or None) pairs; n samples each."""
+    """`jobs`: (constraint specs, prompt text or None) pairs; n samples each. Returns the
+    records, their seconds and attempts, the wall time and each record's dictated words."""
     spec = Spec(method=method)
     fill_model_defaults(spec, loaded)
     spec.reject.max_attempts = max_attempts
-    records, seconds, attempts = [], [], []
+    records, seconds, attempts, dictated = [], [], [], []
     started = time.perf_counter()
     with Progress(disable=True) as progress:
         for index, (specs, prompt_text) in enumerate(jobs):
@@ -115,6 +139,7 @@ def run(method, loaded, jobs, n, length, max_attempts, device):
             ids = loaded.tokenizer.encode(prompt_text) if prompt_text else []
             prompt = Prompt(index, prompt_text, torch.tensor(ids, dtype=torch.long))
             told = [c.with_prompt(prompt_text or "", len(ids)) for c in constraints]
+            words = {w for c in told for w in [*c.pinned().values(), *c.included()]}
             generation = Generation(
                 spec, loaded, constraints, spec.sampling.steps, progress, length
             )
@@ -122,7 +147,8 @@ def run(method, loaded, jobs, n, length, max_attempts, device):
                 records.append(record(draw, told, spec, loaded.name, prompt))
                 seconds.append(draw.seconds)
                 attempts.append(draw.attempts)
-    return records, seconds, attempts, time.perf_counter() - started
+                dictated.append(words)
+    return records, seconds, attempts, time.perf_counter() - started, dictated
 
 
 def main() -> None:
@@ -153,7 +179,7 @@ def main() -> None:
         jobs = sets[name]
         base = baseline = None
         for method in args.methods.split(","):
-            records, seconds, attempts, wall = run(
+            records, seconds, attempts, wall, dictated = run(
                 method, loaded, jobs, args.n, args.length, args.max_attempts, args.device
             )
             report = text_report(records, perplexity=True, judge=False, log=lambda _: None)
@@ -178,6 +204,7 @@ def main() -> None:
             elif base:
                 result.update(overhead(seconds, base))
                 result["perplexity_same_length"] = same_length_perplexity(baseline, records)
+                result["perplexity_free"] = free_perplexity(records, dictated)
             with open(out / f"lexical_{name}_{method}.jsonl", "w") as f:
                 f.writelines(json.dumps(r) + "\n" for r in records)
             rows.append(result)
@@ -197,15 +224,17 @@ def main() -> None:
     (out / "lexical_table.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     print(f"\n{json.dumps(meta)}\n")
     print(
-        "| set | method | violation % | perplexity | unconstrained, same length | entropy | "
-        "distinct-2 | s/sample mean / median | overhead mean / median | attempts |"
+        "| set | method | violation % | perplexity | unconstrained, same length | "
+        "without dictated words | entropy | distinct-2 | s/sample mean / median | "
+        "overhead mean / median | attempts |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         ratios = f"{r['overhead_mean']}x / {r['overhead_median']}x" if "overhead_mean" in r else ""
         print(
             f"| {r['set']} | {r['method']} | {r['violation_pct']} | {r['perplexity']} | "
-            f"{r.get('perplexity_same_length', '')} | {r['entropy']} | {r['distinct_2']} | "
+            f"{r.get('perplexity_same_length', '')} | {r.get('perplexity_free', '')} | "
+            f"{r['entropy']} | {r['distinct_2']} | "
             f"{r['seconds_mean']} / {r['seconds_median']} | "
             f"{ratios} | {r['mean_attempts']} |"
         )

@@ -168,3 +168,20 @@ def test_insult_scores_higher_than_neutral_text() -> None:
     )
     assert 0.0 <= neutral < 0.5 < insult <= 1.0
     assert judge.score([]) == []
+
+
+@needs_fluency
+def test_given_spans_are_context_not_scored(scorer: text.Perplexity) -> None:
+    """A dictated word's tokens are read but not counted; the rest scores as before."""
+    continuation = " the Eiffel Tower, which was built in 1889."
+    start = continuation.index("Eiffel")
+    plain, given = scorer.nll(
+        [None, None], [continuation, continuation], [(), [(start, start + len("Eiffel"))]]
+    )
+    eiffel = continuation_tokens(scorer, " Eiffel")
+    assert given.tokens == plain.tokens - eiffel
+    assert given.nll < plain.nll
+    # Every token still predicts the next: the words after "Eiffel" are scored given it.
+    whole = scorer.nll([None], [continuation[: start + len("Eiffel")]])[0]
+    rest = scorer.nll([None], [continuation], [[(0, start + len("Eiffel"))]])[0]
+    assert rest.nll + whole.nll == pytest.approx(plain.nll, rel=1e-4)

@@ -25,6 +25,9 @@ from typing import Any
 
 from cdd_cli.errors import InputError
 
+# Character spans (start, end) of a text.
+Spans = Sequence[tuple[int, int]]
+
 FLUENCY_INSTALL = "pip install 'cdd-cli[fluency]'"
 JUDGE_INSTALL = "pip install 'cdd-cli[judge]'"
 
@@ -212,16 +215,24 @@ class Perplexity:
         start = self.tokenizer.get_vocab().get(self.START_TOKEN)
         self.start_id: int | None = start if start is not None else self.tokenizer.bos_token_id
 
-    def _encode(self, prompt: str | None, continuation: str) -> tuple[list[int], int]:
-        """Token ids of BOS + prompt + continuation, and how many of them are context."""
+    def _encode(
+        self, prompt: str | None, continuation: str, given: Spans = ()
+    ) -> tuple[list[int], int, list[bool]]:
+        """Token ids of BOS + prompt + continuation, how many of them are context, and for
+        each continuation token whether it is counted (not inside a `given` span)."""
         tok = self.tokenizer
         context = [self.start_id] if self.start_id is not None else []
         if prompt:
             context += tok(prompt, add_special_tokens=False)["input_ids"]
-        target = tok(continuation, add_special_tokens=False)["input_ids"]
+        encoded = tok(continuation, add_special_tokens=False, return_offsets_mapping=bool(given))
+        target = encoded["input_ids"]
+        counted = [
+            not any(a < end and b > start for start, end in given)
+            for a, b in (encoded["offset_mapping"] if given else [(0, 0)] * len(target))
+        ]
         if target and not context:
             # No start token to condition on: the first token is context, not counted.
-            context, target = target[:1], target[1:]
+            context, target, counted = target[:1], target[1:], counted[1:]
         limit = getattr(self.model.config, "max_position_embeddings", None)
         if limit and len(context) + len(target) > limit:
             if len(target) + 1 > limit:
@@ -230,10 +241,17 @@ class Perplexity:
                     f"context of {limit} tokens"
                 )
             context = context[len(context) + len(target) - limit :]  # keep the nearest context
-        return context + target, len(context)
+        return context + target, len(context), counted
 
-    def nll(self, prompts: Sequence[str | None], continuations: Sequence[str]) -> list[TokenNLL]:
-        """Summed NLL and token count of each continuation, in input order."""
+    def nll(
+        self,
+        prompts: Sequence[str | None],
+        continuations: Sequence[str],
+        given: Sequence[Spans] | None = None,
+    ) -> list[TokenNLL]:
+        """Summed NLL and token count of each continuation, in input order. `given`: per
+        continuation, character spans (start, end) whose tokens are context, not counted:
+        words a constraint dictated, so that what is scored is the text written around them."""
         import torch
         import torch.nn.functional as F
 
@@ -241,7 +259,10 @@ class Perplexity:
             raise ValueError(
                 f"{len(prompts)} prompts for {len(continuations)} continuations: pair them up"
             )
-        encoded = [self._encode(p, c) for p, c in zip(prompts, continuations, strict=True)]
+        given = given if given is not None else [()] * len(continuations)
+        encoded = [
+            self._encode(p, c, g) for p, c, g in zip(prompts, continuations, given, strict=True)
+        ]
         # Similar lengths share a batch, so little compute goes to padding.
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i][0]))
         results: list[TokenNLL] = [TokenNLL(0.0, 0)] * len(encoded)
@@ -257,11 +278,13 @@ class Perplexity:
                 mask = torch.zeros((len(batch), width), dtype=torch.long)
                 scored = torch.zeros((len(batch), width), dtype=torch.bool)
                 for row, i in enumerate(batch):
-                    tokens, n_context = encoded[i]
+                    tokens, n_context, counted = encoded[i]
                     ids[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
                     mask[row, : len(tokens)] = 1
                     # Position t predicts token t + 1: positions n_context-1 .. len-2.
-                    scored[row, n_context - 1 : len(tokens) - 1] = True
+                    scored[row, n_context - 1 : len(tokens) - 1] = torch.tensor(
+                        counted, dtype=torch.bool
+                    )
                 if not scored.any():
                     continue
                 hidden = decoder(input_ids=ids, attention_mask=mask).last_hidden_state
