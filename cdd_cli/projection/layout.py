@@ -390,8 +390,11 @@ class WordLayout:
     def weight(self, scores: dict, key, state: int, role: str, i: int) -> np.ndarray:
         """[B] log weight of `role` (scored under `key`) at position i after `state`: its
         mass, times the lift from the previous role where both positions are undecided."""
-        lift = np.log(ROLE_LIFTS[STATES[state][0], WORD if role == PLACED else role])
-        return scores[key][:, i] + lift * scores["lift"][:, i]
+        lifted = scores.get((key, state))
+        if lifted is None:  # [B, L], once per plan: the forward pass asks for every position
+            lift = np.log(ROLE_LIFTS[STATES[state][0], WORD if role == PLACED else role])
+            lifted = scores[key, state] = scores[key] + lift * scores["lift"]
+        return lifted[:, i]
 
     def forward(self, scores: dict, count: _Counting) -> np.ndarray:
         """alpha[i, m, q, b, w]: log total weight of the role sequences of the first i
