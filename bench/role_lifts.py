@@ -3,7 +3,7 @@
     python bench/role_lifts.py [--text ../shared/data/text] [--chars 400000]
 
 Every GPT-2 token of the first `--chars` characters of each text file gets the layout role it
-would have: WORD (" the"), BARE (letters without the space: "The" after a line break),
+would have: WORD (" the"), BARE (letters without the space that are also a token with it: "The"),
 PUNCT (punctuation only), OPENER (whitespace then punctuation: ' "'), BREAK (ends with
 whitespace: "\\n", ".\\n\\n"), END (a line break alone or end-of-text, counted besides BREAK);
 other tokens (digits, "'s", word pieces after letters) break the chain. A lift is

@@ -6,9 +6,9 @@ continuation gets a *role* that makes tokens and words line up by construction:
 
 - a word (WORD): a GPT-2 token that is a space and letters (" the", " whale"), exactly one word
   under the plain word rules;
-- a bare word (BARE): letters without the space ("The", "And"), a word only where whitespace
-  came last, with at most punctuation since (a line's first word, '"The'); elsewhere it would
-  join the word before it;
+- a bare word (BARE): letters without the space ("The", "And") that GPT-2 also knows after a
+  space (not a piece such as "ers"), a word only where whitespace came last, with at most
+  punctuation since (a line's first word, '"The'); elsewhere it would join the word before it;
 - punctuation: a token of only punctuation and symbols (PUNCT: ",", '."'), one that opens
   after whitespace (OPENER: ' "', ' ('), or one that ends in whitespace (BREAK: "\\n", ".\\n\\n").
   The word rules strip punctuation and split on whitespace: no word;
@@ -26,7 +26,8 @@ twice has one layout, not two), `exclude` removes the word tokens that spell a f
 Given the model's p(x_0 | x_t), a layout's weight is the product over positions of the mass its
 role holds, times a *lift* for each pair of neighbouring roles that are both still undecided:
 how much more likely the second role is after the first than anywhere in English text
-(`ROLE_LIFTS`; punctuation after punctuation is 5x rarer, a spaced word after a line break 50x).
+(`ROLE_LIFTS`; punctuation after punctuation is 9x rarer, a spaced word after a line break
+1,000x).
 The model predicts undecided positions independently of each other, so without the lifts a
 word count shorter than the model's text spreads punctuation everywhere (there are many more
 ways to scatter it than to end early), and a line break is followed by " And" as readily as by
@@ -72,30 +73,30 @@ PUNCTUATION_ROLES = (PUNCT, OPENER, BREAK)
 # `python bench/role_lifts.py`. A placed word's first token is a WORD; a bare word ends its
 # chunk in letters, as a word does.
 ROLE_LIFTS: dict[tuple[str, str], float] = {
-    (WORD, WORD): 1.084,
-    (WORD, BARE): 0.798,
-    (WORD, PUNCT): 1.183,
-    (WORD, OPENER): 0.579,
-    (WORD, BREAK): 0.207,
-    (WORD, END): 0.207,
-    (PUNCT, WORD): 0.937,
-    (PUNCT, BARE): 0.587,
-    (PUNCT, PUNCT): 0.119,
-    (PUNCT, OPENER): 4.039,
-    (PUNCT, BREAK): 4.523,
-    (PUNCT, END): 4.523,
-    (OPENER, WORD): 0.002,
-    (OPENER, BARE): 6.552,
-    (OPENER, PUNCT): 0.012,
-    (OPENER, OPENER): 0.613,
-    (OPENER, BREAK): 0.078,
-    (OPENER, END): 0.078,
+    (WORD, WORD): 1.108,
+    (WORD, BARE): 0.642,
+    (WORD, PUNCT): 1.13,
+    (WORD, OPENER): 0.594,
+    (WORD, BREAK): 0.206,
+    (WORD, END): 0.206,
+    (PUNCT, WORD): 0.9,
+    (PUNCT, BARE): 0.753,
+    (PUNCT, PUNCT): 0.114,
+    (PUNCT, OPENER): 3.884,
+    (PUNCT, BREAK): 4.349,
+    (PUNCT, END): 4.349,
+    (OPENER, WORD): 0.003,
+    (OPENER, BARE): 8.591,
+    (OPENER, PUNCT): 0.014,
+    (OPENER, OPENER): 0.69,
+    (OPENER, BREAK): 0.087,
+    (OPENER, END): 0.087,
     (BREAK, WORD): 0.001,
-    (BREAK, BARE): 4.556,
-    (BREAK, PUNCT): 0.408,
+    (BREAK, BARE): 5.925,
+    (BREAK, PUNCT): 0.4,
     (BREAK, OPENER): 0.023,
-    (BREAK, BREAK): 4.372,
-    (BREAK, END): 4.372,
+    (BREAK, BREAK): 4.286,
+    (BREAK, END): 4.286,
 }
 
 # The layout's states: the previous role and whether the text since the last whitespace has
@@ -133,13 +134,18 @@ def token_classes(tokenizer: Gpt2Tokenizer) -> tuple[dict[str, torch.Tensor], di
     classes |= {r: torch.zeros(len(tokenizer), dtype=torch.bool) for r in PUNCTUATION_ROLES}
     classes[END][tokenizer.eos_id] = True
     by_word: dict[str, list[int]] = {}
-    for token_id in range(tokenizer.mask_id):
-        if token_id == tokenizer.eos_id:
-            continue
-        text = tokenizer.token_text(token_id)
-        if re.fullmatch(r" ?[A-Za-z]+", text):
-            classes[WORD if text[0] == " " else BARE][token_id] = True
-            by_word.setdefault(text.lstrip(" "), []).append(token_id)
+    texts = {i: tokenizer.token_text(i) for i in range(tokenizer.mask_id) if i != tokenizer.eos_id}
+    vocabulary = set(texts.values())
+    for token_id, text in texts.items():
+        if re.fullmatch(r" [A-Za-z]+", text):
+            classes[WORD][token_id] = True
+            by_word.setdefault(text[1:], []).append(token_id)
+        elif re.fullmatch(r"[A-Za-z]+", text):
+            # Only letters that GPT-2 also knows after a space ("The": " The") are a word of
+            # their own; the others ("ers", "ization") are pieces of longer words.
+            if " " + text in vocabulary:
+                classes[BARE][token_id] = True
+                by_word.setdefault(text, []).append(token_id)
         elif is_punctuation(text, whitespace=True) and text.strip(" \t") != "":
             if text[-1] in " \n\r\t":
                 classes[BREAK][token_id] = True
