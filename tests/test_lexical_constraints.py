@@ -248,7 +248,7 @@ def exact_layout_distribution(probs: torch.Tensor, tokenizer, layout, valid) -> 
                 weight *= float(free[i])
                 continue
             role = r if r in (*PUNCTUATION_ROLES, *WORD_ROLES, END) else WORD
-            if i > 0:  # every position is undecided: each pair of neighbours is lifted
+            if i > 0 and r != END:  # all undecided: each pair of neighbours is lifted
                 weight *= ROLE_LIFTS[STATES[state][0], role]
             if r == END:
                 weight *= float((probs[i] * layout.classes[END]).sum())

@@ -78,25 +78,21 @@ ROLE_LIFTS: dict[tuple[str, str], float] = {
     (WORD, PUNCT): 1.13,
     (WORD, OPENER): 0.594,
     (WORD, BREAK): 0.206,
-    (WORD, END): 0.206,
     (PUNCT, WORD): 0.9,
-    (PUNCT, BARE): 0.753,
+    (PUNCT, BARE): 0.754,
     (PUNCT, PUNCT): 0.114,
     (PUNCT, OPENER): 3.884,
     (PUNCT, BREAK): 4.349,
-    (PUNCT, END): 4.349,
     (OPENER, WORD): 0.003,
-    (OPENER, BARE): 8.591,
+    (OPENER, BARE): 8.607,
     (OPENER, PUNCT): 0.014,
-    (OPENER, OPENER): 0.69,
+    (OPENER, OPENER): 0.691,
     (OPENER, BREAK): 0.087,
-    (OPENER, END): 0.087,
     (BREAK, WORD): 0.001,
     (BREAK, BARE): 5.925,
     (BREAK, PUNCT): 0.4,
     (BREAK, OPENER): 0.023,
     (BREAK, BREAK): 4.286,
-    (BREAK, END): 4.286,
 }
 
 # The layout's states: the previous role and whether the text since the last whitespace has
@@ -398,7 +394,15 @@ class WordLayout:
         mass, times the lift from the previous role where both positions are undecided."""
         lifted = scores.get((key, state))
         if lifted is None:  # [B, L], once per plan: the forward pass asks for every position
-            lift = np.log(ROLE_LIFTS[STATES[state][0], WORD if role == PLACED else role])
+            # The end is not lifted: a line break after a sentence is common in the corpus
+            # (wrapped prose, verse), the end of a text is not, and ends lifted as breaks cut
+            # free texts short (COLLIE c09: 28 words against 35, perplexity +33%).
+            lift = (
+                1.0
+                if role == END
+                else ROLE_LIFTS[STATES[state][0], WORD if role == PLACED else role]
+            )
+            lift = np.log(lift)
             lifted = scores[key, state] = scores[key] + lift * scores["lift"]
         return lifted[:, i]
 
