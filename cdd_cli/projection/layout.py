@@ -389,42 +389,57 @@ class WordLayout:
         space (a word that takes several tokens is never a free word)."""
         return [t for j, w in enumerate(self.includes) if not m >> j & 1 for t in self.spellings[w]]
 
-    def weight(self, scores: dict, key, state: int, role: str, i: int) -> np.ndarray:
-        """[B] log weight of `role` (scored under `key`) at position i after `state`: its
-        mass, times the lift from the previous role where both positions are undecided."""
+    def lifted(self, scores: dict, key, state: int, role: str) -> np.ndarray:
+        """[B, L] log weight of `role` (scored under `key`) at each position after `state`:
+        its mass, times the lift from the previous role where both positions are undecided.
+        Computed once per plan."""
         lifted = scores.get((key, state))
-        if lifted is None:  # [B, L], once per plan: the forward pass asks for every position
+        if lifted is None:
             # The end is not lifted: a line break after a sentence is common in the corpus
             # (wrapped prose, verse), the end of a text is not, and ends lifted as breaks cut
             # free texts short (COLLIE c09: 28 words against 35, perplexity +33%).
-            lift = (
-                1.0
-                if role == END
-                else ROLE_LIFTS[STATES[state][0], WORD if role == PLACED else role]
-            )
-            lift = np.log(lift)
-            lifted = scores[key, state] = scores[key] + lift * scores["lift"]
-        return lifted[:, i]
+            lift = 1.0
+            if role != END:
+                lift = ROLE_LIFTS[STATES[state][0], WORD if role == PLACED else role]
+            lifted = scores[key, state] = scores[key] + np.log(lift) * scores["lift"]
+        return lifted
+
+    def weight(self, scores: dict, key, state: int, role: str, i: int) -> np.ndarray:
+        """[B] the `lifted` weight at position i."""
+        return self.lifted(scores, key, state, role)[:, i]
 
     def forward(self, scores: dict, count: _Counting) -> np.ndarray:
         """alpha[i, m, q, b, w]: log total weight of the role sequences of the first i
         positions that placed the include words in bitmask m, end in state q and hold w words
         (w = top: at least top when saturated)."""
-        n, length = len(scores[PUNCT]), self.length
+        n, length, states = len(scores[PUNCT]), self.length, range(len(STATES))
         masks = 1 << len(self.includes)
-        alpha = np.full(
-            (length + 1, masks, len(STATES), n, count.top + 1), -np.inf, dtype=np.float32
-        )
+        alpha = np.full((length + 1, masks, len(STATES), n, count.top + 1), -np.inf, np.float32)
         alpha[0, 0, self.first_state, :, 0] = 0.0
         placed_slot = np.zeros(count.top + 1, dtype=bool)
         placed_slot[[s for s in count.slots if s <= count.top]] = True
 
-        def add(target: np.ndarray, source: np.ndarray, weight: np.ndarray, word: bool) -> None:
-            if not word:
-                np.logaddexp(target, source + weight[:, None], out=target)
-                return
+        def stacked(key, role: str) -> np.ndarray:  # [states, B, L]
+            return np.stack([self.lifted(scores, key, q, role) for q in states])
+
+        # Each one-token role's moves, grouped by the state they lead to: (to, [from ...]).
+        moves = {}
+        for role in (*PUNCTUATION_ROLES, *WORD_ROLES):
+            to = {q: next_state(q, role) for q in states}
+            moves[role] = [
+                (t, [q for q in states if to[q] == t]) for t in set(to.values()) - {None}
+            ]
+        weights = {r: stacked(r, r) for r in PUNCTUATION_ROLES}
+        weights |= {(r, m): stacked((r, m), r) for r in WORD_ROLES for m in range(masks)}
+        weights |= {(PLACED, w): stacked((PLACED, w), PLACED) for w in self.words_of}
+
+        def arrive(source: np.ndarray, weight: np.ndarray, sources) -> np.ndarray:
+            """[B, W]: the summed weight of moving from each of `sources` states."""
+            return np.logaddexp.reduce(source[sources] + weight[sources, :, None], axis=0)
+
+        def add_word(target: np.ndarray, moved: np.ndarray) -> None:
             # One more free or include word: w -> w + 1 where slot w is not placed.
-            moved = np.where(placed_slot, -np.inf, source + weight[:, None])
+            moved = np.where(placed_slot, -np.inf, moved)
             np.logaddexp(target[:, 1:], moved[:, :-1], out=target[:, 1:])
             if count.saturate:
                 np.logaddexp(target[:, -1], moved[:, -1], out=target[:, -1])
@@ -432,28 +447,30 @@ class WordLayout:
         with np.errstate(invalid="ignore"):
             for i in range(length):
                 for m in range(masks):
-                    for q in range(len(STATES)):
-                        source = alpha[i, m, q]
-                        if not np.isfinite(source).any():
-                            continue
-                        for role in (*PUNCTUATION_ROLES, *WORD_ROLES):
-                            after = next_state(q, role)
-                            if after is None:
-                                continue
-                            key = (role, m) if role in WORD_ROLES else role
-                            weight = self.weight(scores, key, q, role, i)
-                            add(alpha[i + 1, m, after], source, weight, role in WORD_ROLES)
-                        for slot, word in count.slots.items():
-                            end = i + len(self.words_of[word])
-                            if end <= length:
-                                weight = self.weight(scores, (PLACED, word), q, PLACED, i)
-                                target = alpha[end, m, 0, :, slot + 1]
-                                np.logaddexp(target, source[:, slot] + weight, out=target)
-                        for j, word in enumerate(self.includes):
-                            end = i + len(self.words_of[word])
-                            if not m >> j & 1 and end <= length:
-                                weight = self.weight(scores, (PLACED, word), q, PLACED, i)
-                                add(alpha[end, m | 1 << j, 0], source, weight, True)
+                    source = alpha[i, m]  # [states, B, W]
+                    if not np.isfinite(source).any():
+                        continue
+                    for role in PUNCTUATION_ROLES:
+                        for to, sources in moves[role]:
+                            target = alpha[i + 1, m, to]
+                            moved = arrive(source, weights[role][..., i], sources)
+                            np.logaddexp(target, moved, out=target)
+                    for role in WORD_ROLES:
+                        for to, sources in moves[role]:
+                            moved = arrive(source, weights[role, m][..., i], sources)
+                            add_word(alpha[i + 1, m, to], moved)
+                    for slot, word in count.slots.items():
+                        end = i + len(self.words_of[word])
+                        if end <= length:
+                            weight = weights[PLACED, word][..., i]  # [states, B]
+                            moved = np.logaddexp.reduce(source[:, :, slot] + weight, axis=0)
+                            target = alpha[end, m, 0, :, slot + 1]
+                            np.logaddexp(target, moved, out=target)
+                    for j, word in enumerate(self.includes):
+                        end = i + len(self.words_of[word])
+                        if not m >> j & 1 and end <= length:
+                            weight = weights[PLACED, word][..., i]
+                            add_word(alpha[end, m | 1 << j, 0], arrive(source, weight, states))
         return alpha
 
     def finals(self, alpha: np.ndarray, scores: dict, count: _Counting) -> np.ndarray:
