@@ -183,10 +183,6 @@ class Plan:
     def punctuation(self) -> list[int]:
         return self.where(*PUNCTUATION_ROLES)
 
-    @property
-    def end(self) -> list[int]:
-        return self.where(END)
-
 
 @dataclass(frozen=True)
 class _Counting:
