@@ -226,10 +226,12 @@ class Perplexity:
             context += tok(prompt, add_special_tokens=False)["input_ids"]
         encoded = tok(continuation, add_special_tokens=False, return_offsets_mapping=bool(given))
         target = encoded["input_ids"]
-        counted = [
-            not any(a < end and b > start for start, end in given)
-            for a, b in (encoded["offset_mapping"] if given else [(0, 0)] * len(target))
-        ]
+        counted = [True] * len(target)
+        if given:
+            counted = [
+                not any(a < end and b > start for start, end in given)
+                for a, b in encoded["offset_mapping"]
+            ]
         if target and not context:
             # No start token to condition on: the first token is context, not counted.
             context, target, counted = target[:1], target[1:], counted[1:]

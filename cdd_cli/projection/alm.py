@@ -183,10 +183,9 @@ def project(
     movable_rows = movable_at_all.any(-1)
     violation = torch.zeros(batch, len(constraints), device=device)
     if movable_rows.any():
+        hard = argmax_ids(probs, movable_at_all, tokens)  # also the fixed positions' tokens
         with torch.no_grad():
-            violation[movable_rows] = surrogate_violations(
-                constraints, argmax_ids(probs, movable_at_all, tokens)[movable_rows]
-            )
+            violation[movable_rows] = surrogate_violations(constraints, hard[movable_rows])
     active = (violation > settings.delta).any(-1) & movable_rows
     now = time.perf_counter()
     seconds = torch.full((batch,), (now - started) / batch, dtype=torch.float64)
@@ -218,10 +217,7 @@ def project(
         support = probs.new_empty((len(rows), probs.shape[1], k), dtype=torch.long)
         inside = torch.full(support.shape, 1.0 / k, device=device)
         held_rows, held_positions = (~movable_at).nonzero(as_tuple=True)
-        if tokens is None:
-            held = probs[rows[held_rows], held_positions].argmax(-1)
-        else:
-            held = tokens.to(device)[rows[held_rows], held_positions]
+        held = hard[rows[held_rows], held_positions]
         support[held_rows, held_positions] = held[:, None].expand(-1, k)
         support[at_rows, at_positions] = likely
         inside[at_rows, at_positions] = floored(moving, vocab).gather(-1, likely)

@@ -478,8 +478,7 @@ class WordLayout:
         behind = np.concatenate([behind[:, 1:], np.zeros((n, 1))], axis=1)
         tail = np.zeros((n, self.length + 1, len(STATES)))
         for q in range(len(STATES)):
-            for i in range(self.length):
-                tail[:, i, q] = self.weight(scores, END, q, END, i) + behind[:, i]
+            tail[:, :-1, q] = self.lifted(scores, END, q, END) + behind
         last = max([count.low, *(s + 1 for s in count.slots)])
         ok = np.arange(count.top + 1) >= last
         with np.errstate(invalid="ignore"):
