@@ -53,6 +53,28 @@ def test_uniform_posterior_rows_sum_to_one_and_match_bayes():
             assert torch.allclose(post, bayes / bayes.sum(), atol=1e-6)
 
 
+def test_masked_prediction_is_the_full_softmax_read_at_masked_positions_only(
+    masked_model_dir: Path,
+):
+    model = load_model(masked_model_dir)
+    process = MaskedProcess(model.config.vocab_size, mask_id=2)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randint(3, model.config.vocab_size, (3, 10), generator=gen)
+    x[torch.rand(3, 10, generator=gen) < 0.5] = 2
+    x[2] = 2  # a row still all masked
+    sigma = torch.zeros(3)
+    with torch.no_grad():
+        probs = process.x0_probs(model(x, sigma, where=process.predicted(x)), x)
+        full = model(x, sigma).float()
+    full[..., 2] = -torch.inf
+    masked = x == 2
+    assert torch.allclose(probs[masked], full.softmax(-1)[masked], atol=1e-6)
+    decided = ~masked
+    assert torch.equal(probs[decided].argmax(-1), x[decided])
+    assert torch.equal(probs[decided].sum(-1), torch.ones(int(decided.sum())))
+    assert (probs[..., 2] == 0).all()
+
+
 def test_masked_sampler_keeps_unmasked_tokens_and_ends_without_masks(masked_model_dir: Path):
     model = load_model(masked_model_dir)
     process = MaskedProcess(model.config.vocab_size, mask_id=2)

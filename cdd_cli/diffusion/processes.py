@@ -1,7 +1,8 @@
 """Reverse processes: the masked (MDLM, SUBS) and uniform (UDLM) ancestral steps.
 
-A process is a small object: `prior()` draws x_1, `x0_probs()` turns the model's raw logits
-into the predicted clean-token distribution p(x_0 | x_t) [B, L, V], and `step()` draws x_s from
+A process is a small object: `prior()` draws x_1, `predicted()` says at which positions the
+model must predict, `x0_probs()` turns its raw logits there into the predicted clean-token
+distribution p(x_0 | x_t) [B, L, V], and `step()` draws x_s from
 x_t given (possibly projected) p(x_0 | x_t). It knows nothing about models or constraints.
 """
 
@@ -58,13 +59,22 @@ class MaskedProcess:
     def prior(self, length: int, generator: torch.Generator) -> torch.Tensor:
         return torch.full((length,), self.mask_id, dtype=torch.long)
 
+    def predicted(self, x_t: torch.Tensor) -> torch.Tensor:
+        """[B, L] the positions whose prediction matters: the masked ones. A decided token is
+        copied over, so its V-wide logits and softmax (most of a text model's step late in
+        sampling, and the prompt's positions from the start) would be thrown away."""
+        return x_t == self.mask_id
+
     def x0_probs(self, logits: torch.Tensor, x_t: torch.Tensor) -> torch.Tensor:
-        logits = logits.float()
-        logits[..., self.mask_id] = -torch.inf
-        probs = logits.softmax(-1)
-        unmasked = x_t != self.mask_id
-        probs[unmasked] = 0.0
-        probs[unmasked, x_t[unmasked]] = 1.0
+        """p(x_0 | x_t) [B, L, V] from the logits [N, V] of the `predicted` positions: the
+        softmax there (never the mask), one-hot on the decided tokens."""
+        masked = self.predicted(x_t)
+        rows = logits.float()
+        rows[:, self.mask_id] = -torch.inf
+        probs = rows.new_zeros((*x_t.shape, rows.shape[-1]))
+        probs[masked] = rows.softmax(-1)
+        decided = ~masked
+        probs[decided, x_t[decided]] = 1.0
         return probs
 
     def unmask_probability(self, t: float, s: float) -> float:
@@ -126,6 +136,10 @@ class UniformProcess:
 
     def prior(self, length: int, generator: torch.Generator) -> torch.Tensor:
         return torch.randint(self.vocab_size, (length,), generator=generator)
+
+    def predicted(self, x_t: torch.Tensor) -> None:
+        """Every position's prediction matters: any token may change."""
+        return None
 
     def x0_probs(self, logits: torch.Tensor, x_t: torch.Tensor) -> torch.Tensor:
         return logits.float().softmax(-1)

@@ -90,7 +90,7 @@ class Sampler:
     @torch.no_grad()
     def predict(self, x: torch.Tensor, t: float) -> torch.Tensor:
         sigma = self.process.schedule.sigma(torch.full((x.shape[0],), t, device=x.device))
-        logits = self.model(x, sigma)
+        logits = self.model(x, sigma, where=self.process.predicted(x))
         return self.process.x0_probs(logits, x)
 
     def well_formed(self, probs: torch.Tensor) -> torch.Tensor:
