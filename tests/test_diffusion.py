@@ -75,6 +75,23 @@ def test_masked_prediction_is_the_full_softmax_read_at_masked_positions_only(
     assert (probs[..., 2] == 0).all()
 
 
+def test_a_masked_step_decides_the_positions_it_is_told_to():
+    process = MaskedProcess(5, mask_id=4)
+    x = torch.full((1, 4), 4)
+    probs = torch.nn.functional.one_hot(torch.tensor([[0, 1, 2, 3]]), 5).float()
+    t, s = 0.6, 0.5
+    p = process.unmask_probability(t, s)
+    uniforms = torch.tensor([[p / 2, p / 2, (1 + p) / 2, 0.999]])
+    assert process.step(probs, x, t, s, uniforms).tolist() == [[0, 1, 4, 4]]
+    told = torch.tensor([[True, False, True, True]])  # against the uniforms at 1, 2 and 3
+    assert process.step(probs, x, t, s, uniforms, told).tolist() == [[0, 4, 2, 3]]
+    # Told against its uniform, a position still draws in proportion to its probabilities.
+    spread = torch.tensor([0.2, 0.8, 0.0, 0.0, 0.0]).expand(1, 2000, 5)
+    above = p + (1 - p) * torch.rand(1, 2000, generator=torch.Generator().manual_seed(0))
+    drawn = process.step(spread, torch.full((1, 2000), 4), t, s, above, torch.ones(1, 2000) > 0)
+    assert 0.75 < (drawn == 1).float().mean().item() < 0.85 and (drawn < 2).all()
+
+
 def test_masked_sampler_keeps_unmasked_tokens_and_ends_without_masks(masked_model_dir: Path):
     model = load_model(masked_model_dir)
     process = MaskedProcess(model.config.vocab_size, mask_id=2)

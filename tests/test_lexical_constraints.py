@@ -193,6 +193,28 @@ def test_layout_follows_the_tokens_already_decided():
         assert len(words) == 3 and words[:2] == ["the", "whale"], words
 
 
+def test_a_placed_word_is_decided_no_later_than_its_neighbours():
+    tokenizer = Gpt2Tokenizer()
+    layout = WordLayout(
+        [WordAt(position=2, word="whale"), WordCount(equals=3)], tokenizer, start=0, length=6
+    )
+    probs = peaked(tokenizer, ["Call", " the", " whale", " sea", "\n", "\n"])
+    (plan,) = draw_plans(layout, probs)
+    (whale,) = tokenizer.encode(" whale")
+    assert plan.placed == [[2]] and plan.pinned[2] == whale
+    fixed = torch.zeros(1, 6, dtype=torch.bool)
+    changing = torch.zeros(1, 6, dtype=torch.bool)
+    changing[0, 3] = True  # the step would write the word after "whale" first
+    layout.order([plan], changing, fixed)
+    assert changing[0].tolist() == [False, False, True, False, False, False]
+    changing[0, 0] = True  # a position not beside a placed word is left to the step
+    layout.order([plan], changing, fixed)
+    assert changing[0].tolist() == [True, False, True, False, False, False]
+    fixed[0, 2], changing[0, 1] = True, True  # once the word is decided, nothing is held back
+    layout.order([plan], changing, fixed)
+    assert changing[0].tolist() == [True, True, True, False, False, False]
+
+
 def test_layout_projection_keeps_the_rest_of_each_distribution():
     tokenizer = Gpt2Tokenizer()
     layout = WordLayout(

@@ -93,19 +93,29 @@ class MaskedProcess:
         return (x_t == self.mask_id) & below
 
     def step(
-        self, x0_probs: torch.Tensor, x_t: torch.Tensor, t: float, s: float, uniforms: torch.Tensor
+        self,
+        x0_probs: torch.Tensor,
+        x_t: torch.Tensor,
+        t: float,
+        s: float,
+        uniforms: torch.Tensor,
+        changing: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """x_s from x_t. `changing` [B, L], where given, replaces the positions the uniforms
+        would unmask (a hook may reorder which masked positions a step decides)."""
         # One uniform decides both whether a position unmasks (u < p) and, rescaled to u / p,
-        # which token it takes: the same law as one draw over the tokens and the mask.
+        # which token it takes: the same law as one draw over the tokens and the mask. A
+        # position unmasked against its uniform (u >= p) draws with (u - p) / (1 - p).
         p = self.unmask_probability(t, s)
         uniforms = uniforms.to(x_t.device)
-        changing = self.changing(x_t, t, s, uniforms)
+        if changing is None:
+            changing = self.changing(x_t, t, s, uniforms)
+        u = uniforms[changing]
+        u = torch.where(u < p, u / p, (u - p) / max(1 - p, 1e-12))
         x_s = x_t.clone()
         # Only the positions that unmask are drawn: a V-wide inverse CDF over every position
         # would cost a sixth of a text model's step.
-        x_s[changing] = sample_categorical(
-            x0_probs[changing], (uniforms[changing] / p).clamp(max=1.0)
-        )
+        x_s[changing] = sample_categorical(x0_probs[changing], u.clamp(max=1.0))
         return x_s
 
     def finish(self, x0_probs: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -165,7 +175,13 @@ class UniformProcess:
         return torch.ones_like(x_t, dtype=torch.bool)
 
     def step(
-        self, x0_probs: torch.Tensor, x_t: torch.Tensor, t: float, s: float, uniforms: torch.Tensor
+        self,
+        x0_probs: torch.Tensor,
+        x_t: torch.Tensor,
+        t: float,
+        s: float,
+        uniforms: torch.Tensor,
+        changing: torch.Tensor | None = None,
     ) -> torch.Tensor:
         return sample_categorical(self.posterior(x0_probs, x_t, t, s), uniforms)
 

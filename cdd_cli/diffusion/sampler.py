@@ -40,7 +40,9 @@ class StepInfo:
     t: float
     s: float
     # [B, L] positions this step's draw may change (None: any). A masked model decides few
-    # tokens per step; a hook need not touch samples the step leaves as they are.
+    # tokens per step; a hook need not touch samples the step leaves as they are. A hook may
+    # edit it in place to reorder which masked positions the step decides (the step's draw,
+    # `decide` included, follows it).
     changing: torch.Tensor | None = None
     # Where the process keeps what it decides (masked), the step's draw x_s [B, L] from given
     # probabilities, so a hook can see what the step would decide before it does; None where
@@ -128,8 +130,10 @@ class Sampler:
             if keep:
                 changing[:, :keep] = False
 
-            def draw(probs: torch.Tensor, x=x, t=t, s=s, uniforms=uniforms) -> torch.Tensor:
-                x_s = self.process.step(probs, x, t, s, uniforms)
+            def draw(
+                probs: torch.Tensor, x=x, t=t, s=s, uniforms=uniforms, changing=changing
+            ) -> torch.Tensor:
+                x_s = self.process.step(probs, x, t, s, uniforms, changing)
                 if keep:  # prompt tokens never change (uniform noise would resample them)
                     x_s[:, :keep] = prefix
                 return x_s

@@ -84,6 +84,8 @@ class ProjectionHook:
             # Re-drawn every step, given what is decided so far (see projection/layout.py).
             self.plans = self.layout.plan(probs, x, fixed, self.generators)
             probs = self.layout.apply(probs, self.plans, fixed)
+            if info.changing is not None:
+                self.layout.order(self.plans, info.changing, fixed)
             share = (time.perf_counter() - started) / len(self.generators)
             for i in range(len(self.generators)):
                 touched[i] = True

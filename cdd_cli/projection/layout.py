@@ -171,6 +171,7 @@ class Plan:
     pinned: dict[int, int] = field(default_factory=dict)
     roles: dict[int, str] = field(default_factory=dict)
     not_yet: dict[int, list[int]] = field(default_factory=dict)  # free word: not these
+    placed: list[list[int]] = field(default_factory=list)  # each placed word's positions
 
     def where(self, *roles: str) -> list[int]:
         return sorted(p for p, r in self.roles.items() if r in roles)
@@ -586,12 +587,36 @@ class WordLayout:
                 if role in WORD_ROLES and (waiting := self.waiting_tokens(m)):
                     plan.not_yet[self.start + i] = waiting
             else:
+                plan.placed.append([self.start + i + k for k in range(len(self.words_of[word]))])
                 for k, token in enumerate(self.words_of[word]):
                     plan.pinned[self.start + i + k] = token
         return plan
 
     # ----------------------------------------------------------------------------------------
     # The projection
+
+    def order(self, plans: list[Plan], changing: torch.Tensor, fixed: torch.Tensor) -> None:
+        """Edit `changing` [B, L] (the step's decisions) in place so that a placed word is
+        decided no later than the positions beside it: where the step would decide a
+        neighbour of a placed word still undecided, it decides the word instead and leaves
+        the neighbour to a later step, which predicts it knowing the word. (Decided at
+        random, a word's neighbours were often written blind to it: on c05 the token after a
+        placed word cost 0.41 nats more than other free tokens, and 0.24 less after this.
+        Holding back three positions on each side instead of one made c05 worse: see
+        bench/README.md.)"""
+        for b, plan in enumerate(plans):
+            placed = {p for span in plan.placed for p in span}
+            for span in plan.placed:
+                if all(fixed[b, p] for p in span):
+                    continue
+                beside = [
+                    p
+                    for p in (span[0] - 1, span[-1] + 1)
+                    if self.start <= p < self.start + self.length and p not in placed
+                ]
+                if any(changing[b, p] for p in beside):
+                    changing[b, span] = ~fixed[b, span]
+                    changing[b, beside] = False
 
     def apply(self, probs: torch.Tensor, plans: list[Plan], fixed: torch.Tensor) -> torch.Tensor:
         """Project probs [B, L, V]: each position renormalised over its role's tokens (placed
