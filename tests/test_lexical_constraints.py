@@ -215,6 +215,45 @@ def test_a_placed_word_is_decided_no_later_than_its_neighbours():
     assert changing[0].tolist() == [True, True, True, False, False, False]
 
 
+def test_after_the_end_one_end_of_text_then_the_model_writes_what_no_one_reads():
+    """The model never saw a run of end-of-text tokens (it was trained on packed documents),
+    so after the end and one end-of-text its own prediction stands, unprojected."""
+    tokenizer = Gpt2Tokenizer()
+    layout = WordLayout([WordCount(equals=2)], tokenizer, start=0, length=7)
+    probs = peaked(tokenizer, [" Call", " me", "\n\n", " the", " whale", " sea", "."])
+    (plan,) = draw_plans(layout, probs)
+    assert plan.end == 2 and plan.words == [0, 1]
+    assert plan.pinned == {3: tokenizer.eos_id}
+    assert not {4, 5, 6} & (plan.roles.keys() | plan.pinned.keys())
+    out = layout.apply(probs, [plan], torch.zeros(1, 7, dtype=torch.bool))
+    assert torch.equal(out[0, 4:], probs[0, 4:])  # hidden: the model's own
+    assert out[0, 3].argmax() == tokenizer.eos_id
+    ids = out[0].argmax(-1).tolist()
+    assert split_words(tokenizer.decode(ids)) == ["Call", "me"]
+
+
+def test_the_end_moves_back_over_hidden_tokens_but_not_over_text():
+    tokenizer = Gpt2Tokenizer()
+    rows = [" Call", " me", "\n\n", " the", " whale", " sea", "."]
+    probs = peaked(tokenizer, rows)
+    x = torch.tensor([[tokenizer.encode(r)[0] for r in rows]])
+    fixed = torch.zeros(1, 7, dtype=torch.bool)
+    fixed[0, [2, 5]] = True  # the break, and " sea" after it
+    constraints = [WordCount(max=5)]
+    # Decided while the layout hid it (the end was at 2): the end may stay at 2.
+    layout = WordLayout(constraints, tokenizer, start=0, length=7)
+    (plan,) = draw_plans(layout, probs)
+    assert plan.end == 2
+    hidden_then = [draw_plans(layout, probs, x, fixed, seed=s)[0].end for s in range(20)]
+    # Decided as text (the first plan already saw it): the end must come after it.
+    text_then = []
+    for s in range(20):
+        layout = WordLayout(constraints, tokenizer, start=0, length=7)
+        text_then.append(draw_plans(layout, probs, x, fixed, seed=s)[0].end)
+    assert 2 in hidden_then
+    assert all(end is None or end > 5 for end in text_then), text_then
+
+
 def test_layout_projection_keeps_the_rest_of_each_distribution():
     tokenizer = Gpt2Tokenizer()
     layout = WordLayout(
