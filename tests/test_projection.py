@@ -375,12 +375,65 @@ def test_a_masked_step_is_projected_only_where_its_draw_would_decide_badly():
         [sample_generator(0, 0, i) for i in range(2)],
         tokenizer.decode,
     )
+    original = probs.clone()
     out = hook(probs, x, StepInfo(0, 10, t, s, changing, decide))
-    assert torch.equal(out[1], probs[1]) and hook.steps[1] == 0 and hook.outer[1] == 0
+    assert torch.equal(out[1], original[1]) and hook.steps[1] == 0 and hook.outer[1] == 0
     decided = decide(out)
     assert decided[1, 3] == CARBON
     assert decided[0, 3] != CARBON and hook.steps[0] == 1
     assert CarbonCount(tau=3.0).judge([tokenizer.decode(decided[0, :4].tolist())]) == [3.0]
+
+
+def masked_step_deciding_position_3(p_carbon: float, p_nitrogen: float, samples: int):
+    """`samples` rows with "CCC" decided and position 3 about to be decided, where the model
+    puts `p_carbon` on a fourth carbon (tau 3 makes that unacceptable), `p_nitrogen` on N and
+    the rest on O; the hook's arguments for that step."""
+    from cdd_cli.diffusion.processes import MaskedProcess
+
+    tokenizer = make_tokenizer()
+    process = MaskedProcess(len(tokenizer), tokenizer.mask_id)
+    n, o = tokenizer.index["N"], tokenizer.index["O"]
+    x = torch.full((samples, 6), tokenizer.mask_id)
+    x[:, :3] = CARBON
+    probs = torch.zeros(samples, 6, len(tokenizer))
+    probs[:, :3, CARBON] = 1.0
+    probs[:, 3:, CARBON], probs[:, 3:, n] = p_carbon, p_nitrogen
+    probs[:, 3:, o] = 1.0 - p_carbon - p_nitrogen
+    t, s = 0.5, 0.45
+    uniforms = torch.full(x.shape, 0.99)
+    uniforms[:, 3] = 0.1 * process.unmask_probability(t, s)  # unmasks, to the first token: C
+
+    def decide(p: torch.Tensor) -> torch.Tensor:
+        return process.step(p, x, t, s, uniforms)
+
+    info = StepInfo(0, 10, t, s, process.changing(x, t, s, uniforms), decide)
+    hook = ProjectionHook(
+        [CarbonCount(tau=3.0)],
+        explicit(project_from=0.0),
+        process.fixed_positions,
+        [sample_generator(1, 0, i) for i in range(samples)],
+        tokenizer.decode,
+    )
+    return hook, probs, x, info, (n, o)
+
+
+def test_a_bad_decision_is_first_redrawn_given_acceptability_without_the_alm():
+    # Conditioning the step on acceptability is the cheapest projection of a decision: where
+    # some of `redraws` draws is acceptable, the sample takes one and the ALM never runs. It
+    # is a draw, not the best acceptable token: O (0.2) is chosen as well as N (0.3).
+    hook, probs, x, info, (n, o) = masked_step_deciding_position_3(0.5, 0.3, samples=24)
+    assert info.decide(probs)[:, 3].eq(CARBON).all()
+    decided = info.decide(hook(probs, x, info))[:, 3]
+    assert set(decided.tolist()) == {n, o}
+    assert sum(hook.outer) == 0 and all(steps == 1 for steps in hook.steps)
+
+
+def test_a_bad_decision_no_draw_mends_goes_to_the_alm():
+    # With a fourth carbon at 0.999, 8 draws are all carbons (0.999^8): the ALM projects.
+    hook, probs, x, info, _ = masked_step_deciding_position_3(0.999, 0.0005, samples=2)
+    decided = info.decide(hook(probs, x, info))[:, 3]
+    assert not decided.eq(CARBON).any()
+    assert all(outer > 0 for outer in hook.outer)
 
 
 def test_tokens_outside_the_support_keep_their_mass():

@@ -33,7 +33,7 @@ class ToxicityConstraint(DifferentiableConstraint):
             soft_tokens = soft_tokens[:, self.prompt_length :]
         return torch.sigmoid(self.net(soft_tokens))
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def judge(self, texts: list[str]) -> list[float | None]:
         if self.scope == "full":
             texts = [self.prompt + t for t in texts]

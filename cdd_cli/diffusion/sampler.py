@@ -69,6 +69,25 @@ def well_formed(probs: torch.Tensor, syntax: Syntax | None) -> torch.Tensor:
     return probs if ids is None else make_argmax(probs, ids)
 
 
+class Remembered:
+    """A step's draw that is computed once per probability tensor: a hook that looks at the
+    step's draw and then hands the prediction back as it was (most steps) does not pay for
+    the draw twice. A tensor edited in place since (its version moved on) is drawn again."""
+
+    def __init__(self, draw: Callable[[torch.Tensor], torch.Tensor]):
+        self.draw = draw
+        self.last: tuple[torch.Tensor, int, torch.Tensor] | None = None
+
+    def __call__(self, probs: torch.Tensor) -> torch.Tensor:
+        if probs.is_inference():  # no version to tell an edit by (and no hook to edit it)
+            return self.draw(probs)
+        if self.last is not None and self.last[0] is probs and self.last[1] == probs._version:
+            return self.last[2].clone()
+        x_s = self.draw(probs)
+        self.last = (probs, probs._version, x_s)
+        return x_s.clone()
+
+
 class Sampler:
     def __init__(
         self,
@@ -138,11 +157,11 @@ class Sampler:
                     x_s[:, :keep] = prefix
                 return x_s
 
-            decide = draw if self.process.keeps_decided else None
+            decide = Remembered(draw) if self.process.keeps_decided else None
             info = StepInfo(i, self.steps, t, s, changing, decide)
             probs = cached if cached is not None else self.predict(x, t)
             projected = hook(probs, x, info) if hook is not None else probs
-            x_next = draw(projected)
+            x_next = (decide or draw)(projected)
             cached = probs if self.cacheable and torch.equal(x_next, x) else None
             x = x_next
             if on_step is not None:

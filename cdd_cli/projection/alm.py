@@ -42,10 +42,10 @@ class ALMSettings:
       (before the final exact search existed), the last 10% of steps gave 59 valid / 0
       violating at 27x the unconstrained time, the final prediction alone 46 valid at 16x,
       from the middle on 14 valid at 153x, every step stopped unfinished. With the final search
-      and the current settings, SMILES take 0.95 (the last step and the final prediction):
-      256 samples, tau 3.5, 1.51x / 1.06x the unconstrained time (mean / median) against
-      2.12x / 1.49x with 0.9, mean QED 0.513 against 0.516; the final prediction alone (1.0)
-      costs QED (0.495 against 0.534, 128 samples). bench/README.md has the runs.
+      and the current settings, SMILES take 0.95, which on the shipped model's 32 steps is
+      the final prediction alone (0.9: also the last two ancestral steps): 256 samples, tau
+      3.5, 1.51x / 1.06x the unconstrained time (mean / median) against 2.12x / 1.49x with
+      0.9, mean QED 0.513 against 0.516. bench/README.md has the runs.
     - max_outer_iters: the paper's 1000 lets a stuck sample hold its batch for minutes on a
       CPU; the final exact search and bounded redraws catch what is left. 50 for text; 20 for
       SMILES (QM9, SA tau 3.0, 128 samples: 128 valid, 0 violating with 20 or 50, mean 0.31

@@ -1,13 +1,15 @@
 """Plugs the projections into a sampler's per-step hook and keeps per-sample accounts.
 
 At a projected step, differentiable constraints go through the ALM projection first. Under
-masked noise (the sampler offers the step's draw) it looks ahead: only samples whose draw from
-the unprojected prediction would decide an unacceptable text are projected, and a draw from
-the projection that still would is redrawn given acceptability. Then, for
-exact constraints (novelty, ...), each sample whose argmax some judge rejects is searched for
-the cheapest set of token flips that every judge accepts. At the final prediction that search
-runs for every constraint, so surrogate error is repaired against the exact judges.
-"""
+masked noise (the sampler offers the step's draw) it looks ahead: a sample whose draw from
+the unprojected prediction would decide an unacceptable text first has that decision redrawn
+given acceptability, i.e. drawn from the step's distribution conditioned on the constraint
+(the distribution over acceptable decisions closest to the model's in KL, sampled by
+rejection); only a sample none of whose `redraws` draws is acceptable is projected by the
+ALM, and a draw from its projection that still decides badly is redrawn the same way. Then,
+for exact constraints (novelty, ...), each sample whose argmax some judge rejects is searched
+for the cheapest set of token flips that every judge accepts. At the final prediction that
+search runs for every constraint, so surrogate error is repaired against the exact judges."""
 
 from __future__ import annotations
 
@@ -65,16 +67,31 @@ class ProjectionHook:
         self.seconds = [0.0] * n
 
     def due(self, start: float, info: StepInfo) -> bool:
-        # The noise-removal prediction (index == steps) is always projected, and so is the
-        # last step, however few steps there are (a masked model may finish before the former).
-        return info.index >= min(info.steps - 1, start * info.steps)
+        # Ancestral steps are indexed 0 .. steps - 2 and the noise-removal prediction `steps`,
+        # which is always due (on 32 steps, 0.95 projects that prediction alone; 0.9 also
+        # steps 29 and 30). A masked model with nothing left to remove skips that prediction:
+        # every token is decided, and nothing is left to project.
+        return info.index >= start * info.steps
 
     def accept(self, ids: list[int]) -> bool:
-        text = self.decode(ids)
-        return all(
-            c.accepts(text) if isinstance(c, ExactConstraint) else c.satisfied(c.judge([text])[0])
-            for c in self.judges
-        )
+        return self.accept_all([ids])[0]
+
+    def accept_all(self, sequences: list[list[int]]) -> list[bool]:
+        """Whether every judge accepts each sequence; each judge reads, in one call, only the
+        texts the judges before it accepted."""
+        texts = [self.decode(ids) for ids in sequences]
+        ok = [True] * len(texts)
+        for c in self.judges:
+            pending = [k for k, good in enumerate(ok) if good]
+            if not pending:
+                break
+            if isinstance(c, ExactConstraint):
+                verdicts = [c.accepts(texts[k]) for k in pending]
+            else:
+                verdicts = [c.satisfied(v) for v in c.judge([texts[k] for k in pending])]
+            for k, verdict in zip(pending, verdicts, strict=True):
+                ok[k] = verdict
+        return ok
 
     def __call__(self, probs: torch.Tensor, x: torch.Tensor, info: StepInfo) -> torch.Tensor:
         fixed = self.fixed_positions(x)
@@ -94,7 +111,10 @@ class ProjectionHook:
         # unchanged whatever its probabilities: projecting or searching it would be wasted.
         idle = None if info.changing is None else ~info.changing.any(-1)
         if self.differentiable and self.due(self.settings.project_from, info):
-            alone = self.left_alone(probs, x, info, idle)
+            alone, ahead = self.left_alone(probs, x, info, idle)
+            # The cheapest projection first: a bad decision redrawn given acceptability.
+            probs, settled = self.condition(probs, info, ahead, ~alone, touched)
+            alone |= settled
             with torch.enable_grad():
                 result = project(
                     probs,
@@ -129,20 +149,23 @@ class ProjectionHook:
 
     def left_alone(
         self, probs: torch.Tensor, x: torch.Tensor, info: StepInfo, idle: torch.Tensor | None
-    ) -> torch.Tensor:
-        """[B] samples the ALM need not touch at this step: the idle ones and, where the
-        process keeps what it decides, those whose step, drawn from the unprojected
-        prediction, decides nothing unacceptable (`decides_badly`). Only a decision is
-        irreversible; a later step about to make a bad one sees a fresh prediction to project.
-        The final prediction (idle None) leaves no sample alone."""
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """[B] samples the ALM need not touch at this step, and the step's draw [B, L] from
+        the unprojected prediction where the process keeps what it decides (else None).
+        Left alone: the idle samples and those whose draw decides nothing unacceptable
+        (`decides_badly`). Only a decision is irreversible; a later step about to make a bad
+        one sees a fresh prediction to project. The final prediction (idle None) leaves no
+        sample alone."""
         if idle is None:
-            return torch.zeros(len(x), dtype=torch.bool, device=x.device)
+            return torch.zeros(len(x), dtype=torch.bool, device=x.device), None
         alone = idle.clone()
         rows = (~alone).nonzero().squeeze(-1).tolist()
+        ahead = None
         if info.decide is not None and rows:
-            bad = self.decides_badly(info.decide(probs), rows)
+            ahead = info.decide(probs)
+            bad = self.decides_badly(ahead, rows)
             alone[rows] = ~bad.to(alone.device)
-        return alone
+        return alone, ahead
 
     def unacceptable(self, texts: list[str]) -> torch.Tensor:
         """[len(texts)] texts some differentiable constraint's judge rejects, aiming as far
@@ -168,6 +191,62 @@ class ProjectionHook:
             self.seconds[i] += share
         return bad
 
+    def acceptable_draws(
+        self, probs: torch.Tensor, info: StepInfo, ahead: torch.Tensor, rows: list[int]
+    ) -> dict[int, torch.Tensor | None]:
+        """For each of `rows`, tokens for the positions its step decides, drawn from `probs`
+        given that the decision is acceptable: the first acceptable one of `redraws` draws
+        (None where none is). All candidates are judged in one call."""
+        drawn: dict[int, torch.Tensor] = {}
+        texts: list[str] = []
+        for i in rows:
+            at = info.changing[i]
+            u = torch.rand(self.redraws, int(at.sum()), generator=self.generators[i])
+            drawn[i] = sample_categorical(probs[i, at].expand(self.redraws, -1, -1), u)
+            for tokens in drawn[i]:
+                ids = ahead[i].clone()
+                ids[at] = tokens
+                texts.append(self.decided_text(ids))
+        bad = self.unacceptable(texts).view(len(rows), self.redraws) if texts else None
+        found: dict[int, torch.Tensor | None] = {}
+        for row, i in enumerate(rows):
+            ok = (~bad[row]).nonzero().squeeze(-1)
+            found[i] = drawn[i][ok[0]] if len(ok) else None
+        return found
+
+    def condition(
+        self,
+        probs: torch.Tensor,
+        info: StepInfo,
+        ahead: torch.Tensor | None,
+        bad: torch.Tensor,
+        touched: list[bool],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`probs` with the decision of each sample in `bad` [B] (its draw `ahead` decides
+        badly) redrawn given acceptability, and [B] the samples so settled, which the ALM
+        then leaves alone. The step's distribution conditioned on acceptability is, of all
+        distributions over acceptable decisions, the closest to the model's (KL(q || p) =
+        -log p(acceptable)); rejection samples it exactly. A sample none of whose draws is
+        acceptable goes to the ALM, which can also move the positions still masked."""
+        settled = torch.zeros_like(bad)
+        rows = bad.nonzero().squeeze(-1).tolist()
+        if ahead is None or info.changing is None or not rows:
+            return probs, settled
+        started = time.perf_counter()
+        found = self.acceptable_draws(probs, info, ahead, rows)
+        share = (time.perf_counter() - started) / len(rows)
+        for i, tokens in found.items():
+            self.seconds[i] += share
+            if tokens is None:
+                continue
+            # In place (a copy of [B, L, V] costs more than the judging): a step that decides
+            # something never reuses its prediction (sampler.py), and this one does.
+            at = info.changing[i]
+            probs[i, at] = torch.nn.functional.one_hot(tokens, probs.shape[-1]).to(probs.dtype)
+            settled[i] = True
+            touched[i] = True
+        return probs, settled
+
     def decide_acceptably(
         self,
         probs: torch.Tensor,
@@ -178,11 +257,10 @@ class ProjectionHook:
     ) -> torch.Tensor:
         """`probs` where a sample's draw would still decide badly (the ALM makes the argmax
         feasible, not every draw): its deciding positions take a token drawn from `probs`
-        given that the decision is acceptable, by rejection over `redraws` fresh draws, or
-        the argmax where none is; handed to the sampler as one-hot rows. Rejection keeps the
-        variety of sampling (always taking the argmax cost 1.4-2% of unigram entropy).
-        `projected` [B]: the samples the ALM moved; the others' draw is the one already
-        judged bad."""
+        given that the decision is acceptable (`acceptable_draws`), or the argmax where none
+        is; handed to the sampler as one-hot rows. Rejection keeps the variety of sampling
+        (always taking the argmax cost 1.4-2% of unigram entropy). `projected` [B]: the
+        samples the ALM moved; the others' draw is the one already judged bad."""
         rows = (~alone).nonzero().squeeze(-1).tolist()
         if info.decide is None or info.changing is None or not rows:
             return probs
@@ -194,24 +272,18 @@ class ProjectionHook:
             rows = [i for i in rows if i not in settled]
         if not rows:
             return probs
+        started = time.perf_counter()
+        found = self.acceptable_draws(probs, info, ahead, rows)
+        share = (time.perf_counter() - started) / len(rows)
         # The ALM's output is its own copy; the sampler's prediction (maybe its cache) is not.
         out = probs if projected.any() else probs.clone()
-        for i in rows:
-            started = time.perf_counter()
+        for i, tokens in found.items():
             touched[i] = True
             at = info.changing[i]
-            choices = probs[i, at]  # [n, V]
-            u = torch.rand(self.redraws, len(choices), generator=self.generators[i])
-            drawn = sample_categorical(choices.expand(self.redraws, -1, -1), u.to(probs.device))
-            texts = []
-            for tokens in drawn:
-                ids = ahead[i].clone()
-                ids[at] = tokens
-                texts.append(self.decided_text(ids))
-            ok = (~self.unacceptable(texts)).nonzero().squeeze(-1)
-            tokens = drawn[ok[0]] if len(ok) else choices.argmax(-1)
+            if tokens is None:
+                tokens = probs[i, at].argmax(-1)
             out[i, at] = torch.nn.functional.one_hot(tokens, probs.shape[-1]).to(probs.dtype)
-            self.seconds[i] += time.perf_counter() - started
+            self.seconds[i] += share
         return out
 
     def search_step(
@@ -224,7 +296,9 @@ class ProjectionHook:
     ) -> torch.Tensor:
         argmax = probs.argmax(-1).tolist()
         skip = [False] * len(argmax) if idle is None else idle.tolist()
-        rejected = [i for i, ids in enumerate(argmax) if not skip[i] and not self.accept(ids)]
+        judged = [i for i in range(len(argmax)) if not skip[i]]
+        verdicts = self.accept_all([argmax[i] for i in judged])
+        rejected = [i for i, ok in zip(judged, verdicts, strict=True) if not ok]
         if not rejected:
             return probs
         out = probs.clone()
