@@ -26,6 +26,12 @@ from cdd_cli.projection.layout import Plan, WordLayout
 from cdd_cli.projection.search import Reader, SearchSettings, best_first
 
 
+def decide_as(probs: torch.Tensor, i: int, at: torch.Tensor, tokens: torch.Tensor) -> None:
+    """Make sample i's positions `at` [L] one-hot on `tokens`, in place: the sampler's draw
+    then decides exactly those tokens there."""
+    probs[i, at] = torch.nn.functional.one_hot(tokens, probs.shape[-1]).to(probs.dtype)
+
+
 class ProjectionHook:
     """Projects p(x_0 | x_t) at the chosen steps; records what each sample cost."""
 
@@ -207,7 +213,7 @@ class ProjectionHook:
                 ids = ahead[i].clone()
                 ids[at] = tokens
                 texts.append(self.decided_text(ids))
-        bad = self.unacceptable(texts).view(len(rows), self.redraws) if texts else None
+        bad = self.unacceptable(texts).view(len(rows), self.redraws)
         found: dict[int, torch.Tensor | None] = {}
         for row, i in enumerate(rows):
             ok = (~bad[row]).nonzero().squeeze(-1)
@@ -241,8 +247,7 @@ class ProjectionHook:
                 continue
             # In place (a copy of [B, L, V] costs more than the judging): a step that decides
             # something never reuses its prediction (sampler.py), and this one does.
-            at = info.changing[i]
-            probs[i, at] = torch.nn.functional.one_hot(tokens, probs.shape[-1]).to(probs.dtype)
+            decide_as(probs, i, info.changing[i], tokens)
             settled[i] = True
             touched[i] = True
         return probs, settled
@@ -280,9 +285,7 @@ class ProjectionHook:
         for i, tokens in found.items():
             touched[i] = True
             at = info.changing[i]
-            if tokens is None:
-                tokens = probs[i, at].argmax(-1)
-            out[i, at] = torch.nn.functional.one_hot(tokens, probs.shape[-1]).to(probs.dtype)
+            decide_as(out, i, at, probs[i, at].argmax(-1) if tokens is None else tokens)
             self.seconds[i] += share
         return out
 
