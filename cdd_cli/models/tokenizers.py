@@ -148,14 +148,13 @@ class Gpt2Tokenizer:
     def encode_padded(self, texts: list[str], max_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Ids [N, W] padded with EOS and the mask of real tokens, for classifiers; texts are
         cut to `max_tokens`, and an empty text keeps one EOS so every row has a token."""
-        rows = [ids[:max_tokens] or [self.eos_id] for ids in self.encode_batch(texts)]
-        width = max(len(r) for r in rows)
-        ids = torch.full((len(rows), width), self.eos_id, dtype=torch.long)
-        mask = torch.zeros(len(rows), width, dtype=torch.bool)
-        for i, r in enumerate(rows):
-            ids[i, : len(r)] = torch.tensor(r)
-            mask[i, : len(r)] = True
-        return ids, mask
+        # One text at a time: the judge's batches are small (a sampler batch at each step),
+        # where the batch encoder's thread pool and a tensor per row cost twice the encoding.
+        rows = [self.encode(text)[:max_tokens] or [self.eos_id] for text in texts]
+        lengths = torch.tensor([len(r) for r in rows])
+        width = int(lengths.max())
+        ids = torch.tensor([r + [self.eos_id] * (width - len(r)) for r in rows])
+        return ids, torch.arange(width) < lengths[:, None]
 
     def token_text(self, token_id: int) -> str:
         return "<mask>" if token_id == self.mask_id else self.bpe.decode([token_id])

@@ -148,7 +148,7 @@ class ProjectionHook:
         # error, instead of redrawing the whole sample).
         final = info.index >= info.steps
         if final or (self.exact and self.due(self.search.project_from, info)):
-            probs = self.search_step(probs, fixed, touched, final, idle)
+            probs = self.search_step(probs, x, fixed, touched, final, idle)
         for i, t in enumerate(touched):
             self.steps[i] += t
         return probs
@@ -292,12 +292,19 @@ class ProjectionHook:
     def search_step(
         self,
         probs: torch.Tensor,
+        x: torch.Tensor,
         fixed: torch.Tensor,
         touched: list[bool],
         final: bool,
         idle: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        argmax = probs.argmax(-1).tolist()
+        # A fixed position keeps its token whatever its probabilities: the argmax is needed
+        # only where the step may still change something (a V-wide argmax over every position
+        # of a text model cost 2% of sampling time, at the final prediction alone).
+        free = ~fixed
+        argmax = x.clone()
+        argmax[free] = probs[free].argmax(-1)
+        argmax = argmax.tolist()
         skip = [False] * len(argmax) if idle is None else idle.tolist()
         judged = [i for i in range(len(argmax)) if not skip[i]]
         verdicts = self.accept_all([argmax[i] for i in judged])
