@@ -65,13 +65,16 @@ class MaskedProcess:
         sampling, and the prompt's positions from the start) would be thrown away."""
         return x_t == self.mask_id
 
-    def x0_probs(self, logits: torch.Tensor, x_t: torch.Tensor) -> torch.Tensor:
+    def x0_probs(
+        self, logits: torch.Tensor, x_t: torch.Tensor, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """p(x_0 | x_t) [B, L, V] from the logits [N, V] of the `predicted` positions: the
-        softmax there (never the mask), one-hot on the decided tokens."""
+        softmax there (never the mask), one-hot on the decided tokens; written into `out`
+        (the previous prediction, overwritten) where given."""
         masked = self.predicted(x_t)
         rows = logits.float()
         rows[:, self.mask_id] = -torch.inf
-        probs = rows.new_zeros((*x_t.shape, rows.shape[-1]))
+        probs = rows.new_zeros((*x_t.shape, rows.shape[-1])) if out is None else out.zero_()
         probs[masked] = rows.softmax(-1)
         decided = ~masked
         probs[decided, x_t[decided]] = 1.0
@@ -151,7 +154,11 @@ class UniformProcess:
         """Every position's prediction matters: any token may change."""
         return None
 
-    def x0_probs(self, logits: torch.Tensor, x_t: torch.Tensor) -> torch.Tensor:
+    def x0_probs(
+        self, logits: torch.Tensor, x_t: torch.Tensor, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The softmax of every position's logits (a fresh tensor: `out` is not needed at
+        the sizes of the vocabularies uniform noise is used with)."""
         return logits.float().softmax(-1)
 
     def posterior(
