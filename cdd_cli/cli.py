@@ -34,7 +34,11 @@ app = typer.Typer(
     context_settings=HELP,
     help="Constrained discrete diffusion: text and molecules under hard constraints.",
 )
-train_app = typer.Typer(no_args_is_help=True, context_settings=HELP, help="Train diffusion models.")
+train_app = typer.Typer(
+    no_args_is_help=True,
+    context_settings=HELP,
+    help="Train diffusion models and constraint surrogates.",
+)
 models_app = typer.Typer(
     no_args_is_help=True, context_settings=HELP, help="Shipped default models."
 )
@@ -262,7 +266,9 @@ MethodOpt = Annotated[
 @app.command()
 def molecules(
     n: Annotated[Optional[int], typer.Option("-n", help="Number of molecules [16].")] = None,
-    seed: Annotated[Optional[int], typer.Option(help="Seed; sample i uses (seed, 0, i).")] = None,
+    seed: Annotated[
+        Optional[int], typer.Option(help="Seed [0]; sample i uses (seed, 0, i).")
+    ] = None,
     model: ModelOpt = None,
     steps: StepsOpt = None,
     batch_size: BatchOpt = None,
@@ -270,7 +276,10 @@ def molecules(
     constraint: ConstraintOpt = [],  # noqa: B006 (Typer reads the default, never mutates it)
     tau: TauOpt = [],  # noqa: B006
     novel: Annotated[
-        bool, typer.Option("--novel", help="Only molecules absent from the training set.")
+        bool,
+        typer.Option(
+            "--novel", help="Only molecules absent from the training set and earlier in the run."
+        ),
     ] = False,
     spec: SpecOpt = None,
     method: MethodOpt = None,
@@ -300,14 +309,15 @@ def generate(
         Optional[str], typer.Option(help="Prompt text; its tokens stay fixed.")
     ] = None,
     prompts: Annotated[
-        Optional[str], typer.Option(help="JSONL file (or -) of {'prompt': ..., 'id': ...}.")
+        Optional[str],
+        typer.Option(help='JSONL file (or -), a line each: {"prompt": "...", "id": ...}.'),
     ] = None,
     n: Annotated[Optional[int], typer.Option("-n", help="Samples per prompt [4].")] = None,
     length: Annotated[
         Optional[int], typer.Option(help="Tokens to generate after the prompt [64].")
     ] = None,
     seed: Annotated[
-        Optional[int], typer.Option(help="Seed; sample i of prompt p uses (seed, p, i).")
+        Optional[int], typer.Option(help="Seed [0]; sample i of prompt p uses (seed, p, i).")
     ] = None,
     model: ModelOpt = None,
     steps: StepsOpt = None,

@@ -21,8 +21,10 @@ class JsonlWriter:
             self.owned = False
         else:
             path = Path(target)
-            if not target or path.is_dir():
-                raise InputError(f"-o {target!r}: is a directory or empty")
+            if not target:
+                raise InputError("-o: the file name is empty (give a file, or - for stdout)")
+            if path.is_dir():
+                raise InputError(f"-o {target}: is a directory (give a file, or - for stdout)")
             beside = Path(f"{target}.config.yaml")  # where the resolved configuration goes
             if beside.is_dir():
                 raise InputError(f"-o {target}: {beside} is a directory")
@@ -69,7 +71,7 @@ def read_jsonl(source: str, what: str) -> list[tuple[str, dict]]:
     except OSError as exc:
         raise InputError(f"{source}: cannot read ({exc.strerror})") from None
     try:
-        content = raw.decode("utf-8")
+        content = raw.decode("utf-8-sig")  # a byte-order mark (Windows editors) is not text
     except UnicodeDecodeError as exc:
         raise InputError(f"{where}: not UTF-8 (byte {exc.start})") from None
     items = []

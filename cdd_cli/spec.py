@@ -72,17 +72,32 @@ class Spec:
     source: str = "command line"
 
     def resolved(self) -> dict:
-        """The configuration actually used, as plain data (written beside output files)."""
+        """The configuration actually used, as plain data (written beside output files).
+        Folders named relative to the current directory are written absolute, so that the
+        file means the same wherever it is used from."""
+        constraints = [{"type": c.type, **c.options} for c in self.constraints]
+        for c in constraints:
+            if "surrogate" in c:
+                c["surrogate"] = absolute_folder(c["surrogate"])
         return {
-            "model": self.model,
+            "model": absolute_folder(self.model),
             "method": self.method,
-            "constraints": [{"type": c.type, **c.options} for c in self.constraints],
+            "constraints": constraints,
             "projection": asdict(self.projection),
             "search": asdict(self.search),
             "repair": asdict(self.repair),
             "reject": asdict(self.reject),
             "sampling": asdict(self.sampling),
         }
+
+
+def absolute_folder(name: str | None) -> str | None:
+    """A local folder's absolute path; a shipped model's or a hub id's name as it is."""
+    from cdd_cli.models.registry import SHIPPED
+
+    if name is None or name in SHIPPED or not Path(name).expanduser().is_dir():
+        return name
+    return str(Path(name).expanduser().resolve())
 
 
 # Per constraint type: allowed keys -> (python types, required). tau ranges live in RANGES.

@@ -328,3 +328,20 @@ def test_an_unexpected_error_is_one_line_and_exit_1(monkeypatch: pytest.MonkeyPa
     assert len(lines) == 1
     assert lines[0].startswith("cdd: error: internal error: RuntimeError: something went wrong")
     assert "CDD_TRACEBACK=1" in lines[0]
+
+
+def test_the_written_configuration_names_a_relative_model_folder_absolutely(
+    uniform_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # A config written beside -o must mean the same run when used from another directory.
+    monkeypatch.chdir(uniform_model_dir.parent)
+    out = tmp_path / "sub" / "r.jsonl"
+    out.parent.mkdir()
+    args = ["molecules", "-n", "1", "--steps", "2", "--quiet", "-o", str(out)]
+    result = runner.invoke(app, [*args, "--model", uniform_model_dir.name])
+    assert result.exit_code == 0, result.stderr
+    config = Path(f"{out}.config.yaml")
+    assert f"model: {uniform_model_dir.resolve()}\n" in config.read_text()
+    monkeypatch.chdir(out.parent)
+    checked = runner.invoke(app, ["validate", config.name])
+    assert checked.exit_code == 0, checked.stderr

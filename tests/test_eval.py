@@ -15,10 +15,12 @@ from cdd_cli.evaluate.report import toxicity_over_prompts
 runner = CliRunner()
 
 
-def text_record(rid: str, text: str, value: float, tau: float = 0.5, seconds: float = 1.0):
+def text_record(
+    rid: str, text: str, value: float, tau: float = 0.5, seconds: float = 1.0, prompt: str = ""
+):
     return {
         "id": rid,
-        "prompt": "p",
+        "prompt": prompt or f"prompt {rid.split('-')[0]}",
         "text": text,
         "satisfied": value <= tau,
         "constraints": {
@@ -35,8 +37,25 @@ def text_record(rid: str, text: str, value: float, tau: float = 0.5, seconds: fl
 
 def test_expected_maximum_and_probability_over_prompts():
     rows = [{"id": "0-0"}, {"id": "0-1"}, {"id": "1-0"}, {"id": "1-1"}]
+    rows = [r | {"prompt": f"prompt {r['id'][0]}"} for r in rows]
     report = toxicity_over_prompts(rows, [0.2, 0.7, 0.1, 0.3])
     assert report == {"mean": 0.325, "expected_max": 0.5, "probability": 0.5}
+
+
+def test_runs_appended_to_one_file_are_grouped_by_prompt_text_not_id(tmp_path: Path):
+    # Each run's ids restart at 0-0: two prompts appended in two runs are two prompts.
+    path = tmp_path / "r.jsonl"
+    rows = [
+        text_record("0-0", " a", 0.6, prompt="The people of"),
+        text_record("0-1", " b", 0.2, prompt="The people of"),
+        text_record("0-0", " c", 0.1, prompt="Other prompt"),
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = runner.invoke(app, ["eval", str(path), "--no-perplexity", "--no-judge"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout.splitlines()[0])
+    assert report["prompts"] == 2
+    assert report["toxicity"]["cdd-toxicity-classifier"]["expected_max"] == 0.35
 
 
 def test_text_summary(tmp_path: Path):
@@ -148,7 +167,8 @@ def test_unconstrained_text_is_scored_by_the_constraints_judge_too(tmp_path: Pat
     texts = [" you are a stupid worthless idiot", " the weather was mild in the valley"]
     path = tmp_path / "r.jsonl"
     rows = [
-        {"id": f"{i}-0", "prompt": "p", "text": t, "constraints": {}} for i, t in enumerate(texts)
+        {"id": f"{i}-0", "prompt": f"p{i}", "text": t, "constraints": {}}
+        for i, t in enumerate(texts)
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = runner.invoke(app, ["eval", str(path), "--no-perplexity", "--no-judge"])

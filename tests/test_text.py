@@ -145,6 +145,14 @@ def test_bad_text_input_is_one_line_exit_2(
     assert "Traceback" not in result.output
 
 
+def test_a_prompts_file_that_starts_with_a_byte_order_mark_is_read(tmp_path: Path):
+    from cdd_cli.prompts import read_prompts
+
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"prompt": "Hello", "id": 7}\n{"prompt": "Bye"}\n')
+    assert [(p.text, p.id) for p in read_prompts(str(path))] == [("Hello", 7), ("Bye", None)]
+
+
 def test_molecule_surrogate_refuses_a_text_model(text_model_dir: Path):
     result = runner.invoke(
         app, ["generate", "--model", str(text_model_dir), "-c", "sa", "--tau", "3"]

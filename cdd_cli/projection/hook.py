@@ -121,28 +121,9 @@ class ProjectionHook:
             # The cheapest projection first: a bad decision redrawn given acceptability.
             probs, settled = self.condition(probs, info, ahead, ~alone, touched)
             alone |= settled
-            with torch.enable_grad():
-                result = project(
-                    probs,
-                    self.differentiable,
-                    self.settings,
-                    fixed | alone[:, None],
-                    self.generators,
-                    self.on_progress,
-                    self.multipliers,
-                    x,
-                )
-            self.multipliers = result.multipliers
-            projected = result.projected.tolist()
-            for i, seconds in enumerate(result.seconds.tolist()):
-                self.seconds[i] += seconds
-                if projected[i]:
-                    touched[i] = True
-                    self.outer[i] += int(result.outer_iters[i])
-                    self.inner[i] += int(result.inner_iters[i])
-            probs = self.decide_acceptably(result.probs, info, alone, result.projected, touched)
-            if self.layout is not None:  # the ALM may have lent mass to tokens off the layout
-                probs = self.layout.apply(probs, self.plans, fixed)
+            # Most steps leave every sample alone: the ALM's bookkeeping alone would cost 1%.
+            if not bool(alone.all()):
+                probs = self.alm_step(probs, x, info, fixed, alone, touched)
         # Exact constraints are searched at their steps; at the final prediction every sample
         # that some judge still rejects is searched too (a cheap, exact repair of surrogate
         # error, instead of redrawing the whole sample).
@@ -151,6 +132,41 @@ class ProjectionHook:
             probs = self.search_step(probs, x, fixed, touched, final, idle)
         for i, t in enumerate(touched):
             self.steps[i] += t
+        return probs
+
+    def alm_step(
+        self,
+        probs: torch.Tensor,
+        x: torch.Tensor,
+        info: StepInfo,
+        fixed: torch.Tensor,
+        alone: torch.Tensor,
+        touched: list[bool],
+    ) -> torch.Tensor:
+        """`probs` projected by the ALM, except the samples left `alone` [B] (and positions
+        `fixed`), with the draws that would still decide badly redrawn; accounts kept."""
+        with torch.enable_grad():
+            result = project(
+                probs,
+                self.differentiable,
+                self.settings,
+                fixed | alone[:, None],
+                self.generators,
+                self.on_progress,
+                self.multipliers,
+                x,
+            )
+        self.multipliers = result.multipliers
+        projected = result.projected.tolist()
+        for i, seconds in enumerate(result.seconds.tolist()):
+            self.seconds[i] += seconds
+            if projected[i]:
+                touched[i] = True
+                self.outer[i] += int(result.outer_iters[i])
+                self.inner[i] += int(result.inner_iters[i])
+        probs = self.decide_acceptably(result.probs, info, alone, result.projected, touched)
+        if self.layout is not None:  # the ALM may have lent mass to tokens off the layout
+            probs = self.layout.apply(probs, self.plans, fixed)
         return probs
 
     def left_alone(
