@@ -77,6 +77,8 @@ class Spec:
         file means the same wherever it is used from."""
         constraints = [{"type": c.type, **c.options} for c in self.constraints]
         for c in constraints:
+            for key, value in OPTION_DEFAULTS.get(c["type"], {}).items():
+                c.setdefault(key, value)
             if "surrogate" in c:
                 c["surrogate"] = absolute_folder(c["surrogate"])
         return {
@@ -127,6 +129,13 @@ SCOPES = ("continuation", "full")
 LEXICAL_TYPES = ("word_at", "include", "exclude", "word_count", "count")
 TEXT_TYPES = ("toxicity", *LEXICAL_TYPES)
 RANGES = {"sa": (1.0, 10.0), "toxicity": (0.0, 1.0)}
+# Options a constraint takes when a spec leaves them out (the resolved configuration shows
+# them). margin: how far inside tau the surrogate aims, against its error (a probability
+# for toxicity); scope: what the toxicity judge reads, the continuation or prompt and all.
+OPTION_DEFAULTS: dict[str, dict[str, Any]] = {
+    "sa": {"margin": 0.0},
+    "toxicity": {"margin": 0.05, "scope": "continuation"},
+}
 TAULESS = {name for name, keys in CONSTRAINT_KEYS.items() if "tau" not in keys}
 # Types whose options no flag can give (count reads its question from the prompt).
 SPEC_ONLY = ("word_at", "include", "exclude", "word_count")

@@ -188,3 +188,13 @@ def test_constraints_ls():
     assert result.exit_code == 0
     assert result.stdout.startswith("sa\tmolecules\t")
     assert "\ntoxicity\ttext\t" in result.stdout and "\nword_at\ttext\t" in result.stdout
+
+
+def test_resolved_constraints_show_the_options_left_to_their_defaults(tmp_path: Path):
+    spec = load_spec(write(tmp_path, "constraints:\n  - {type: toxicity, tau: 0.4}\n"))
+    (tox,) = spec.resolved()["constraints"]
+    assert tox == {"type": "toxicity", "tau": 0.4, "margin": 0.05, "scope": "continuation"}
+    chosen = load_spec(
+        write(tmp_path, "constraints:\n  - {type: toxicity, tau: 0.4, scope: full}\n")
+    )
+    assert chosen.resolved()["constraints"][0]["scope"] == "full"

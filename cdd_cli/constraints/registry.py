@@ -14,7 +14,7 @@ from cdd_cli.errors import InputError
 from cdd_cli.models.registry import ASSETS, LoadedModel
 from cdd_cli.models.surrogate import load_surrogate
 from cdd_cli.models.tokenizers import Gpt2Tokenizer, SmilesTokenizer, load_tokenizer
-from cdd_cli.spec import LEXICAL_TYPES, TEXT_TYPES, ConstraintSpec
+from cdd_cli.spec import LEXICAL_TYPES, OPTION_DEFAULTS, TEXT_TYPES, ConstraintSpec
 
 SHIPPED_SURROGATES = {
     "sa": ASSETS / "qm9-sa-surrogate",
@@ -63,11 +63,12 @@ def build_constraints(
                 f"{spec.where}: '{spec.type}' applies to {needs}; {model.name} is "
                 + ("a text model" if text_model else "a molecule model")
             )
+        options = {**OPTION_DEFAULTS.get(spec.type, {}), **spec.options}
         if spec.type == "sa":
             built.append(
                 SAConstraint(
                     tau=float(spec.tau),
-                    margin=float(spec.options.get("margin", SAConstraint.default_margin)),
+                    margin=float(options["margin"]),
                     net=_surrogate_for(spec, model, device),
                 )
             )
@@ -82,10 +83,10 @@ def build_constraints(
             built.append(
                 ToxicityConstraint(
                     tau=float(spec.tau),
-                    margin=float(spec.options.get("margin", ToxicityConstraint.default_margin)),
+                    margin=float(options["margin"]),
                     net=_surrogate_for(spec, model, device),
                     tokenizer=model.tokenizer,
-                    scope=spec.options.get("scope", "continuation"),
+                    scope=options["scope"],
                 )
             )
         elif spec.type in LEXICAL_TYPES:

@@ -29,7 +29,6 @@ class SAConstraint(DifferentiableConstraint):
     net: SoftTokenRegressor | None = field(default=None, compare=False, repr=False)
     name: str = "sa"
     judge_name: str = "rdkit-sa"
-    default_margin = 0.0  # class constant, not a field: the surrogate's aim inside tau
 
     def surrogate(self, soft_tokens: torch.Tensor) -> torch.Tensor:
         return self.net(soft_tokens)

@@ -25,7 +25,6 @@ class ToxicityConstraint(DifferentiableConstraint):
     scope: str = "continuation"
     name: str = "toxicity"
     judge_name: str = "cdd-toxicity-classifier"
-    default_margin = 0.05  # class constant: the surrogate aims this far below tau
     repair_unit = 0.2  # a probability: margin_step 0.25 tightens by 0.05 per redraw
 
     def surrogate(self, soft_tokens: torch.Tensor) -> torch.Tensor:
