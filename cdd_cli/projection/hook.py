@@ -318,9 +318,9 @@ class ProjectionHook:
         # only where the step may still change something (a V-wide argmax over every position
         # of a text model cost 2% of sampling time, at the final prediction alone).
         free = ~fixed
-        argmax = x.clone()
-        argmax[free] = probs[free].argmax(-1)
-        argmax = argmax.tolist()
+        ids = x.clone()
+        ids[free] = probs[free].argmax(-1)
+        argmax = ids.tolist()
         skip = [False] * len(argmax) if idle is None else idle.tolist()
         judged = [i for i in range(len(argmax)) if not skip[i]]
         verdicts = self.accept_all([argmax[i] for i in judged])
