@@ -75,10 +75,14 @@ class DifferentiableConstraint(Constraint):
         """Differentiable score per sample [B] from token ids [B, L] (a one-hot reading),
         probabilities [B, L, V] or probabilities over a support (`SparseTokens`)."""
 
-    def surrogate_violation(self, score: torch.Tensor) -> torch.Tensor:
+    def surrogate_excess(self, score: torch.Tensor) -> torch.Tensor:
+        """How far `score` is past the surrogate's aim (negative: that far inside)."""
         if self.upper_bound:
-            return torch.relu(score - (self.tau - self.margin))
-        return torch.relu((self.tau + self.margin) - score)
+            return score - (self.tau - self.margin)
+        return (self.tau + self.margin) - score
+
+    def surrogate_violation(self, score: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.surrogate_excess(score))
 
 
 class ExactConstraint(Constraint):

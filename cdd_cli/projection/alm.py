@@ -146,6 +146,24 @@ def floored(probs: torch.Tensor, vocab: int) -> torch.Tensor:
     return out / out.sum(-1, keepdim=True)
 
 
+def restricted(
+    probs: torch.Tensor, rows: torch.Tensor, movable: torch.Tensor, tokens: torch.Tensor, k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The `k` most likely token ids [R, L, k] of `probs` [B, L, V] at each position of
+    `rows` [R], and their x' mass floored as by `floored` [R, L, k]. Only `movable` [R, L]
+    positions are read V wide (a masked model's decided tokens are most of a text late in
+    sampling); any other position's support is its token (`tokens` [R, L]) k times over,
+    which reads as exactly that token whatever the weights on it."""
+    at_rows, at_positions = movable.nonzero(as_tuple=True)
+    moving = probs[rows[at_rows], at_positions].float()  # [M, V]
+    likely = moving.topk(k, dim=-1).indices
+    support = tokens.to(probs.device)[..., None].repeat(1, 1, k)
+    inside = torch.full(support.shape, 1.0 / k, device=probs.device)
+    support[at_rows, at_positions] = likely
+    inside[at_rows, at_positions] = floored(moving, probs.shape[-1]).gather(-1, likely)
+    return support, inside
+
+
 def gumbel_noise(
     shape: tuple[int, ...], generators: Sequence[torch.Generator] | None, device: torch.device
 ) -> torch.Tensor:
@@ -210,17 +228,7 @@ def project(
         # softmax(logits over the support), so KL(x' || y) is that mass times the KL of the
         # renormalised restrictions. A fixed position's support is its token K times over,
         # which reads as exactly that token whatever y's weights there.
-        at_rows, at_positions = movable_at.nonzero(as_tuple=True)
-        moving = probs[rows[at_rows], at_positions].float()  # [M, V]
-        likely = moving.topk(settings.support, dim=-1).indices
-        k = settings.support
-        support = probs.new_empty((len(rows), probs.shape[1], k), dtype=torch.long)
-        inside = torch.full(support.shape, 1.0 / k, device=device)
-        held_rows, held_positions = (~movable_at).nonzero(as_tuple=True)
-        held = hard[rows[held_rows], held_positions]
-        support[held_rows, held_positions] = held[:, None].expand(-1, k)
-        support[at_rows, at_positions] = likely
-        inside[at_rows, at_positions] = floored(moving, vocab).gather(-1, likely)
+        support, inside = restricted(probs, rows, movable_at, hard[rows], settings.support)
         inside_mass = inside.sum(-1, keepdim=True)
         target = inside / inside_mass
     else:
@@ -302,8 +310,10 @@ def project(
     if support is not None:
         # Outside the support x' keeps its mass, unfloored (the feasibility checks above read
         # the support's argmax, which in all but flat rows is the argmax of the whole row).
+        at_rows, at_positions = movable_at.nonzero(as_tuple=True)
+        moving = probs[rows[at_rows], at_positions].float()  # [M, V]
         inside = (result * inside_mass)[at_rows, at_positions]
-        moving = moving.scatter(-1, likely, inside)
+        moving = moving.scatter(-1, support[at_rows, at_positions], inside)
         moving = moving / moving.sum(-1, keepdim=True)
         projected[rows[at_rows], at_positions] = moving.to(probs.dtype)
     else:

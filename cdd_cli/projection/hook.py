@@ -23,6 +23,7 @@ from cdd_cli.diffusion.processes import make_argmax, sample_categorical
 from cdd_cli.diffusion.sampler import StepInfo
 from cdd_cli.projection.alm import ALMProgress, ALMSettings, Multipliers, project
 from cdd_cli.projection.layout import Plan, WordLayout
+from cdd_cli.projection.linearized import linearised_search
 from cdd_cli.projection.search import Reader, SearchSettings, best_first
 
 
@@ -116,8 +117,16 @@ class ProjectionHook:
         # A sample whose step decides no token (most steps of a masked model) goes on
         # unchanged whatever its probabilities: projecting or searching it would be wasted.
         idle = None if info.changing is None else ~info.changing.any(-1)
+        final = info.index >= info.steps
+        # At the final prediction the judges read every argmax first: what they accept is
+        # done, and what they reject tries the linearised projection before the ALM.
+        accepted = self.final_check(probs, x, fixed, touched) if final else None
+        if accepted is not None:
+            probs, accepted = accepted
         if self.differentiable and self.due(self.settings.project_from, info):
             alone, ahead = self.left_alone(probs, x, info, idle)
+            if accepted is not None:
+                alone |= accepted.to(alone.device)
             # The cheapest projection first: a bad decision redrawn given acceptability.
             probs, settled = self.condition(probs, info, ahead, ~alone, touched)
             alone |= settled
@@ -127,12 +136,50 @@ class ProjectionHook:
         # Exact constraints are searched at their steps; at the final prediction every sample
         # that some judge still rejects is searched too (a cheap, exact repair of surrogate
         # error, instead of redrawing the whole sample).
-        final = info.index >= info.steps
         if final or (self.exact and self.due(self.search.project_from, info)):
-            probs = self.search_step(probs, x, fixed, touched, final, idle)
+            skip = idle if accepted is None else accepted
+            probs = self.search_step(probs, x, fixed, touched, final, skip)
         for i, t in enumerate(touched):
             self.steps[i] += t
         return probs
+
+    def final_check(
+        self, probs: torch.Tensor, x: torch.Tensor, fixed: torch.Tensor, touched: list[bool]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """At the final prediction: `probs` with the samples settled by the linearised
+        projection (`linearised_search`) made to decide what it found, and [B] the samples
+        every judge now accepts (their argmax as it was, or as settled)."""
+        ids = x.clone()
+        free = ~fixed
+        ids[free] = probs[free].argmax(-1)
+        started = time.perf_counter()
+        accepted = torch.tensor(self.accept_all(ids.tolist()), dtype=torch.bool)
+        # Every sample's output is read here, accepted or not: an equal share each.
+        share = (time.perf_counter() - started) / len(accepted)
+        for i in range(len(accepted)):
+            self.seconds[i] += share
+        rows = (~accepted).nonzero().squeeze(-1).tolist()
+        if not self.differentiable or not rows:
+            return probs, accepted
+        result = linearised_search(
+            probs,
+            rows,
+            free,
+            ids,
+            self.differentiable,
+            self.settings.support,
+            self.accept_all,
+            self.well_formed,
+        )
+        out = probs.clone() if result.found else probs
+        for i in rows:
+            touched[i] = True
+            self.seconds[i] += result.seconds[i]
+            self.nodes[i] += result.judged[i]
+            if i in result.found:
+                out[i] = make_argmax(probs[i], result.found[i])
+                accepted[i] = True
+        return out, accepted
 
     def alm_step(
         self,
@@ -312,8 +359,11 @@ class ProjectionHook:
         fixed: torch.Tensor,
         touched: list[bool],
         final: bool,
-        idle: torch.Tensor | None = None,
+        skip: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """`probs` with each sample whose argmax some judge rejects searched (`best_first`)
+        for the cheapest accepted flips; samples in `skip` [B] (idle at this step, or already
+        accepted) are not judged."""
         # A fixed position keeps its token whatever its probabilities: the argmax is needed
         # only where the step may still change something (a V-wide argmax over every position
         # of a text model cost 2% of sampling time, at the final prediction alone).
@@ -321,8 +371,8 @@ class ProjectionHook:
         ids = x.clone()
         ids[free] = probs[free].argmax(-1)
         argmax = ids.tolist()
-        skip = [False] * len(argmax) if idle is None else idle.tolist()
-        judged = [i for i in range(len(argmax)) if not skip[i]]
+        skipped = [False] * len(argmax) if skip is None else skip.tolist()
+        judged = [i for i in range(len(argmax)) if not skipped[i]]
         verdicts = self.accept_all([argmax[i] for i in judged])
         rejected = [i for i, ok in zip(judged, verdicts, strict=True) if not ok]
         if not rejected:
