@@ -57,6 +57,9 @@ class Arm:
         self.wall = 0.0
 
     def run(self, indices: range) -> None:
+        # Each arm stands for a run of its own: no verdict another arm reached is remembered
+        # (the same seed draws the same molecules in every arm).
+        rdkit_sa.cache_clear()
         started = time.perf_counter()
         self.draws += self.generation.run(indices)
         self.wall += time.perf_counter() - started

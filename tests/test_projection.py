@@ -453,3 +453,65 @@ def test_tokens_outside_the_support_keep_their_mass():
     assert result.projected.all()
     assert (result.probs[..., 20:] == 0).all()
     assert (result.probs.argmax(-1).eq(CARBON).sum(-1) <= 3).all()
+
+
+def test_the_linearised_projection_takes_the_smallest_multiplier_the_judge_accepts():
+    from cdd_cli.projection.alm import floored
+    from cdd_cli.projection.linearized import LADDER, linearised_search
+
+    probs = carbon_heavy(3)
+    tokens = probs.argmax(-1)
+    assert (tokens.eq(CARBON).sum(-1) > 3).all()
+    movable = torch.ones(3, 12, dtype=torch.bool)
+    movable[2, :2] = False  # decided: whatever they hold stays
+
+    def accept_all(sequences: list[list[int]]) -> list[bool]:
+        return [s.count(CARBON) <= 3 for s in sequences]
+
+    result = linearised_search(
+        probs, [0, 1, 2], movable, tokens, [CarbonCount(tau=3.0)], 0, accept_all
+    )
+    assert sorted(result.found) == [0, 1, 2]
+    assert all(result.judged[r] >= 1 and result.seconds[r] > 0 for r in range(3))
+    # The surrogate's gradient is 1 on every carbon, so multiplier lam moves exactly the
+    # movable carbons whose lead over their runner-up is under lam nats, to that runner-up.
+    top2 = floored(probs, probs.shape[-1]).log().topk(2, dim=-1)
+    lead = top2.values[..., 0] - top2.values[..., 1]
+    partial = []
+    for r in range(3):
+        for lam in LADDER:
+            moves = tokens[r].eq(CARBON) & movable[r] & (lead[r] < lam)
+            expected = torch.where(moves, top2.indices[r, :, 1], tokens[r])
+            if accept_all([expected.tolist()])[0]:
+                break
+        assert result.found[r] == expected.tolist()
+        partial.append(0 < moves.sum() < tokens[r].eq(CARBON).sum())
+    assert any(partial)  # some row keeps carbons it could have given up: the least was taken
+
+
+def test_the_final_prediction_leaves_what_the_judge_accepts_and_settles_the_rest():
+    # A surrogate that says every sequence violates (offset +100): at the final prediction the
+    # judge is read first, so a sample it accepts is not touched, and a carbon-heavy one is
+    # settled by the linearised projection without an ALM iteration.
+    tokenizer = make_tokenizer()
+    probs = carbon_heavy(2)
+    probs[0] = torch.nn.functional.one_hot(
+        torch.tensor(tokenizer.encode("CCO", 12)), len(tokenizer)
+    ).float() * 0.9 + 0.1 / len(tokenizer)
+    x = probs.argmax(-1)
+    constraint = CarbonCount(tau=3.0, offset=100.0)
+    assert constraint.judge([tokenizer.decode(x[1].tolist())])[0] > 3
+    hook = ProjectionHook(
+        [constraint],
+        explicit(),
+        lambda x: torch.zeros_like(x, dtype=torch.bool),
+        [sample_generator(0, 0, i) for i in range(2)],
+        tokenizer.decode,
+    )
+    out = hook(probs.clone(), x, StepInfo(8, 8, 1 / 8, 0.0))
+    assert torch.equal(out[0], probs[0])
+    settled = tokenizer.decode(out[1].argmax(-1).tolist())
+    assert constraint.satisfied(constraint.judge([settled])[0])
+    reports = [hook.report(i) for i in range(2)]
+    assert [r["outer_iters"] for r in reports] == [0, 0]
+    assert reports[0]["search_nodes"] == 0 and reports[1]["search_nodes"] >= 1

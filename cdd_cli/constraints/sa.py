@@ -9,6 +9,7 @@ sequences as 10 so the projection steers away from them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import torch
 
@@ -17,6 +18,9 @@ from cdd_cli.evaluate.molecules import parse
 from cdd_cli.models.surrogate import SoftTokenRegressor
 
 
+# The projection judges a sample's final argmax and the record judges the same text again; the
+# flip search and the redraws meet the same strings too.
+@lru_cache(maxsize=1 << 16)
 def rdkit_sa(smiles: str) -> float | None:
     from rdkit.Contrib.SA_Score import sascorer
 

@@ -244,17 +244,19 @@ class SmilesSyntax:
         # only by rounding (a model's output varies in its last bits with the batch size) tie
         # exactly, and ties go to the first found: the same seed gives the same molecules.
         class_logp = (class_logp.double() * QUANTUM).round() / QUANTUM
-        to_go = self.to_go(class_logp)
+        # The heuristic stays an array: a search reads a few hundred of its L x S entries,
+        # and making all of them Python floats cost as much as the search.
+        to_go = self.to_go(class_logp).numpy()
         for row, scores, tokens, bound in zip(
-            ill_formed, class_logp, class_token, to_go, strict=True
+            ill_formed, class_logp.tolist(), class_token.tolist(), to_go, strict=True
         ):
-            found = self.search(scores.tolist(), tokens.tolist(), bound.tolist())
+            found = self.search(scores, tokens, bound)
             if found is not None:
                 ids[row] = torch.tensor(found)
         return ids.to(probs.device)
 
     def search(
-        self, scores: list[list[float]], tokens: list[list[int]], to_go: list[list[float]]
+        self, scores: list[list[float]], tokens: list[list[int]], to_go: Sequence[Sequence[float]]
     ) -> list[int] | None:
         """A* over (position, state) for one row's class scores [L][C], their tokens, and the
         summaries' best completions [L + 1][S] as the heuristic: it never underestimates, so
@@ -262,6 +264,7 @@ class SmilesSyntax:
         length = len(scores)
         if to_go[0][0] == -inf:
             return None  # nothing well formed (e.g. a position only `<unk>` can fill)
+        step = self.next
         summary_of: dict[State, int] = {}
         reached: dict[tuple[int, State], float] = {(0, self.begin): 0.0}
         came: dict[tuple[int, State], tuple[State, int]] = {}
@@ -280,12 +283,14 @@ class SmilesSyntax:
             expanded += 1
             rest = to_go[position + 1]
             for cls, gain in enumerate(scores[position]):
-                target = self.next(state, cls)
-                if target is None or gain == -inf:
+                if gain == -inf:
+                    continue
+                target = step(state, cls)
+                if target is None:
                     continue
                 if target not in summary_of:
                     summary_of[target] = self.summaries[self.summary(target)]
-                bound = rest[summary_of[target]]
+                bound = float(rest[summary_of[target]])
                 if bound == -inf:
                     continue  # cannot finish well formed in the positions left
                 key = (position + 1, target)

@@ -8,8 +8,13 @@ given acceptability, i.e. drawn from the step's distribution conditioned on the 
 rejection); only a sample none of whose `redraws` draws is acceptable is projected by the
 ALM, and a draw from its projection that still decides badly is redrawn the same way. Then,
 for exact constraints (novelty, ...), each sample whose argmax some judge rejects is searched
-for the cheapest set of token flips that every judge accepts. At the final prediction that
-search runs for every constraint, so surrogate error is repaired against the exact judges."""
+for the cheapest set of token flips that every judge accepts.
+
+The final prediction is the output itself, one deterministic decision, so the judges read
+every argmax first: a sample they accept is left as it is (whatever its surrogates say), and
+one they reject first tries the linearised projection (`linearized.py`, one surrogate pass
+where the ALM takes ~20), then the ALM, then the flip search, which runs there for every
+constraint so that surrogate error is repaired against the exact judges."""
 
 from __future__ import annotations
 

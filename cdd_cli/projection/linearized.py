@@ -38,9 +38,9 @@ LADDER = tuple(2.0**k for k in range(-2, 7))
 class LinearisedResult:
     found: dict[int, list[int]]  # by row: the accepted sequence (rows with none left out)
     judged: dict[int, int]  # by row: candidates the judges read
-    # By row: its share of the time. Each multiplier's time is split among the rows still
-    # searching (its judging among the rows it gave a new candidate), so a row settled at
-    # the first multiplier does not pay for the ones that search on.
+    # By row: its share of the time. Each multiplier's time is split among the rows whose
+    # choice it changed (where it changed none, among the rows still searching), so a row
+    # settled early does not pay for the multipliers that others go on to.
     seconds: dict[int, float]
 
 
