@@ -8,7 +8,7 @@ from pathlib import Path
 from cdd_cli.constraints.base import Constraint
 from cdd_cli.constraints.lexical import lexical_from_spec
 from cdd_cli.constraints.novelty import NoveltyConstraint
-from cdd_cli.constraints.sa import SAConstraint
+from cdd_cli.constraints.sa import SAConstraint, rdkit_sa
 from cdd_cli.constraints.toxicity import ToxicityConstraint
 from cdd_cli.errors import InputError
 from cdd_cli.models.registry import ASSETS, LoadedModel
@@ -65,6 +65,9 @@ def build_constraints(
             )
         options = {**OPTION_DEFAULTS.get(spec.type, {}), **spec.options}
         if spec.type == "sa":
+            # RDKit reads its SA fragment table on the first score (~0.3 s once a process):
+            # now, rather than in the first sample's projection time.
+            rdkit_sa("C")
             built.append(
                 SAConstraint(
                     tau=float(spec.tau),
