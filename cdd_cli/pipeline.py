@@ -186,7 +186,9 @@ class Generation:
                 self.on_alm,
                 layout,
                 tokenizer if isinstance(tokenizer, SmilesTokenizer) else None,
-                self.sampler.well_formed,
+                # Without a syntax there is nothing to decode (and a text model's V-wide copy
+                # of the prediction would cost more than the projection).
+                self.sampler.well_formed if self.sampler.syntax is not None else None,
             )
         self.progress.reset(self.denoise, total=self.sampler.steps)
         started = time.perf_counter()
