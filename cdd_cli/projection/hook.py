@@ -125,9 +125,9 @@ class ProjectionHook:
         final = info.index >= info.steps
         # At the final prediction the judges read every argmax first: what they accept is
         # done, and what they reject tries the linearised projection before the ALM.
-        accepted = self.final_check(probs, x, fixed, touched) if final else None
-        if accepted is not None:
-            probs, accepted = accepted
+        accepted = None
+        if final:
+            probs, accepted = self.final_check(probs, x, fixed, touched)
         if self.differentiable and self.due(self.settings.project_from, info):
             alone, ahead = self.left_alone(probs, x, info, idle)
             if accepted is not None:
