@@ -515,3 +515,69 @@ def test_the_final_prediction_leaves_what_the_judge_accepts_and_settles_the_rest
     reports = [hook.report(i) for i in range(2)]
     assert [r["outer_iters"] for r in reports] == [0, 0]
     assert reports[0]["search_nodes"] == 0 and reports[1]["search_nodes"] >= 1
+
+
+def test_the_layout_does_not_undo_what_the_final_prediction_settled():
+    # The ALM's output is put back on the word layout; a sample the linearised projection
+    # settled (the judges accepted it) is left alone by the ALM and must stay as accepted.
+    tokenizer = make_tokenizer()
+
+    class PinFirstCarbon:  # a layout that puts a carbon first (no judge checks it)
+        def plan(self, probs, x, fixed, generators):
+            return [None] * len(x)
+
+        def apply(self, probs, plans, fixed):
+            out = probs.clone()
+            for b in range(len(out)):
+                if not fixed[b, 0]:
+                    out[b, 0] = torch.nn.functional.one_hot(torch.tensor(CARBON), out.shape[-1])
+            return out
+
+    def fixed_positions(x: torch.Tensor) -> torch.Tensor:
+        fixed = torch.zeros_like(x, dtype=torch.bool)
+        fixed[1] = True  # nothing movable: the judge rejects it, the ALM is called
+        return fixed
+
+    constraint = CarbonCount(tau=0.0)
+    probs = carbon_heavy(2)
+    hook = ProjectionHook(
+        [constraint],
+        explicit(),
+        fixed_positions,
+        [sample_generator(0, 0, i) for i in range(2)],
+        tokenizer.decode,
+        layout=PinFirstCarbon(),
+    )
+    out = hook(probs.clone(), probs.argmax(-1), StepInfo(8, 8, 1 / 8, 0.0))
+    settled = tokenizer.decode(out[0].argmax(-1).tolist())
+    assert constraint.satisfied(constraint.judge([settled])[0])
+    assert hook.report(0)["search_nodes"] >= 1 and hook.report(0)["outer_iters"] == 0
+
+
+def test_what_only_an_exact_judge_rejects_goes_to_the_flip_search(monkeypatch):
+    import cdd_cli.projection.hook as hook_module
+
+    calls = []
+    original = hook_module.linearised_search
+    monkeypatch.setattr(
+        hook_module, "linearised_search", lambda *a, **k: calls.append(a[1]) or original(*a, **k)
+    )
+    tokenizer = make_tokenizer()
+    ids = torch.tensor([tokenizer.encode("CC(CO", 12)] * 2)  # a branch never closed
+    probs = torch.nn.functional.one_hot(ids, len(tokenizer)).float() * 0.8 + 0.2 / len(tokenizer)
+    probs[1] = carbon_heavy(1)[0]  # many carbons, and no SMILES either
+    ids = probs.argmax(-1)
+    hook = ProjectionHook(
+        [CarbonCount(tau=6.0), Parses()],
+        explicit(),
+        lambda x: torch.zeros_like(x, dtype=torch.bool),
+        [sample_generator(0, 0, i) for i in range(2)],
+        tokenizer.decode,
+    )
+    out = hook(probs.clone(), ids, StepInfo(8, 8, 1 / 8, 0.0))
+    # Row 0 has 3 carbons (the count's judge accepts it): only the parse judge objects, so only
+    # row 1 tries the linearised projection; the flip search mends row 0.
+    assert calls == [[1]]
+    text = tokenizer.decode(out[0].argmax(-1).tolist())
+    assert Chem.MolFromSmiles(text, sanitize=False) is not None
+    assert hook.report(0)["search_nodes"] > 0

@@ -154,17 +154,28 @@ class ProjectionHook:
         """At the final prediction: `probs` with the samples settled by the linearised
         projection (`linearised_search`) made to decide what it found, and [B] the samples
         every judge now accepts (their argmax as it was, or as settled)."""
+        started = time.perf_counter()
         ids = x.clone()
         free = ~fixed
         ids[free] = probs[free].argmax(-1)
-        started = time.perf_counter()
-        accepted = torch.tensor(self.accept_all(ids.tolist()), dtype=torch.bool)
+        sequences = ids.tolist()
+        accepted = torch.tensor(self.accept_all(sequences), dtype=torch.bool)
         # Every sample's output is read here, accepted or not: an equal share each.
         share = (time.perf_counter() - started) / len(accepted)
         for i in range(len(accepted)):
             self.seconds[i] += share
         rows = (~accepted).nonzero().squeeze(-1).tolist()
         if not self.differentiable or not rows:
+            return probs, accepted
+        # Only where a surrogate's own judge objects: what only an exact judge (novelty, ...)
+        # rejects is left to the flip search, which finds the cheapest change it accepts.
+        started = time.perf_counter()
+        objected = self.unacceptable([self.decode(sequences[i]) for i in rows]).tolist()
+        share = (time.perf_counter() - started) / len(rows)
+        for i in rows:
+            self.seconds[i] += share
+        rows = [i for i, bad in zip(rows, objected, strict=True) if bad]
+        if not rows:
             return probs, accepted
         result = linearised_search(
             probs,
@@ -176,15 +187,15 @@ class ProjectionHook:
             self.accept_all,
             self.well_formed,
         )
-        out = probs.clone() if result.found else probs
         for i in rows:
             touched[i] = True
             self.seconds[i] += result.seconds[i]
             self.nodes[i] += result.judged[i]
             if i in result.found:
-                out[i] = make_argmax(probs[i], result.found[i])
+                # In place: the sampler never reads its final prediction again (sampler.py).
+                probs[i] = make_argmax(probs[i], result.found[i])
                 accepted[i] = True
-        return out, accepted
+        return probs, accepted
 
     def alm_step(
         self,
@@ -218,7 +229,8 @@ class ProjectionHook:
                 self.inner[i] += int(result.inner_iters[i])
         probs = self.decide_acceptably(result.probs, info, alone, result.projected, touched)
         if self.layout is not None:  # the ALM may have lent mass to tokens off the layout
-            probs = self.layout.apply(probs, self.plans, fixed)
+            # Only where it did: a sample left alone may hold what the judges just accepted.
+            probs = self.layout.apply(probs, self.plans, fixed | alone[:, None])
         return probs
 
     def left_alone(

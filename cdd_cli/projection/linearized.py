@@ -29,8 +29,8 @@ from cdd_cli.constraints.base import DifferentiableConstraint
 from cdd_cli.models.surrogate import SparseTokens
 from cdd_cli.projection.alm import restricted
 
-# Multipliers tried, in nats of log-probability per unit of surrogate score (SA units, or a
-# toxicity logit); a multiplier that changes no position's choice costs nothing.
+# Multipliers tried, in nats of log-probability per unit of surrogate score (SA units, or
+# toxicity probability); a multiplier that changes no position's choice costs nothing.
 LADDER = tuple(2.0**k for k in range(-2, 7))
 
 
