@@ -26,7 +26,7 @@ import torch
 from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, ExactConstraint
 from cdd_cli.diffusion.processes import make_argmax, sample_categorical
 from cdd_cli.diffusion.sampler import StepInfo
-from cdd_cli.projection.alm import ALMProgress, ALMSettings, Multipliers, project
+from cdd_cli.projection.alm import ALMProgress, ALMSettings, Multipliers, argmax_ids, project
 from cdd_cli.projection.layout import Plan, WordLayout
 from cdd_cli.projection.linearized import linearised_search
 from cdd_cli.projection.search import Reader, SearchSettings, best_first
@@ -155,9 +155,8 @@ class ProjectionHook:
         projection (`linearised_search`) made to decide what it found, and [B] the samples
         every judge now accepts (their argmax as it was, or as settled)."""
         started = time.perf_counter()
-        ids = x.clone()
         free = ~fixed
-        ids[free] = probs[free].argmax(-1)
+        ids = argmax_ids(probs, free, x)
         sequences = ids.tolist()
         accepted = torch.tensor(self.accept_all(sequences), dtype=torch.bool)
         # Every sample's output is read here, accepted or not: an equal share each.
@@ -384,10 +383,7 @@ class ProjectionHook:
         # A fixed position keeps its token whatever its probabilities: the argmax is needed
         # only where the step may still change something (a V-wide argmax over every position
         # of a text model cost 2% of sampling time, at the final prediction alone).
-        free = ~fixed
-        ids = x.clone()
-        ids[free] = probs[free].argmax(-1)
-        argmax = ids.tolist()
+        argmax = argmax_ids(probs, ~fixed, x).tolist()
         skipped = [False] * len(argmax) if skip is None else skip.tolist()
         judged = [i for i in range(len(argmax)) if not skipped[i]]
         verdicts = self.accept_all([argmax[i] for i in judged])
