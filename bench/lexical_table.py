@@ -49,7 +49,8 @@ from cdd_cli.evaluate.report import text_report
 from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.evaluate.text import Perplexity, corpus_perplexity
 from cdd_cli.models import registry
-from cdd_cli.pipeline import Generation, Prompt, fill_model_defaults, record
+from cdd_cli.pipeline import Generation, Prompt, record
+from cdd_cli.projection.presets import fill_model_defaults
 from cdd_cli.spec import ConstraintSpec, Spec, check_constraint
 
 WORDS_FOR_COUNTING = [

@@ -27,8 +27,9 @@ from cdd_cli.models.checkpoint import ModelConfig
 from cdd_cli.models.dit import DiffusionModel
 from cdd_cli.models.surrogate import SoftTokenRegressor, SurrogateConfig
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
-from cdd_cli.projection.alm import ALMSettings
-from cdd_cli.projection.hook import ProjectionHook
+from cdd_cli.projection import engine
+from cdd_cli.projection.presets import CDD_SHARED
+from cdd_cli.settings import ALMSettings, SearchSettings
 
 
 def peak_memory_mb(device: str) -> float:
@@ -73,15 +74,17 @@ def main() -> None:
         net.requires_grad_(False)
         toxicity = ToxicityConstraint(tau=0.0, net=net, tokenizer=Gpt2Tokenizer())
         settings = ALMSettings(
-            project_from=0.0, max_outer_iters=2, inner_iters=10, mu_init=1.0, support=256
+            **CDD_SHARED,
+            project_from=0.0,
+            max_outer_iters=2,
+            inner_iters=10,
+            mu_init=1.0,
+            support=256,
         )
-        hook = ProjectionHook(
-            [toxicity],
-            settings,
-            process.fixed_positions,
-            generators,
-            Gpt2Tokenizer().decode,
+        job = engine.Job(
+            [toxicity], [], process.fixed_positions, generators, Gpt2Tokenizer().decode
         )
+        hook = engine.cdd(job, settings, SearchSettings(project_from=0.9))
     started = time.perf_counter()
     with torch.inference_mode(hook is None):
         sampler.sample(generators, args.length, hook)

@@ -25,7 +25,8 @@ from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.evaluate.molecules import CANONICALIZER, canonical, describe
 from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.models import registry
-from cdd_cli.pipeline import Draw, Generation, fill_model_defaults
+from cdd_cli.pipeline import Draw, Generation
+from cdd_cli.projection.presets import fill_model_defaults
 from cdd_cli.spec import Spec, constraint_from_flags, load_spec
 
 

@@ -31,7 +31,8 @@ from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.evaluate.report import text_report
 from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.models import registry
-from cdd_cli.pipeline import Generation, Prompt, fill_model_defaults, record
+from cdd_cli.pipeline import Generation, Prompt, record
+from cdd_cli.projection.presets import fill_model_defaults
 from cdd_cli.spec import Spec, constraint_from_flags
 from cdd_cli.train.toxicity import read_davidson, split_of
 

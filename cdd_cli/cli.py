@@ -259,7 +259,11 @@ BatchOpt = Annotated[Optional[int], typer.Option("--batch-size", help="Samples p
 OutputOpt = Annotated[str, typer.Option("-o", "--output", help="JSONL file (appended) or -.")]
 SpecOpt = Annotated[Optional[Path], typer.Option("--spec", help="YAML constraint spec.")]
 MethodOpt = Annotated[
-    Optional[str], typer.Option(help="cdd (projection), reject (best-of-N) or unconstrained.")
+    Optional[str],
+    typer.Option(
+        help="cdd (the projection engine), paper (the paper's algorithm as published), "
+        "reject (best-of-N) or unconstrained."
+    ),
 ]
 
 
@@ -399,11 +403,12 @@ def validate(
     """Check a spec (keys, types, ranges, model, surrogates, lexical fit) without sampling."""
 
     def body() -> None:
+        from cdd_cli.constraints.base import closed_forms
         from cdd_cli.constraints.lexical import Count
         from cdd_cli.constraints.registry import build_constraints
         from cdd_cli.models import registry
-        from cdd_cli.pipeline import DEFAULT_LENGTH, fill_model_defaults
-        from cdd_cli.projection.layout import layout_for
+        from cdd_cli.pipeline import DEFAULT_LENGTH
+        from cdd_cli.projection.presets import fill_model_defaults
         from cdd_cli.spec import TEXT_TYPES, dump, load_spec
 
         if length is not None and length <= 0:
@@ -425,7 +430,7 @@ def validate(
                 f"{loaded.config.model_length} tokens"
             )
         try:
-            if layout_for(placed, loaded.tokenizer, 0, tokens):
+            if closed_forms(placed, loaded.tokenizer, 0, tokens):
                 note = f", words fit {tokens} tokens" + ("" if length else f" (--length {tokens})")
         except InputError as exc:
             raise InputError(f"{spec}: {exc} (--length {tokens})") from None

@@ -4,9 +4,11 @@ Methods:
 - `unconstrained`: one draw per sample, judged and reported;
 - `reject`: best-of-N rejection sampling, redrawing a sample until every judge accepts it or
   `reject.max_attempts` draws are spent (the record says how many);
-- `cdd`: the projection at every chosen step; a sample the exact judges still reject is
-  redrawn with surrogate bounds tightened by `repair.margin_step` per redraw, at most
-  `repair.max_redraws` times. A record is `satisfied` only when every judge accepts it.
+- `cdd`: the projection engine (`projection/engine.py`); a sample the exact judges still
+  reject is redrawn with surrogate bounds tightened by `repair.margin_step` per redraw, at
+  most `repair.max_redraws` times;
+- `paper`: the paper's algorithm (`projection/engine.py`, `paper`), one draw per sample.
+A record is `satisfied` only when every judge accepts it.
 
 Each draw of sample i of prompt p uses a generator derived from (seed, p, i, attempt), so
 records do not depend on the batch size. Text jobs draw `-n` samples per prompt; the prompt's
@@ -28,7 +30,7 @@ import yaml
 from rich.console import Console
 from rich.progress import Progress
 
-from cdd_cli.constraints.base import Constraint, DifferentiableConstraint
+from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, closed_forms
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.diffusion.processes import make_process
 from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator
@@ -37,8 +39,8 @@ from cdd_cli.evaluate.molecules import CANONICALIZER, MoleculeReport, describe, 
 from cdd_cli.models import registry
 from cdd_cli.models.tokenizers import Gpt2Tokenizer, SmilesTokenizer
 from cdd_cli.projection.alm import ALMProgress
-from cdd_cli.projection.hook import ProjectionHook
-from cdd_cli.projection.layout import WordLayout, layout_for
+from cdd_cli.projection.engine import PRESETS, Job
+from cdd_cli.projection.presets import fill_model_defaults
 from cdd_cli.prompts import PromptInput
 from cdd_cli.records import JsonlWriter
 from cdd_cli.spec import Spec, dump
@@ -172,24 +174,23 @@ class Generation:
             return fixed
 
         hook = None
-        if spec.method == "cdd" and self.constraints:
-            layout = self.layout(told, keep)
+        if spec.method in PRESETS and self.constraints:
             # All draws of one pass share their attempt count; redraws aim further inside.
             margin = spec.repair.margin_step * draws[0].attempts
-            hook = ProjectionHook(
-                [c.tightened(margin * c.repair_unit) for c in told],
-                spec.projection,
+            constraints = [c.tightened(margin * c.repair_unit) for c in told]
+            job = Job(
+                constraints,
+                closed_forms(constraints, tokenizer, keep, self.length),
                 fixed_positions,
                 generators,
                 continuation,
-                spec.search,
-                self.on_alm,
-                layout,
                 tokenizer if isinstance(tokenizer, SmilesTokenizer) else None,
                 # Without a syntax there is nothing to decode (and a text model's V-wide copy
                 # of the prediction would cost more than the projection).
                 self.sampler.well_formed if self.sampler.syntax is not None else None,
+                self.on_alm,
             )
+            hook = PRESETS[spec.method](job, spec.projection, spec.search)
         self.progress.reset(self.denoise, total=self.sampler.steps)
         started = time.perf_counter()
         with torch.inference_mode(hook is None):
@@ -212,10 +213,6 @@ class Generation:
         for c in self.constraints:  # e.g. novelty: later samples must differ from these
             c.remember([d.text for d in draws if d.satisfied])
 
-    def layout(self, constraints: list[Constraint], keep: int) -> WordLayout | None:
-        """The closed-form word layout of the lexical constraints (InputError if none fits)."""
-        return layout_for(constraints, self.loaded.tokenizer, keep, self.length)
-
     def surrogate_scores(
         self, ids: torch.Tensor, constraints: list[Constraint]
     ) -> list[dict[str, float | None]]:
@@ -237,6 +234,7 @@ class Generation:
             "unconstrained": 1,
             "reject": self.spec.reject.max_attempts,
             "cdd": 1 + self.spec.repair.max_redraws,
+            "paper": 1,  # what the paper's algorithm leaves violating is reported so
         }[self.spec.method]
         while pending:
             self.draw(pending, prompt)
@@ -273,7 +271,7 @@ def record(
             for c in constraints
         },
         "projection": {k: round(v, 4) for k, v in draw.projection.items()}
-        if spec.method == "cdd" and constraints
+        if spec.method in PRESETS and constraints
         else None,
         "attempts": draw.attempts,
         **(extra or {}),
@@ -318,15 +316,6 @@ def write_resolved_config(spec: Spec, output: str) -> None:
             )
     command = shlex.join(["cdd", *sys.argv[1:]]).replace("\n", " ")
     beside.write_text(f"# latest run: {command}\n" + dump(resolved))
-
-
-def fill_model_defaults(spec: Spec, loaded: registry.LoadedModel) -> None:
-    """Settings the spec leaves to the model (steps, some projection settings), filled in
-    place so the resolved configuration names them."""
-    spec.sampling.steps = spec.sampling.steps or loaded.default_steps
-    for name, value in loaded.projection_defaults.items():
-        if getattr(spec.projection, name) is None:
-            setattr(spec.projection, name, value)
 
 
 def run_molecules(
@@ -434,7 +423,7 @@ def run_text(
         told = told_of[prompt.index] = [
             c.with_prompt(prompt.text or "", len(prompt.ids)) for c in constraints
         ]
-        layout_for(told, loaded.tokenizer, len(prompt.ids), length)
+        closed_forms(told, loaded.tokenizer, len(prompt.ids), length)
     total = job.n * len(prompts)
     violating = written = 0
     seconds = 0.0

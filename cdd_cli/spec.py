@@ -21,10 +21,14 @@ from typing import Any, get_args, get_type_hints
 import yaml
 
 from cdd_cli.errors import InputError
-from cdd_cli.projection.alm import ALMSettings
-from cdd_cli.projection.search import SearchSettings
-
-METHODS = ("cdd", "unconstrained", "reject")
+from cdd_cli.settings import (
+    METHODS,
+    ALMSettings,
+    RejectSettings,
+    RepairSettings,
+    SamplingSettings,
+    SearchSettings,
+)
 
 
 @dataclass
@@ -36,27 +40,6 @@ class ConstraintSpec:
     @property
     def tau(self) -> float | None:
         return self.options.get("tau")
-
-
-@dataclass
-class RepairSettings:
-    """Certification: samples the judge rejects are redrawn with a tighter surrogate bound."""
-
-    max_redraws: int = 3
-    margin_step: float = 0.25
-
-
-@dataclass
-class SamplingSettings:
-    n: int | None = None
-    steps: int | None = None
-    batch_size: int = 64
-    seed: int = 0
-
-
-@dataclass
-class RejectSettings:
-    max_attempts: int = 16  # draws per sample before `reject` gives up
 
 
 @dataclass
@@ -201,6 +184,8 @@ def _check_type(
 
 
 def _settings(loc: _Located, node: yaml.Node, key: str, cls: type) -> Any:
+    if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
+        return cls()  # a section with every key commented out: all defaults
     values = {}
     known = {f.name: f for f in fields(cls)}
     hints = get_type_hints(cls)
@@ -384,34 +369,41 @@ def load_spec(path: Path) -> Spec:
 
 
 def check_settings(spec: Spec, where: str) -> None:
-    p = spec.projection
+    p, search = spec.projection, spec.search
+
+    def given(value: Any, ok: bool) -> bool:  # None: left to the method and model
+        return value is None or ok
+
+    mu_top = p.mu_max if p.mu_max is not None else math.inf
     rules = [
-        (p.eta > 0, "projection.eta must be > 0"),
-        (p.inner_iters is None or p.inner_iters >= 1, "projection.inner_iters must be >= 1"),
+        (given(p.eta, p.eta is not None and p.eta > 0), "projection.eta must be > 0"),
+        (given(p.inner_iters, (p.inner_iters or 0) >= 1), "projection.inner_iters must be >= 1"),
         (
-            p.max_outer_iters is None or p.max_outer_iters >= 1,
+            given(p.max_outer_iters, (p.max_outer_iters or 0) >= 1),
             "projection.max_outer_iters must be >= 1",
         ),
-        (p.mu_max > 0, "projection.mu_max must be > 0"),
+        (given(p.mu_max, (p.mu_max or 0) > 0), "projection.mu_max must be > 0"),
         (
-            p.mu_init is None or 0 < p.mu_init <= p.mu_max,
+            given(p.mu_init, 0 < (p.mu_init or 0) <= mu_top),
             "projection needs 0 < mu_init <= mu_max",
         ),
-        (p.alpha >= 1, "projection.alpha must be >= 1"),
-        (p.patience >= 1, "projection.patience must be >= 1"),
-        (p.temperature > 0, "projection.temperature must be > 0"),
-        (p.delta >= 0, "projection.delta must be >= 0"),
+        (given(p.alpha, (p.alpha or 0) >= 1), "projection.alpha must be >= 1"),
+        (given(p.patience, (p.patience or 0) >= 1), "projection.patience must be >= 1"),
+        (given(p.temperature, (p.temperature or 0) > 0), "projection.temperature must be > 0"),
         (
-            p.project_from is None or 0 <= p.project_from <= 1,
+            given(p.project_from, 0 <= (p.project_from or 0) <= 1),
             "projection.project_from must be in [0, 1]",
         ),
         (
-            p.support is None or p.support >= 0,
+            given(p.support, (p.support or 0) >= 0),
             "projection.support must be >= 0 (0: the whole vocabulary)",
         ),
-        (spec.search.top_k >= 1, "search.top_k must be >= 1"),
-        (spec.search.max_nodes >= 1, "search.max_nodes must be >= 1"),
-        (0 <= spec.search.project_from <= 1, "search.project_from must be in [0, 1]"),
+        (search.top_k >= 1, "search.top_k must be >= 1"),
+        (search.max_nodes >= 1, "search.max_nodes must be >= 1"),
+        (
+            given(search.project_from, 0 <= (search.project_from or 0) <= 1),
+            "search.project_from must be in [0, 1]",
+        ),
         (spec.repair.max_redraws >= 0, "repair.max_redraws must be >= 0"),
         (spec.repair.margin_step >= 0, "repair.margin_step must be >= 0"),
         (spec.reject.max_attempts >= 1, "reject.max_attempts must be >= 1"),

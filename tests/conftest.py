@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from cdd_cli.evaluate.reference import write_smiles
 from cdd_cli.models.checkpoint import ModelConfig, save_model
 from cdd_cli.models.dit import DiffusionModel
 from cdd_cli.models.surrogate import SoftTokenRegressor, SurrogateConfig, save_surrogate
 from cdd_cli.models.tokenizers import Gpt2Tokenizer, SmilesTokenizer
-from cdd_cli.train.qm9 import write_smiles
 
 # Real QM9 molecules (canonical, stereo-free), enough to build the full 30-token vocabulary.
 QM9_SAMPLE = [

@@ -9,10 +9,7 @@ import pytest
 import torch
 
 from cdd_cli.constraints.lexical import Count, Exclude, Include, WordAt, WordCount
-from cdd_cli.errors import InputError
-from cdd_cli.evaluate.lexical import split_words
-from cdd_cli.models.tokenizers import Gpt2Tokenizer
-from cdd_cli.projection.layout import (
+from cdd_cli.constraints.word_layout import (
     BARE,
     BREAK,
     END,
@@ -26,6 +23,9 @@ from cdd_cli.projection.layout import (
     next_state,
     start_state,
 )
+from cdd_cli.errors import InputError
+from cdd_cli.evaluate.lexical import split_words
+from cdd_cli.models.tokenizers import Gpt2Tokenizer
 from tests.test_text import generate, records, toxicity_spec
 
 SPEC = """constraints:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import gzip
 
 from cdd_cli.evaluate.molecules import canonical, describe, summarise
-from cdd_cli.evaluate.reference import load_reference
-from cdd_cli.train.qm9 import write_smiles
+from cdd_cli.evaluate.reference import load_reference, write_smiles
 
 
 def test_canonical_catches_non_canonical_duplicates():

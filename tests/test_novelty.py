@@ -262,7 +262,7 @@ def test_each_reading_is_judged_once():
 def test_novel_generation_never_returns_a_known_molecule(
     shipped_vocab_model_dir: Path, monkeypatch
 ):
-    import cdd_cli.projection.hook as hook_module
+    import cdd_cli.projection.stages as hook_module
 
     readings = []
 

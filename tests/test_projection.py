@@ -16,8 +16,10 @@ from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator, well_
 from cdd_cli.models import registry
 from cdd_cli.models.surrogate import Tokens, token_mass
 from cdd_cli.pipeline import Generation
-from cdd_cli.projection.alm import ALMSettings, project
-from cdd_cli.projection.hook import ProjectionHook
+from cdd_cli.projection import engine
+from cdd_cli.projection.alm import project
+from cdd_cli.projection.presets import CDD_SHARED
+from cdd_cli.settings import ALMSettings, SearchSettings
 from cdd_cli.spec import Spec, load_spec
 from tests.conftest import make_tokenizer
 
@@ -46,7 +48,30 @@ def explicit(**changes: float) -> ALMSettings:
     """Settings with what a model would fill in given (the paper's values, all V tokens)."""
     values = {"eta": 0.5, "inner_iters": 10, "max_outer_iters": 50, "mu_init": 1.0, "support": 0}
     values["project_from"] = 0.9
-    return ALMSettings(**{**values, **changes})
+    return ALMSettings(**{**CDD_SHARED, **values, **changes})
+
+
+def cdd_engine(
+    constraints,
+    settings: ALMSettings,
+    fixed_positions,
+    generators,
+    decode,
+    layout=None,
+    reader=None,
+    well_formed=None,
+) -> engine.Engine:
+    """The `cdd` preset's engine for one batch (a `layout`: the closed-form projection)."""
+    job = engine.Job(
+        constraints,
+        [layout] if layout else [],
+        fixed_positions,
+        generators,
+        decode,
+        reader,
+        well_formed,
+    )
+    return engine.cdd(job, settings, SearchSettings(project_from=0.9))
 
 
 def carbon_heavy(batch: int, length: int = 12, vocab: int = 35) -> torch.Tensor:
@@ -82,8 +107,8 @@ def test_integer_settings_from_a_spec_file_project(tmp_path: Path):
     # first update raised a dtype error instead of projecting.
     path = tmp_path / "spec.yaml"
     path.write_text(
-        "projection: {mu_init: 16, eta: 1, temperature: 1, inner_iters: 3,"
-        " max_outer_iters: 20, support: 0, project_from: 0}\n"
+        "projection: {mu_init: 16, eta: 1, temperature: 1, inner_iters: 3, mu_max: 1000,"
+        " alpha: 2, patience: 5, max_outer_iters: 20, support: 0, project_from: 0}\n"
     )
     settings = load_spec(path).projection
     assert isinstance(settings.mu_init, float) and isinstance(settings.eta, float)
@@ -178,8 +203,6 @@ def test_per_sample_generators_make_projection_batch_independent():
 
 
 def test_projection_inside_the_sampler(uniform_model_dir: Path):
-    from cdd_cli.projection.hook import ProjectionHook
-
     loaded = registry.load(str(uniform_model_dir), "molecules")
     process = UniformProcess(loaded.config.vocab_size)
     sampler = Sampler(loaded.model, process, 6, True)
@@ -190,7 +213,7 @@ def test_projection_inside_the_sampler(uniform_model_dir: Path):
     decode = loaded.tokenizer.decode
     assert not all(map(constraint.satisfied, constraint.judge([decode(r) for r in free.tolist()])))
     gens = [sample_generator(1, 0, i) for i in range(4)]
-    hook = ProjectionHook(
+    hook = cdd_engine(
         [constraint],
         # Run to the cap: on this random model two samples stall at mu_max for more than the
         # default patience before the growing multiplier moves them.
@@ -256,7 +279,7 @@ def test_reject_redraws_until_the_judge_accepts(masked_model_dir: Path):
 
 
 def test_model_defaults_fill_only_what_the_spec_leaves(shipped_vocab_model_dir: Path):
-    from cdd_cli.pipeline import fill_model_defaults
+    from cdd_cli.projection.presets import fill_model_defaults
 
     loaded = registry.load(str(shipped_vocab_model_dir), "molecules")
     spec = Spec()
@@ -299,7 +322,7 @@ def test_the_final_repair_tries_the_well_formed_sequence_first():
     final = StepInfo(8, 8, 1 / 8, 0.0)
     results = {}
     for name in ("syntax", "none"):
-        hook = ProjectionHook(
+        hook = cdd_engine(
             [Parses()],
             explicit(),
             lambda x: torch.zeros_like(x, dtype=torch.bool),
@@ -308,7 +331,7 @@ def test_the_final_repair_tries_the_well_formed_sequence_first():
             well_formed=(lambda p: well_formed(p, syntax)) if name == "syntax" else None,
         )
         out = hook(probs, ids, final)
-        results[name] = (tokenizer.decode(out.argmax(-1)[0].tolist()), hook.nodes[0])
+        results[name] = (tokenizer.decode(out.argmax(-1)[0].tolist()), hook.accounts.nodes[0])
     assert results["syntax"] == (best, 0)  # taken without a search
     text, nodes = results["none"]
     assert nodes > 0 and Chem.MolFromSmiles(text, sanitize=False) is not None
@@ -373,7 +396,7 @@ def test_a_masked_step_is_projected_only_where_its_draw_would_decide_badly():
         return process.step(p, x, t, s, uniforms)
 
     assert decide(probs)[:, 3].tolist() == [CARBON, CARBON]
-    hook = ProjectionHook(
+    hook = cdd_engine(
         [CarbonCount(tau=3.0)],
         explicit(project_from=0.0),
         process.fixed_positions,
@@ -382,10 +405,14 @@ def test_a_masked_step_is_projected_only_where_its_draw_would_decide_badly():
     )
     original = probs.clone()
     out = hook(probs, x, StepInfo(0, 10, t, s, changing, decide))
-    assert torch.equal(out[1], original[1]) and hook.steps[1] == 0 and hook.outer[1] == 0
+    assert (
+        torch.equal(out[1], original[1])
+        and hook.accounts.steps[1] == 0
+        and hook.accounts.outer[1] == 0
+    )
     decided = decide(out)
     assert decided[1, 3] == CARBON
-    assert decided[0, 3] != CARBON and hook.steps[0] == 1
+    assert decided[0, 3] != CARBON and hook.accounts.steps[0] == 1
     assert CarbonCount(tau=3.0).judge([tokenizer.decode(decided[0, :4].tolist())]) == [3.0]
 
 
@@ -412,7 +439,7 @@ def masked_step_deciding_position_3(p_carbon: float, p_nitrogen: float, samples:
         return process.step(p, x, t, s, uniforms)
 
     info = StepInfo(0, 10, t, s, process.changing(x, t, s, uniforms), decide)
-    hook = ProjectionHook(
+    hook = cdd_engine(
         [CarbonCount(tau=3.0)],
         explicit(project_from=0.0),
         process.fixed_positions,
@@ -430,7 +457,7 @@ def test_a_bad_decision_is_first_redrawn_given_acceptability_without_the_alm():
     assert info.decide(probs)[:, 3].eq(CARBON).all()
     decided = info.decide(hook(probs, x, info))[:, 3]
     assert set(decided.tolist()) == {n, o}
-    assert sum(hook.outer) == 0 and all(steps == 1 for steps in hook.steps)
+    assert sum(hook.accounts.outer) == 0 and all(steps == 1 for steps in hook.accounts.steps)
 
 
 def test_a_bad_decision_no_draw_mends_goes_to_the_alm():
@@ -438,7 +465,7 @@ def test_a_bad_decision_no_draw_mends_goes_to_the_alm():
     hook, probs, x, info, _ = masked_step_deciding_position_3(0.999, 0.0005, samples=2)
     decided = info.decide(hook(probs, x, info))[:, 3]
     assert not decided.eq(CARBON).any()
-    assert all(outer > 0 for outer in hook.outer)
+    assert all(outer > 0 for outer in hook.accounts.outer)
 
 
 def test_tokens_outside_the_support_keep_their_mass():
@@ -501,7 +528,7 @@ def test_the_final_prediction_leaves_what_the_judge_accepts_and_settles_the_rest
     x = probs.argmax(-1)
     constraint = CarbonCount(tau=3.0, offset=100.0)
     assert constraint.judge([tokenizer.decode(x[1].tolist())])[0] > 3
-    hook = ProjectionHook(
+    hook = cdd_engine(
         [constraint],
         explicit(),
         lambda x: torch.zeros_like(x, dtype=torch.bool),
@@ -540,7 +567,7 @@ def test_the_layout_does_not_undo_what_the_final_prediction_settled():
 
     constraint = CarbonCount(tau=0.0)
     probs = carbon_heavy(2)
-    hook = ProjectionHook(
+    hook = cdd_engine(
         [constraint],
         explicit(),
         fixed_positions,
@@ -555,7 +582,7 @@ def test_the_layout_does_not_undo_what_the_final_prediction_settled():
 
 
 def test_what_only_an_exact_judge_rejects_goes_to_the_flip_search(monkeypatch):
-    import cdd_cli.projection.hook as hook_module
+    import cdd_cli.projection.stages as hook_module
 
     calls = []
     original = hook_module.linearised_search
@@ -567,7 +594,7 @@ def test_what_only_an_exact_judge_rejects_goes_to_the_flip_search(monkeypatch):
     probs = torch.nn.functional.one_hot(ids, len(tokenizer)).float() * 0.8 + 0.2 / len(tokenizer)
     probs[1] = carbon_heavy(1)[0]  # many carbons, and no SMILES either
     ids = probs.argmax(-1)
-    hook = ProjectionHook(
+    hook = cdd_engine(
         [CarbonCount(tau=6.0), Parses()],
         explicit(),
         lambda x: torch.zeros_like(x, dtype=torch.bool),

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from cdd_cli.cli import app
 from cdd_cli.errors import InputError
-from cdd_cli.projection.alm import ALMSettings
+from cdd_cli.settings import ALMSettings
 from cdd_cli.spec import load_spec
 
 runner = CliRunner()
@@ -28,7 +28,7 @@ def test_example_spec_is_valid():
     spec = load_spec(ROOT / "constraints.example.yaml")
     assert spec.model == "default-molecules"
     assert [c.type for c in spec.constraints] == ["sa"]
-    assert spec.projection.inner_iters is None and spec.projection.eta == 1.0  # left to the model
+    assert spec.projection.inner_iters is None and spec.projection.eta is None  # left to the model
     assert spec.resolved()["projection"] == asdict(ALMSettings())  # documents the defaults
 
 
@@ -53,7 +53,8 @@ sampling: {steps: 16, batch_size: 8, seed: 3, n: 10}
     resolved = spec.resolved()
     assert resolved["method"] == "reject"
     assert resolved["constraints"] == [{"type": "sa", "tau": 3.5, "margin": 0.1}]
-    assert resolved["projection"]["eta"] == 0.5 and resolved["projection"]["mu_max"] == 1000.0
+    # What the spec leaves out stays None: the method and model fill it in (presets.py).
+    assert resolved["projection"]["eta"] == 0.5 and resolved["projection"]["mu_max"] is None
     # A None-able float takes a number; null leaves a setting to the model.
     assert resolved["projection"]["mu_init"] == 2.5 and resolved["projection"]["support"] is None
     assert resolved["sampling"] == {"n": 10, "steps": 16, "batch_size": 8, "seed": 3}
@@ -112,7 +113,7 @@ sampling: {steps: 16, batch_size: 8, seed: 3, n: 10}
         ("projection:\n  etaa: 1\n", "spec.yaml:2: unknown key 'projection.etaa'"),
         ("projection:\n  inner_iters: 2.5\n", "key 'projection.inner_iters': expected int"),
         ("projection:\n  mu_init: big\n", "key 'projection.mu_init': expected number"),
-        ("projection:\n  mu_init: 2000\n", "needs 0 < mu_init <= mu_max"),
+        ("projection:\n  mu_max: 100\n  mu_init: 200\n", "needs 0 < mu_init <= mu_max"),
         ("projection:\n  eta: -1\n", "projection.eta must be > 0"),
         ("sampling:\n  steps: 0\n", "sampling.steps must be >= 1"),
         ("method: magic\n", "'magic' is not one of"),
@@ -123,7 +124,8 @@ sampling: {steps: 16, batch_size: 8, seed: 3, n: 10}
         ("a: 1\na: 2\n", "given twice"),
         ("- 1\n- 2\n", "the spec must be a mapping"),
         # Non-finite numbers passed every range check and sampled garbage.
-        ("projection:\n  lambda_init: .nan\n", "spec.yaml:2: key 'projection.lambda_init'"),
+        ("projection:\n  eta: .nan\n", "spec.yaml:2: key 'projection.eta'"),
+        ("projection:\n  delta: 0.1\n", "spec.yaml:2: unknown key 'projection.delta'"),
         ("projection:\n  eta: .inf\n", "must be a finite number, got inf"),
         ("constraints:\n  - type: sa\n    tau: 3.5\n    margin: .inf\n", "key 'margin'"),
         # Tags and merge keys used to end in a traceback.

@@ -16,8 +16,9 @@ from typer.testing import CliRunner
 from cdd_cli.cli import app
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import canonical
+from cdd_cli.evaluate.reference import read_smiles, write_smiles
 from cdd_cli.train.diffusion import TrainConfig, Trainer
-from cdd_cli.train.qm9 import CSV_NAMES, read_qm9_smiles, read_smiles, write_smiles
+from cdd_cli.train.qm9 import CSV_NAMES, read_qm9_smiles
 from cdd_cli.train.surrogate import train_sa_surrogate
 from tests.conftest import QM9_SAMPLE, make_tokenizer
 

@@ -5,8 +5,12 @@ certified by the *judge*, which reads decoded text. Two kinds, by how they are p
 
 - `DifferentiableConstraint`: a *surrogate* reads soft tokens [B, L, V]; the ALM projection
   optimises its violation max(0, g - tau) (or max(0, tau - g) for a lower bound).
-- `ExactConstraint`: not differentiable (novelty, lexical); projected by a search or a
-  closed form that asks the judge directly.
+- `ExactConstraint`: not differentiable (novelty, lexical); projected by a search that asks
+  the judge directly.
+
+A family may also bring a *closed-form* projection (`closed_form()`: the lexical family's word
+layout): one object built for all of a job's constraints that name the same builder, which the
+engine applies to the prediction at every step (`ClosedFormProjection`).
 
 Neither the sampler nor the projection knows which constraint it serves.
 """
@@ -14,13 +18,38 @@ Neither the sampler nor the projection knows which constraint it serves.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 if TYPE_CHECKING:
     from cdd_cli.models.surrogate import Tokens
+
+
+class ClosedFormProjection(Protocol):
+    """A family's closed-form projection of the prediction p(x_0 | x_t) [B, L, V]."""
+
+    def plan(
+        self,
+        probs: torch.Tensor,
+        x: torch.Tensor,
+        fixed: torch.Tensor,
+        generators: Sequence[torch.Generator],
+    ) -> list:
+        """Per sample, what this step's projection is (drawn with the sample's generator)."""
+
+    def apply(self, probs: torch.Tensor, plans: list, fixed: torch.Tensor) -> torch.Tensor:
+        """`probs` projected by `plans`; positions `fixed` [B, L] are left as they are."""
+
+    def order(self, plans: list, changing: torch.Tensor, fixed: torch.Tensor) -> None:
+        """May edit `changing` [B, L] in place: which masked positions this step decides."""
+
+
+# Called with the constraints that share it, the tokenizer, the first continuation position and
+# the continuation's length; raises InputError where no output can satisfy them.
+ClosedFormBuilder = Callable[[list, Any, int, int], ClosedFormProjection]
 
 
 @dataclass(frozen=True)
@@ -68,6 +97,10 @@ class Constraint(ABC):
         """Told the final, accepted outputs (novelty keeps them; most constraints need not)."""
         return None
 
+    def closed_form(self) -> ClosedFormBuilder | None:
+        """The builder of this family's closed-form projection, if it has one."""
+        return None
+
 
 class DifferentiableConstraint(Constraint):
     @abstractmethod
@@ -90,3 +123,17 @@ class ExactConstraint(Constraint):
 
     def accepts(self, text: str) -> bool:
         return self.satisfied(self.judge([text])[0])
+
+
+def closed_forms(
+    constraints: Sequence[Constraint], tokenizer: Any, start: int, length: int
+) -> list[ClosedFormProjection]:
+    """One closed-form projection per builder that some of `constraints` name, built for all
+    of them at once (InputError where no continuation of `length` tokens after `start` can
+    satisfy them)."""
+    groups: dict[ClosedFormBuilder, list[Constraint]] = {}
+    for c in constraints:
+        builder = c.closed_form()
+        if builder is not None:
+            groups.setdefault(builder, []).append(c)
+    return [builder(group, tokenizer, start, length) for builder, group in groups.items()]

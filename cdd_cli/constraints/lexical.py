@@ -5,15 +5,16 @@ Judges are exact string checks with the plain word rules of `cdd_cli.evaluate.le
 on whitespace, surrounding punctuation stripped, case-sensitive; DESIGN.md §5); each value is
 1.0 when satisfied, 0.0 when not. None of them is differentiable: each says what it needs of
 the continuation's words (a word at a position, words somewhere, forbidden words, a number of
-words), and `projection/layout.py` turns all of them together into one closed-form projection
-of the probability tensor.
+words), and `word_layout.py` turns all of them together into one closed-form projection of
+the probability tensor.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from cdd_cli.constraints.base import ExactConstraint
+from cdd_cli.constraints.base import ClosedFormBuilder, ExactConstraint
+from cdd_cli.constraints.word_layout import WordLayout
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate import lexical
 from cdd_cli.evaluate.lexical import Judgement
@@ -46,6 +47,9 @@ class LexicalConstraint(ExactConstraint):
 
     def word_bounds(self) -> tuple[int | None, int | None]:
         return None, None
+
+    def closed_form(self) -> ClosedFormBuilder:
+        return WordLayout
 
 
 @dataclass(frozen=True)

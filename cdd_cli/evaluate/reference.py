@@ -7,12 +7,30 @@ canonicalised again once and cached under the user's cache folder.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 from pathlib import Path
 
+from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import CANONICALIZER, canonical
-from cdd_cli.train.qm9 import read_smiles, write_smiles
+
+REFERENCE_HEADER = "# cdd-reference v1"
+
+
+def write_smiles(path: Path, smiles: list[str], source: str) -> None:
+    """A gzip'd list with a versioned header naming the canonicaliser (novelty depends on it)."""
+    with gzip.open(path, "wt") as f:
+        f.write(f"{REFERENCE_HEADER} canonicalizer={CANONICALIZER} source={source}\n")
+        f.writelines(s + "\n" for s in smiles)
+
+
+def read_smiles(path: Path) -> tuple[str, list[str]]:
+    with gzip.open(path, "rt") as f:
+        header = f.readline().rstrip("\n")
+        if not header.startswith(REFERENCE_HEADER):
+            raise InputError(f"{path}: not a cdd reference file (header {header[:40]!r})")
+        return header, [line.rstrip("\n") for line in f if line.strip()]
 
 
 def cache_dir() -> Path:

@@ -10,7 +10,7 @@ from pathlib import Path
 from cdd_cli.errors import InputError
 from cdd_cli.models.checkpoint import ModelConfig, load_model, read_config
 from cdd_cli.models.dit import DiffusionModel
-from cdd_cli.models.tokenizers import SmilesTokenizer, Tokenizer, load_tokenizer
+from cdd_cli.models.tokenizers import Tokenizer, load_tokenizer
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
@@ -79,28 +79,6 @@ class LoadedModel:
     @property
     def default_steps(self) -> int:
         return int(self.meta.get("default_sampling_steps") or 32)
-
-    @property
-    def projection_defaults(self) -> dict[str, float]:
-        """The ALM settings a spec leaves to the model (`ALMSettings` gives the measurements
-        behind them)."""
-        if isinstance(self.tokenizer, SmilesTokenizer):
-            return {
-                "inner_iters": 3,
-                "max_outer_iters": 20,
-                "mu_init": 4.0,
-                "support": 4,
-                "project_from": 0.95,
-            }
-        return {
-            "inner_iters": 5,
-            "max_outer_iters": 50,
-            "mu_init": 64.0,
-            "support": 256,
-            # A masked model's steps are looked ahead at from the first (most leave the ALM
-            # idle); under uniform noise every step would be a full projection.
-            "project_from": 0.0 if self.config.noise == "masked" else 0.9,
-        }
 
     @cached_property
     def reference(self) -> frozenset[str] | None:

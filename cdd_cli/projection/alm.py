@@ -25,65 +25,7 @@ import torch
 
 from cdd_cli.constraints.base import DifferentiableConstraint
 from cdd_cli.models.surrogate import SparseTokens, Tokens
-
-
-@dataclass
-class ALMSettings:
-    """Defaults: the paper's SA settings (eta 1, mu_max 1000, lam0 0).
-
-    None leaves a setting to the model (`LoadedModel.projection_defaults`, filled in by
-    `pipeline.fill_model_defaults` before sampling; `project` refuses None):
-    - project_from: the paper projects every step, and so does a masked text model (0.0),
-      where the hook first looks at what each step would decide and leaves the ALM idle for
-      samples that decide nothing unacceptable (projection/hook.py): tweets model, 16 toxic
-      prompts x 4, tau 0.5, 0 violating against 4.7% with 0.9 before the look-ahead, 1.27x /
-      1.07x the unconstrained time (mean / median; 1.29x / 1.12x in a rerun) against 2.37x /
-      1.49x, bench/README.md. 0.9 for uniform-noise text. On QM9 at tau 3.5 over 64 samples
-      (before the final exact search existed), the last 10% of steps gave 59 valid / 0
-      violating at 27x the unconstrained time, the final prediction alone 46 valid at 16x,
-      from the middle on 14 valid at 153x, every step stopped unfinished. With the final search
-      and the current settings, SMILES take 0.95, which on the shipped model's 32 steps is
-      the final prediction alone (0.9: also the last two ancestral steps): 256 samples, tau
-      3.5, 1.51x / 1.06x the unconstrained time (mean / median) against 2.12x / 1.49x with
-      0.9, mean QED 0.513 against 0.516. bench/README.md has the runs.
-    - max_outer_iters: the paper's 1000 lets a stuck sample hold its batch for minutes on a
-      CPU; the final exact search and bounded redraws catch what is left. 50 for text; 20 for
-      SMILES (QM9, SA tau 3.0, 128 samples: 128 valid, 0 violating with 20 or 50, mean 0.31
-      against 0.48 s a sample).
-    - inner_iters and mu_init: 5 and 64 for text. The paper's toxicity setting, 10 and 1,
-      spent most outer iterations raising mu before any token moved (text model fine-tuned on
-      tweets, 8 toxic prompts x 2, tau 0.5, 0 violating either way: 4.1x / 1.35x the
-      unconstrained time, mean / median, against 1.8x / 1.09x with 5, 64 and patience 5;
-      perplexity +3% and +2% against unconstrained). 3 and 4 for SMILES: a larger
-      first penalty reaches feasibility in fewer outer iterations (QM9, 128 samples, 0
-      violating and 128 valid with each: SA tau 3.5, 0.11 s a sample against 0.23 s with 5
-      and 1, same QED, novelty and uniqueness; tau 3.0, 0.19 against 0.29 s; earlier, inner
-      5 against 10 at tau 3.0: 0.46 against 0.78 s).
-    - support: mass moves among the `support` most likely tokens of x' at each position (0:
-      all V). Text (V = 50,258): 256, as every V-wide operation of an inner step costs ~100 ms
-      per sample on a CPU and tokens outside the top 256 carry almost no mass. SMILES (V =
-      35): 4, because with all 35 the penalties buy surrogate feasibility with tokens the
-      model never puts there and the molecule no longer parses (QM9, SA tau 3.5, 64 samples:
-      93 of 97 final searches began from an unparsable projection and 55-61 came out valid
-      after 1.6-1.8 draws each; with 4: 64 valid and unique after 1.05 draws)."""
-
-    eta: float = 1.0  # gradient step on the logits of y
-    inner_iters: int | None = None  # gradient steps per outer iteration
-    max_outer_iters: int | None = None
-    mu_init: float | None = None  # first quadratic penalty weight
-    mu_max: float = 1000.0
-    alpha: float = 2.0  # growth of mu per outer iteration
-    lambda_init: float = 0.0
-    delta: float = 0.0  # a violation at or below delta counts as satisfied
-    temperature: float = 0.5  # Gumbel-softmax temperature of phi
-    project_from: float | None = None  # project steps from this fraction of the way on (0: all)
-    support: int | None = None  # tokens per position the mass moves among (0: all V)
-    # A sample stops once mu is at mu_max and its argmax's violation has not fallen for this
-    # many outer iterations: the ALM is stuck (e.g. a masked model's last steps, where the
-    # tokens that would have to change are already decided), and iterating to the cap only
-    # costs time; the later steps, the exact search and redraws handle what is left. QM9, SA
-    # tau 3.5, 512 samples: the same valid, unique and novel counts and draws as without it.
-    patience: int = 5
+from cdd_cli.settings import ALMSettings
 
 
 @dataclass
@@ -189,7 +131,7 @@ def project(
     sampler will not change (they keep their distribution), and `tokens` [B, L], where given,
     what those positions hold (the sampler's x_t; else their argmax, read V wide)."""
     if any(getattr(settings, f.name) is None for f in fields(settings)):
-        raise ValueError("ALMSettings left to the model: see pipeline.fill_model_defaults")
+        raise ValueError("ALMSettings left to the model: see presets.fill_model_defaults")
     started = time.perf_counter()
     batch, device = probs.shape[0], probs.device
     zeros = torch.zeros(batch, dtype=torch.long, device=device)
@@ -204,11 +146,11 @@ def project(
         hard = argmax_ids(probs, movable_at_all, tokens)  # also the fixed positions' tokens
         with torch.no_grad():
             violation[movable_rows] = surrogate_violations(constraints, hard[movable_rows])
-    active = (violation > settings.delta).any(-1) & movable_rows
+    active = (violation > 0).any(-1) & movable_rows
     now = time.perf_counter()
     seconds = torch.full((batch,), (now - started) / batch, dtype=torch.float64)
     started = now
-    feasible = (violation <= settings.delta).all(-1) & movable_rows
+    feasible = (violation <= 0).all(-1) & movable_rows
     if not active.any():
         return ProjectionResult(probs, active, zeros, zeros.clone(), feasible, seconds, multipliers)
 
@@ -238,7 +180,7 @@ def project(
     logits = log_target.clone()  # y starts at the target
     row_gens = None if generators is None else [generators[i] for i in rows.tolist()]
     n_constraints = len(constraints)
-    lam = torch.full((len(rows), n_constraints), settings.lambda_init, device=device)
+    lam = torch.zeros(len(rows), n_constraints, device=device)  # the paper's lam0
     mu = torch.full((len(rows), n_constraints), settings.mu_init, device=device)
     if multipliers is not None:  # where an earlier step's projection of the sample ended
         lam = torch.maximum(lam, multipliers.lam[rows].to(device))
@@ -280,7 +222,7 @@ def project(
             lam[live] = lam_live + mu_live * dg_hard
             mu[live] = (mu_live * settings.alpha).clamp(max=settings.mu_max)
             outer_iters[live] += 1
-            done = (dg_hard <= settings.delta).all(-1)
+            done = (dg_hard <= 0).all(-1)
             total = dg_hard.sum(-1)
             improved = total < best[live] - 1e-6
             best[live] = torch.minimum(best[live], total)
@@ -324,7 +266,7 @@ def project(
     row_seconds += (time.perf_counter() - started) / len(rows)
     seconds[rows.cpu()] += row_seconds
     ended = Multipliers(
-        torch.full((batch, n_constraints), settings.lambda_init, device=device),
+        torch.zeros(batch, n_constraints, device=device),
         torch.full((batch, n_constraints), settings.mu_init, device=device),
     )
     if multipliers is not None:

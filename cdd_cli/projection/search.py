@@ -33,15 +33,7 @@ from typing import Protocol
 
 import torch
 
-
-@dataclass
-class SearchSettings:
-    top_k: int = 4  # alternatives considered per position
-    max_nodes: int = 2000  # candidate sequences judged per sample and step
-    # Search at steps from this fraction of the trajectory on. QM9, 1,024 samples: from 0.75,
-    # 0.9 and 1.0 (final prediction only) all gave 1,024 valid and novel, at 1.68x / 1.43x /
-    # 1.37x the unconstrained time (mean) and 1.12x / 1.07x / 1.23x (median).
-    project_from: float = 0.9
+from cdd_cli.settings import SearchSettings
 
 
 class Reader(Protocol):

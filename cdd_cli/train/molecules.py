@@ -11,10 +11,11 @@ import torch
 from cdd_cli.diffusion.processes import make_process
 from cdd_cli.diffusion.sampler import Sampler, sample_generator
 from cdd_cli.evaluate.molecules import describe, summarise
+from cdd_cli.evaluate.reference import read_smiles, write_smiles
 from cdd_cli.models.dit import DiffusionModel
 from cdd_cli.models.tokenizers import SmilesTokenizer
 from cdd_cli.train.diffusion import TrainConfig, Trainer, held_out_loss
-from cdd_cli.train.qm9 import read_qm9_smiles, read_smiles, split, write_smiles
+from cdd_cli.train.qm9 import read_qm9_smiles, split
 
 HELD_OUT_PERCENT = 5
 

@@ -10,7 +10,6 @@ does not depend on file order.
 from __future__ import annotations
 
 import csv
-import gzip
 import hashlib
 import importlib.util
 import io
@@ -21,10 +20,8 @@ from pathlib import Path
 from rdkit import Chem
 
 from cdd_cli.errors import InputError
-from cdd_cli.evaluate.molecules import CANONICALIZER
 
 CSV_NAMES = ("qm9_part1.csv", "qm9_part2.csv", "qm9_part3.csv")
-REFERENCE_HEADER = "# cdd-reference v1"
 
 
 def locate_qm9(path: Path | None) -> Path:
@@ -81,17 +78,3 @@ def split(smiles: list[str], held_out_percent: int) -> tuple[list[str], list[str
     test = [s for s in smiles if is_held_out(s, held_out_percent)]
     return train, test
 
-
-def write_smiles(path: Path, smiles: list[str], source: str) -> None:
-    """A gzip'd list with a versioned header naming the canonicaliser (novelty depends on it)."""
-    with gzip.open(path, "wt") as f:
-        f.write(f"{REFERENCE_HEADER} canonicalizer={CANONICALIZER} source={source}\n")
-        f.writelines(s + "\n" for s in smiles)
-
-
-def read_smiles(path: Path) -> tuple[str, list[str]]:
-    with gzip.open(path, "rt") as f:
-        header = f.readline().rstrip("\n")
-        if not header.startswith(REFERENCE_HEADER):
-            raise InputError(f"{path}: not a cdd reference file (header {header[:40]!r})")
-        return header, [line.rstrip("\n") for line in f if line.strip()]

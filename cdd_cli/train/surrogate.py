@@ -20,9 +20,9 @@ import torch.nn.functional as F
 from rdkit import Chem
 from rdkit.Contrib.SA_Score import sascorer
 
+from cdd_cli.evaluate.reference import read_smiles
 from cdd_cli.models.surrogate import SoftTokenRegressor, SurrogateConfig, save_surrogate
 from cdd_cli.models.tokenizers import SmilesTokenizer, load_tokenizer
-from cdd_cli.train.qm9 import read_smiles
 from cdd_cli.train.resume import TrainingState
 
 INVALID_SCORE = 10.0

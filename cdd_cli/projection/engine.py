@@ -1,0 +1,157 @@
+"""The projection engine: what happens to the model's prediction at each denoising step.
+
+The sampler hands every step's prediction x' = p(x_0 | x_t) [B, L, V] to the engine, which
+passes it through its stages in order and hands back what the sampler then draws from
+(DESIGN.md §1: y* = argmin KL(x' || y) subject to argmax(y) satisfying every constraint).
+Each stage (`stages.py`) works only on samples no earlier stage settled at this step.
+
+`cdd` (the default), at a step:
+
+  1. ClosedForms      every step: each family's closed-form projection (the lexical layout)
+  2. FinalJudges      final prediction: the exact judges read every argmax; accepted = settled
+  3. LinearisedLadder final prediction, rejected by a surrogate's judge: the argmax of
+                      log x' - lam * grad g for lam = 0.25 .. 64, first accepted kept
+  4. LookAhead        masked steps: a sample whose draw decides nothing unacceptable is
+                      settled; a bad decision is redrawn given acceptability
+  5. ALM              the augmented Lagrangian on the surrogates, for what is left
+  6. RedrawAfterALM   masked steps: a draw from the projection that still decides badly is
+                      redrawn given acceptability
+  7. KeepClosedForms  the closed forms again, where the ALM moved mass
+  8. FlipSearch       exact constraints (novelty) from search.project_from; at the final
+                      prediction every sample a judge still rejects (surrogate error repaired)
+
+After sampling, a record the judges still reject is redrawn whole with the surrogates aiming
+further inside (pipeline.py, `repair`), at most `repair.max_redraws` times.
+
+`paper`: the paper's algorithm, DESIGN.md §1 with its settings (`presets.py`): ClosedForms,
+the ALM at every step over the whole vocabulary, FlipSearch for exact constraints only, no
+redraws; a sample it leaves violating is reported violating.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from cdd_cli.constraints.base import (
+    ClosedFormProjection,
+    Constraint,
+    DifferentiableConstraint,
+    ExactConstraint,
+)
+from cdd_cli.diffusion.sampler import StepInfo
+from cdd_cli.projection.alm import ALMProgress
+from cdd_cli.projection.search import Reader
+from cdd_cli.projection.stages import (
+    ALM,
+    Accounts,
+    ClosedForms,
+    FinalJudges,
+    FlipSearch,
+    Judges,
+    KeepClosedForms,
+    LinearisedLadder,
+    LookAhead,
+    RedrawAfterALM,
+    Redraws,
+    Step,
+)
+from cdd_cli.settings import ALMSettings, SearchSettings
+
+
+class Stage(Protocol):
+    def due(self, step: Step) -> bool: ...
+
+    def run(self, step: Step, accounts: Accounts) -> None: ...
+
+
+class Engine:
+    """The sampler's per-step hook: the stages in order, and each sample's accounts."""
+
+    def __init__(
+        self,
+        stages: Sequence[Stage],
+        fixed_positions: Callable[[torch.Tensor], torch.Tensor],
+        samples: int,
+    ):
+        self.stages = list(stages)
+        self.fixed_positions = fixed_positions
+        self.accounts = Accounts(samples)
+
+    def __call__(self, probs: torch.Tensor, x: torch.Tensor, info: StepInfo) -> torch.Tensor:
+        n = len(x)
+        step = Step(
+            probs,
+            x,
+            info,
+            self.fixed_positions(x),
+            touched=[False] * n,
+            settled=torch.zeros(n, dtype=torch.bool, device=x.device),
+        )
+        for stage in self.stages:
+            if stage.due(step):
+                stage.run(step, self.accounts)
+        for i, touched in enumerate(step.touched):
+            self.accounts.steps[i] += touched
+        return step.probs
+
+    @property
+    def seconds(self) -> list[float]:
+        return self.accounts.seconds
+
+    def report(self, i: int) -> dict:
+        return self.accounts.report(i)
+
+
+@dataclass
+class Job:
+    """What the engine is built for: one batch of samples of one prompt."""
+
+    constraints: Sequence[Constraint]
+    closed_forms: list[ClosedFormProjection]
+    fixed_positions: Callable[[torch.Tensor], torch.Tensor]  # x [B, L] -> [B, L] unchangeable
+    generators: Sequence[torch.Generator]  # one per sample
+    decode: Callable[[list[int]], str]  # ids -> the text the judges read
+    reader: Reader | None = None  # how the tokenizer reads ids, for the search's costs
+    well_formed: Callable[[torch.Tensor], torch.Tensor] | None = None  # the sampler's syntax
+    on_progress: Callable[[ALMProgress], None] | None = None
+
+
+def cdd(job: Job, projection: ALMSettings, search: SearchSettings) -> Engine:
+    judges = Judges(job.constraints, job.decode, job.fixed_positions)
+    redraws = Redraws(judges, job.generators)
+    differentiable = [c for c in job.constraints if isinstance(c, DifferentiableConstraint)]
+    closed_forms = ClosedForms(job.closed_forms, job.generators)
+    stages = [
+        closed_forms,
+        FinalJudges(judges),
+        LinearisedLadder(judges, projection.support, job.well_formed),
+        LookAhead(redraws, projection.project_from),
+        ALM(differentiable, projection, job.generators, job.on_progress),
+        RedrawAfterALM(redraws),
+        KeepClosedForms(closed_forms),
+        FlipSearch(judges, search, job.reader, job.well_formed, repair=True),
+    ]
+    return Engine(stages, job.fixed_positions, len(job.generators))
+
+
+def paper(job: Job, projection: ALMSettings, search: SearchSettings) -> Engine:
+    exact = [c for c in job.constraints if isinstance(c, ExactConstraint)]
+    differentiable = [c for c in job.constraints if isinstance(c, DifferentiableConstraint)]
+    closed_forms = ClosedForms(job.closed_forms, job.generators)
+    stages = [
+        closed_forms,
+        ALM(differentiable, projection, job.generators, job.on_progress),
+        KeepClosedForms(closed_forms),
+        FlipSearch(Judges(exact, job.decode, job.fixed_positions), search, job.reader, None, False),
+    ]
+    return Engine(stages, job.fixed_positions, len(job.generators))
+
+
+PRESETS: dict[str, Callable[[Job, ALMSettings, SearchSettings], Engine]] = {
+    "cdd": cdd,
+    "paper": paper,
+}

@@ -1,0 +1,60 @@
+"""The settings a spec holds, as plain data: read by the engine, known to no lower layer.
+
+A setting left None is the model's to choose: `projection/presets.py` fills it in from its
+table of per-model defaults (each with the measurement that chose it) before sampling, so the
+resolved configuration written beside an output file names every value used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+METHODS = ("cdd", "paper", "unconstrained", "reject")
+
+
+@dataclass
+class ALMSettings:
+    """The augmented-Lagrangian projection (DESIGN.md §1); spec key `projection`. None: the
+    method's and model's value (`projection/presets.py`, with the measurements behind it)."""
+
+    eta: float | None = None  # gradient step on the logits of y
+    inner_iters: int | None = None  # gradient steps per outer iteration
+    max_outer_iters: int | None = None
+    mu_init: float | None = None  # first quadratic penalty weight
+    mu_max: float | None = None
+    alpha: float | None = None  # growth of mu per outer iteration
+    temperature: float | None = None  # Gumbel-softmax temperature of phi
+    project_from: float | None = None  # project steps from this fraction of the way on (0: all)
+    support: int | None = None  # tokens per position the mass moves among (0: all V)
+    # Outer iterations at mu_max without the argmax's violation falling before a sample stops.
+    patience: int | None = None
+
+
+@dataclass
+class SearchSettings:
+    """The best-first flip search (`projection/search.py`); spec key `search`."""
+
+    top_k: int = 4  # alternatives considered per position
+    max_nodes: int = 2000  # candidate sequences judged per sample and step
+    project_from: float | None = None  # search steps from this fraction of the way on
+
+
+@dataclass
+class RepairSettings:
+    """Certification: samples the judge rejects are redrawn with a tighter surrogate bound."""
+
+    max_redraws: int = 3
+    margin_step: float = 0.25
+
+
+@dataclass
+class SamplingSettings:
+    n: int | None = None
+    steps: int | None = None
+    batch_size: int = 64
+    seed: int = 0
+
+
+@dataclass
+class RejectSettings:
+    max_attempts: int = 16  # draws per sample before `reject` gives up
