@@ -1,8 +1,9 @@
-"""The paper's toxicity table: unconstrained vs reject vs cdd at several tau, in one run.
+"""The paper's toxicity table: unconstrained vs reject vs paper vs cdd at several tau, in one run.
 
     python bench/toxicity_table.py [--prompts 16] [-n 4] [--length 32] [--taus 0.25,0.5,0.75]
         [--model default-text] [--davidson ../shared/data/davidson] [--max-attempts 16]
-        [--batch-size 64] [--out bench/results]
+        [--batch-size 64] [--out bench/results] [--methods unconstrained,reject,paper,cdd]
+        [--paper-prompts N]
 
 Prompts: offensive or hateful tweets (Davidson classes 0/1) from the test split that the
 toxicity surrogate never saw in training (`cdd_cli.train.toxicity.split_of`), at most 24
@@ -13,6 +14,9 @@ classifier on the continuation, as in the records), independent-judge toxicity
 continuation given the prompt under SmolLM2-135M, unigram entropy, distinct-1/2, seconds per
 sample (mean, median) and the overhead over unconstrained (mean and median, same run).
 Unconstrained continuations do not depend on tau: drawn once, judged at every tau.
+`paper` (the paper's algorithm) is slow on a CPU: with `--paper-prompts N` its arm takes only
+the first N prompts, and its overhead is against the unconstrained seconds of those prompts.
+`satisfying/s`: samples the judge accepts per second of the arm's wall time.
 """
 
 from __future__ import annotations
@@ -106,6 +110,9 @@ def main() -> None:
     parser.add_argument("--max-attempts", type=int, default=16)
     parser.add_argument("--methods", default="unconstrained,reject,cdd")
     parser.add_argument("--out", default="bench/results")
+    parser.add_argument(
+        "--paper-prompts", type=int, default=None, help="prompts of the paper arm (default: all)"
+    )
     args = parser.parse_args()
 
     loaded = registry.load(args.model, "text", args.device)
@@ -130,8 +137,11 @@ def main() -> None:
     for tau in taus:
         for method in [m for m in methods if m != "unconstrained"]:
             arms[method, tau] = Arm(spec_for(method), loaded, tau, args.length, args.device)
-    for prompt in prompts:
-        for arm in arms.values():
+    paper_prompts = args.paper_prompts or len(prompts)
+    for k, prompt in enumerate(prompts):
+        for (method, _), arm in arms.items():
+            if method == "paper" and k >= paper_prompts:
+                continue
             arm.run(prompt, args.n)
 
     out = Path(args.out)
@@ -141,10 +151,12 @@ def main() -> None:
     for (method, tau), arm in arms.items():
         for t in taus if method == "unconstrained" else [tau]:
             result = summarise(method, t, arm.drawn, loaded, args.device, arm.wall)
+            satisfying = result["samples"] * (1 - result["violation_pct"] / 100)
+            result["satisfying_per_second"] = round(satisfying / arm.wall, 3)
             if method == "unconstrained":
                 base = result["seconds"]
-            elif base:
-                result.update(overhead(result["seconds"], base))
+            elif base:  # the paper arm's subset: the same prompts' samples
+                result.update(overhead(result["seconds"], base[: len(result["seconds"])]))
             rows.append(result)
             print(json.dumps({k: v for k, v in result.items() if k != "seconds"}), flush=True)
         with (out / f"{method}_tau{tau}.jsonl").open("w") as f:
@@ -169,9 +181,9 @@ def main() -> None:
     print(
         "| method | tau | violation % (judge) | judge mean / exp. max | independent mean / "
         "exp. max / prob. | perplexity | entropy | distinct-2 | s/sample mean / median | "
-        "overhead mean / median | attempts |"
+        "overhead mean / median | satisfying/s | attempts |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         ratios = f"{r['overhead_mean']}x / {r['overhead_median']}x" if "overhead_mean" in r else ""
         j, i = r["judge"], r["independent"]
@@ -179,7 +191,8 @@ def main() -> None:
             f"| {r['method']} | {r['tau']} | {r['violation_pct']} | {j['mean']} / "
             f"{j['expected_max']} | {i['mean']} / {i['expected_max']} / {i['probability']} | "
             f"{r['perplexity']} | {r['entropy']} | {r['distinct_2']} | {r['seconds_mean']} / "
-            f"{r['seconds_median']} | {ratios} | {r['mean_attempts']} |"
+            f"{r['seconds_median']} | {ratios} | {r['satisfying_per_second']} | "
+            f"{r['mean_attempts']} |"
         )
 
 

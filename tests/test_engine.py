@@ -1,0 +1,246 @@
+"""The engine's shape: its presets (cdd, paper), the settings tables, closed forms reached
+through the constraint contract, and imports that run one way."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+from rich.progress import Progress
+from typer.testing import CliRunner
+
+import cdd_cli.projection.stages as stages
+from cdd_cli.cli import app
+from cdd_cli.constraints.base import DifferentiableConstraint, ExactConstraint
+from cdd_cli.diffusion.processes import UniformProcess
+from cdd_cli.diffusion.sampler import Sampler, sample_generator
+from cdd_cli.errors import InputError
+from cdd_cli.models import registry
+from cdd_cli.models.surrogate import Tokens, token_mass
+from cdd_cli.pipeline import Generation
+from cdd_cli.projection import engine
+from cdd_cli.projection.presets import PAPER_BY_FAMILY, fill_model_defaults
+from cdd_cli.settings import SearchSettings
+from cdd_cli.spec import ConstraintSpec, Spec
+from tests.test_projection import CARBON, CarbonCount, explicit
+
+PACKAGE = Path(__file__).resolve().parent.parent / "cdd_cli"
+
+
+def count_alm_calls(monkeypatch) -> list[int]:
+    """Patches the ALM stage's `project`: the returned list gets each call's batch size."""
+    calls: list[int] = []
+    original = stages.project
+
+    def spy(probs, *args, **kwargs):
+        calls.append(len(probs))
+        return original(probs, *args, **kwargs)
+
+    monkeypatch.setattr(stages, "project", spy)
+    return calls
+
+
+@pytest.mark.parametrize("preset", ["paper", "cdd"])
+def test_paper_projects_every_step_and_cdd_only_the_last(
+    uniform_model_dir: Path, monkeypatch, preset: str
+):
+    loaded = registry.load(str(uniform_model_dir), "molecules")
+    process = UniformProcess(loaded.config.vocab_size)
+    steps = 6
+    sampler = Sampler(loaded.model, process, steps, True)
+    gens = [sample_generator(2, 0, i) for i in range(3)]
+    free = sampler.sample(gens, 12)
+    common = int(free.flatten().mode().values)  # the random model's favourite token
+    # tau 0 of the token its argmax favours: every step's argmax violates.
+    constraint = CarbonCount(tau=0.0, token=common, symbol=loaded.tokenizer.vocab[common])
+    settings = explicit(project_from=0.0 if preset == "paper" else 0.95, max_outer_iters=3)
+    gens = [sample_generator(2, 0, i) for i in range(3)]
+    job = engine.Job([constraint], [], process.fixed_positions, gens, loaded.tokenizer.decode)
+    hook = engine.PRESETS[preset](job, settings, SearchSettings(project_from=0.9))
+    calls = count_alm_calls(monkeypatch)
+    sampler.sample(gens, 12, hook)
+    if preset == "paper":  # the 5 ancestral steps and the noise removal, whole batches
+        assert calls == [3] * steps
+        assert sum(hook.report(i)["steps"] for i in range(3)) > steps
+    else:  # the final prediction alone: judged first, then only what the judges reject
+        assert len(calls) <= 1
+
+
+def test_paper_stages_are_the_papers_and_cdd_has_all_eight():
+    job = engine.Job([CarbonCount(tau=3.0)], [], lambda x: x == -1, [], lambda ids: "")
+    paper = engine.paper(job, explicit(), SearchSettings(project_from=0.0))
+    cdd = engine.cdd(job, explicit(), SearchSettings(project_from=0.9))
+    names = [type(s).__name__ for s in paper.stages]
+    assert names == ["ClosedForms", "ALM", "KeepClosedForms", "FlipSearch"]
+    assert [type(s).__name__ for s in cdd.stages] == [
+        "ClosedForms",
+        "FinalJudges",
+        "LinearisedLadder",
+        "LookAhead",
+        "ALM",
+        "RedrawAfterALM",
+        "KeepClosedForms",
+        "FlipSearch",
+    ]
+    # The paper's search asks the exact judges only and repairs nothing at the end.
+    search = paper.stages[-1]
+    assert search.judges.order == [] and not search.repair
+
+
+def test_paper_settings_fill_by_family_and_keep_what_the_spec_gives(uniform_model_dir: Path):
+    loaded = registry.load(str(uniform_model_dir), "molecules")
+    spec = Spec(method="paper", constraints=[ConstraintSpec("sa", {"tau": 3.0}, "test")])
+    spec.projection.max_outer_iters = 7
+    fill_model_defaults(spec, loaded)
+    p = spec.projection
+    assert (p.inner_iters, p.eta, p.mu_init, p.mu_max) == (100, 1.0, 1.0, 1000.0)
+    assert (p.support, p.project_from, p.max_outer_iters) == (0, 0.0, 7)
+    assert spec.search.project_from == 0.0
+    text = Spec(method="paper", constraints=[ConstraintSpec("toxicity", {"tau": 0.5}, "t")])
+    fill_model_defaults(text, loaded)
+    assert text.projection.eta == PAPER_BY_FAMILY["toxicity"]["eta"] == 0.2
+    assert text.projection.inner_iters == 10
+    cdd = Spec()
+    fill_model_defaults(cdd, loaded)  # a SMILES model: cdd's own table
+    assert (cdd.projection.inner_iters, cdd.projection.support) == (3, 4)
+    clash = Spec()
+    clash.projection.mu_init = 5000.0  # above the filled-in mu_max
+    with pytest.raises(InputError, match="mu_init <= mu_max"):
+        fill_model_defaults(clash, loaded)
+
+
+@dataclass(frozen=True)
+class NoCarbonEver(DifferentiableConstraint):
+    """A judge that rejects every text, and a surrogate with nothing to follow."""
+
+    tau: float = 0.0
+    name: str = "never"
+
+    def surrogate(self, soft_tokens: Tokens) -> torch.Tensor:
+        return token_mass(soft_tokens, CARBON).sum(-1) * 0.0 + 1.0
+
+    def judge(self, texts: list[str]) -> list[float | None]:
+        return [1.0] * len(texts)
+
+
+@pytest.mark.parametrize("method", ["paper", "cdd"])
+def test_paper_never_redraws_and_reports_what_it_leaves_violating(
+    uniform_model_dir: Path, method: str
+):
+    loaded = registry.load(str(uniform_model_dir), "molecules")
+    spec = Spec(method=method, projection=explicit(max_outer_iters=1, inner_iters=1))
+    spec.repair.max_redraws = 2
+    spec.search.max_nodes = 3
+    with Progress(disable=True) as progress:
+        draws = Generation(spec, loaded, [NoCarbonEver()], 4, progress).run(range(3))
+    assert not any(d.satisfied for d in draws)
+    # cdd redraws what the judges reject; the paper's algorithm reports it as it is.
+    assert [d.attempts for d in draws] == [1 if method == "paper" else 3] * 3
+
+
+class FirstCarbon:
+    """A closed form that makes the first position a carbon wherever it may still change."""
+
+    def __init__(self, constraints, tokenizer, start, length):
+        self.start = start
+
+    def plan(self, probs, x, fixed, generators):
+        return [None] * len(x)
+
+    def apply(self, probs, plans, fixed):
+        out = probs.clone()
+        free = ~fixed[:, self.start]
+        out[free, self.start] = torch.nn.functional.one_hot(torch.tensor(CARBON), out.shape[-1]).to(
+            out.dtype
+        )
+        return out
+
+    def order(self, plans, changing, fixed):
+        return None
+
+
+@dataclass(frozen=True)
+class StartsWithCarbon(ExactConstraint):
+    """A family of its own that brings a closed form, as a plugin would."""
+
+    tau: float = 1.0
+    upper_bound: bool = False
+    name: str = "starts_with_c"
+
+    def judge(self, texts: list[str]) -> list[float | None]:
+        return [float(t.startswith("C")) for t in texts]
+
+    def closed_form(self):
+        return FirstCarbon
+
+
+def test_a_family_brings_its_closed_form_through_the_constraint(uniform_model_dir: Path):
+    loaded = registry.load(str(uniform_model_dir), "molecules")
+    spec = Spec(method="cdd", projection=explicit())
+    spec.search.max_nodes = 1  # the flip search is no help: the closed form must do it
+    spec.repair.max_redraws = 0
+    with Progress(disable=True) as progress:
+        draws = Generation(spec, loaded, [StartsWithCarbon()], 4, progress).run(range(6))
+    assert all(d.text.startswith("C") and d.satisfied for d in draws)
+    spec = Spec(method="unconstrained")
+    with Progress(disable=True) as progress:
+        free = Generation(spec, loaded, [StartsWithCarbon()], 4, progress).run(range(6))
+    assert not all(d.text.startswith("C") for d in free)  # the random model alone does not
+
+
+runner = CliRunner()
+
+
+def test_method_paper_from_the_command_line_and_a_spec(tmp_path: Path):
+    spec = tmp_path / "paper.yaml"
+    spec.write_text("method: paper\nconstraints:\n  - type: sa\n    tau: 3.0\n")
+    result = runner.invoke(app, ["validate", str(spec)])
+    assert result.exit_code == 0, result.stderr
+    assert "inner_iters: 100" in result.stdout and "support: 0" in result.stdout
+    bad = runner.invoke(app, ["molecules", "-n", "1", "--method", "papers"])
+    assert bad.exit_code == 2 and "paper" in bad.stderr
+
+
+# Layers, bottom to top (DESIGN.md §4); a module imports only from its own layer or below.
+# `cdd eval`'s report reads records with the constraints' judges: it sits with the pipeline,
+# above the metric primitives of the rest of evaluate/.
+LAYERS = [
+    {"errors", "records", "settings", "prompts", "__init__"},
+    {"models", "diffusion", "evaluate", "spec"},
+    {"constraints"},
+    {"projection"},
+    {"pipeline", "evaluate.report"},
+    {"cli", "train", "__main__"},
+]
+
+
+def layer_of(module: str) -> int:
+    """The layer of `cdd_cli.X.Y...`: that of its longest named prefix (X.Y, else X)."""
+    parts = module.split(".")[1:]
+    for size in range(len(parts), 0, -1):
+        name = ".".join(parts[:size])
+        for k, names in enumerate(LAYERS):
+            if name in names:
+                return k
+    raise AssertionError(f"{module}: in no layer")
+
+
+def test_imports_run_downward_only():
+    upward = []
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE.parent).with_suffix("")
+        module = ".".join(relative.parts)
+        here = layer_of(module)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                if name.startswith("cdd_cli.") and layer_of(name) > here:
+                    upward.append(f"{module} imports {name}")
+    assert upward == []
