@@ -41,7 +41,6 @@ import time
 from pathlib import Path
 
 import torch
-from rich.progress import Progress
 
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.evaluate.lexical import collie_constraints
@@ -134,21 +133,18 @@ def run(method, loaded, jobs, n, length, max_attempts, device):
     spec.reject.max_attempts = max_attempts
     records, seconds, attempts, dictated = [], [], [], []
     started = time.perf_counter()
-    with Progress(disable=True) as progress:
-        for index, (specs, prompt_text) in enumerate(jobs):
-            constraints = build_constraints(specs, loaded, device)
-            ids = loaded.tokenizer.encode(prompt_text) if prompt_text else []
-            prompt = Prompt(index, prompt_text, torch.tensor(ids, dtype=torch.long))
-            told = [c.with_prompt(prompt_text or "", len(ids)) for c in constraints]
-            words = {w for c in told for w in [*c.pinned().values(), *c.included()]}
-            generation = Generation(
-                spec, loaded, constraints, spec.sampling.steps, progress, length
-            )
-            for draw in generation.run(range(n), prompt):
-                records.append(record(draw, told, spec, loaded.name, prompt))
-                seconds.append(draw.seconds)
-                attempts.append(draw.attempts)
-                dictated.append(words)
+    for index, (specs, prompt_text) in enumerate(jobs):
+        constraints = build_constraints(specs, loaded, device)
+        ids = loaded.tokenizer.encode(prompt_text) if prompt_text else []
+        prompt = Prompt(index, prompt_text, torch.tensor(ids, dtype=torch.long))
+        told = [c.with_prompt(prompt_text or "", len(ids)) for c in constraints]
+        words = {w for c in told for w in [*c.pinned().values(), *c.included()]}
+        generation = Generation(spec, loaded, constraints, spec.sampling.steps, None, length)
+        for draw in generation.run(range(n), prompt):
+            records.append(record(draw, told, spec, loaded.name, prompt))
+            seconds.append(draw.seconds)
+            attempts.append(draw.attempts)
+            dictated.append(words)
     return records, seconds, attempts, time.perf_counter() - started, dictated
 
 

@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 import torch
-from rich.progress import Progress
 
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.evaluate.molecules import CANONICALIZER, canonical, describe
@@ -41,10 +40,9 @@ def run(
     constraints = build_constraints([constraint_from_flags("novelty", None)], loaded, args.device)
     draws: list[Draw] = []
     started = time.perf_counter()
-    with Progress(disable=True) as progress:
-        generation = Generation(spec, loaded, constraints, spec.sampling.steps, progress)
-        for start in range(0, args.samples, args.batch_size):
-            draws += generation.run(range(start, min(start + args.batch_size, args.samples)))
+    generation = Generation(spec, loaded, constraints, spec.sampling.steps)
+    for start in range(0, args.samples, args.batch_size):
+        draws += generation.run(range(start, min(start + args.batch_size, args.samples)))
     return draws, time.perf_counter() - started
 
 

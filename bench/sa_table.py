@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 
 import torch
-from rich.progress import Progress
 
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.constraints.sa import rdkit_sa
@@ -55,9 +54,7 @@ class Arm:
         if surrogate:
             constraint.options["surrogate"] = surrogate
         constraints = build_constraints([constraint], loaded, device)
-        self.generation = Generation(
-            spec, loaded, constraints, spec.sampling.steps, Progress(disable=True)
-        )
+        self.generation = Generation(spec, loaded, constraints, spec.sampling.steps, None)
         self.draws: list[Draw] = []
         self.wall = 0.0
 

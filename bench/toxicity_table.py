@@ -29,7 +29,6 @@ import time
 from pathlib import Path
 
 import torch
-from rich.progress import Progress
 
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.evaluate.report import text_report
@@ -59,9 +58,7 @@ class Arm:
 
     def __init__(self, spec: Spec, loaded, tau: float, length: int, device: str):
         constraints = build_constraints([constraint_from_flags("toxicity", tau)], loaded, device)
-        self.generation = Generation(
-            spec, loaded, constraints, spec.sampling.steps, Progress(disable=True), length
-        )
+        self.generation = Generation(spec, loaded, constraints, spec.sampling.steps, None, length)
         self.batch_size = spec.sampling.batch_size
         self.drawn: list = []
         self.wall = 0.0
@@ -123,6 +120,8 @@ def main() -> None:
     def spec_for(method: str) -> Spec:
         spec = Spec(model=args.model, method=method)
         spec.sampling.batch_size = args.batch_size
+        # The family decides the paper's settings (presets.PAPER_BY_FAMILY).
+        spec.constraints = [constraint_from_flags("toxicity", taus[0])]
         fill_model_defaults(spec, loaded)
         spec.reject.max_attempts = args.max_attempts
         return spec

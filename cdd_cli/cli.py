@@ -17,11 +17,21 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from cdd_cli.errors import InputError
+from cdd_cli.reporting import Display
 
 if TYPE_CHECKING:
+    from cdd_cli.diffusion.sampler import StepInfo
+    from cdd_cli.projection.alm import ALMProgress
     from cdd_cli.train.diffusion import TrainConfig
 
 console = Console(stderr=True, highlight=False)
@@ -85,6 +95,46 @@ def make_progress(quiet: bool) -> Progress:
         disable=quiet or not console.is_terminal,
         transient=False,
     )
+
+
+class RichReporter(Display):
+    """The live display of a sampling run: records, denoising steps, ALM iterations."""
+
+    def __init__(self, quiet: bool):
+        self.progress = make_progress(quiet)
+        self.overall: TaskID | None = None
+        self.denoise = self.progress.add_task("  denoising", total=None, info="")
+        self.projection = self.progress.add_task("  projection", total=None, info="", visible=False)
+
+    def __enter__(self) -> RichReporter:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)
+
+    def run_started(self, label: str, total: int) -> None:
+        self.overall = self.progress.add_task(label, total=total, info="")
+
+    def records_done(self, done: int, info: str) -> None:
+        self.progress.update(self.overall, completed=done, info=info)
+
+    def step(self, info: StepInfo) -> None:
+        self.progress.update(
+            self.denoise, total=info.steps, completed=min(info.index + 1, info.steps)
+        )
+
+    def alm(self, p: ALMProgress) -> None:
+        self.progress.update(
+            self.projection,
+            visible=True,
+            completed=p.outer,
+            info=(
+                f"outer {p.outer} x inner {p.inner}, violating {p.violating}, "
+                f"λ [{p.lam_range[0]:.3g}, {p.lam_range[1]:.3g}], "
+                f"μ [{p.mu_range[0]:.3g}, {p.mu_range[1]:.3g}]"
+            ),
+        )
 
 
 def log(message: str) -> None:
@@ -301,7 +351,7 @@ def molecules(
         job = MoleculeJob(
             n=resolved.sampling.n or 16, spec=resolved, device=resolve_device(device), output=output
         )
-        code = run_molecules(job, console, make_progress(quiet))
+        code = run_molecules(job, console, RichReporter(quiet))
         raise typer.Exit(code)
 
     run_guarded(body)
@@ -359,7 +409,7 @@ def generate(
             prompts=given,
             length=length,
         )
-        raise typer.Exit(run_text(job, console, make_progress(quiet)))
+        raise typer.Exit(run_text(job, console, RichReporter(quiet)))
 
     run_guarded(body)
 

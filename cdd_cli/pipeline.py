@@ -21,28 +21,27 @@ from __future__ import annotations
 import shlex
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import yaml
 from rich.console import Console
-from rich.progress import Progress
 
 from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, closed_forms
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.diffusion.processes import make_process
-from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator
+from cdd_cli.diffusion.sampler import Sampler, sample_generator
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import CANONICALIZER, MoleculeReport, describe, summarise
 from cdd_cli.models import registry
 from cdd_cli.models.tokenizers import Gpt2Tokenizer, SmilesTokenizer
-from cdd_cli.projection.alm import ALMProgress
 from cdd_cli.projection.engine import PRESETS, Job
 from cdd_cli.projection.presets import fill_model_defaults
 from cdd_cli.prompts import PromptInput
 from cdd_cli.records import JsonlWriter
+from cdd_cli.reporting import Display, Reporter
 from cdd_cli.spec import Spec, dump
 
 EXIT_OK, EXIT_VIOLATIONS = 0, 3
@@ -115,16 +114,12 @@ class Generation:
         loaded: registry.LoadedModel,
         constraints: list[Constraint],
         steps: int,
-        progress: Progress,
+        reporter: Reporter | None = None,
         length: int | None = None,
     ):
-        fill_model_defaults(spec, loaded)  # (run_* did already, to write the resolved config)
-        self.spec, self.loaded, self.constraints, self.progress = (
-            spec,
-            loaded,
-            constraints,
-            progress,
-        )
+        fill_model_defaults(spec, loaded)  # (prepare_* did already, for the resolved config)
+        self.spec, self.loaded, self.constraints = spec, loaded, constraints
+        self.reporter = reporter or Reporter()
         self.process = make_process(
             loaded.config.noise, loaded.config.vocab_size, loaded.tokenizer.mask_id
         )
@@ -136,23 +131,9 @@ class Generation:
             loaded.tokenizer.syntax(),
         )
         self.length = length or loaded.config.model_length  # tokens after the prompt
-        self.denoise = progress.add_task("  denoising", total=steps, info="")
-        self.alm = progress.add_task("  projection", total=None, info="", visible=False)
-
-    def on_step(self, info: StepInfo) -> None:
-        self.progress.update(self.denoise, completed=min(info.index + 1, info.steps))
-
-    def on_alm(self, p: ALMProgress) -> None:
-        self.progress.update(
-            self.alm,
-            visible=True,
-            completed=p.outer,
-            info=(
-                f"outer {p.outer} x inner {p.inner}, violating {p.violating}, "
-                f"λ [{p.lam_range[0]:.3g}, {p.lam_range[1]:.3g}], "
-                f"μ [{p.mu_range[0]:.3g}, {p.mu_range[1]:.3g}]"
-            ),
-        )
+        # Where the time went, summed over batches: each engine stage's wall seconds, and
+        # "redraws": the whole passes that redrew samples the judges rejected.
+        self.stage_seconds: dict[str, float] = {}
 
     def draw(self, draws: list[Draw], prompt: Prompt) -> None:
         """One more draw for each of `draws` (in one batch), judged; updates them in place."""
@@ -188,14 +169,15 @@ class Generation:
                 # Without a syntax there is nothing to decode (and a text model's V-wide copy
                 # of the prediction would cost more than the projection).
                 self.sampler.well_formed if self.sampler.syntax is not None else None,
-                self.on_alm,
+                self.reporter.alm,
             )
             hook = PRESETS[spec.method](job, spec.projection, spec.search)
-        self.progress.reset(self.denoise, total=self.sampler.steps)
         started = time.perf_counter()
         with torch.inference_mode(hook is None):
-            ids = self.sampler.sample(generators, self.length, hook, self.on_step, prompt.ids)
+            ids = self.sampler.sample(generators, self.length, hook, self.reporter.step, prompt.ids)
         elapsed = time.perf_counter() - started
+        for name, seconds in hook.stage_seconds.items() if hook else ():
+            self.stage_seconds[name] = self.stage_seconds.get(name, 0.0) + seconds
         # Each sample pays an equal share of the batch's sampling and its own projection time.
         projecting = [hook.seconds[i] if hook else 0.0 for i in range(len(draws))]
         base = (elapsed - sum(projecting)) / len(draws)
@@ -237,7 +219,11 @@ class Generation:
             "paper": 1,  # what the paper's algorithm leaves violating is reported so
         }[self.spec.method]
         while pending:
+            started = time.perf_counter()
             self.draw(pending, prompt)
+            if pending is not draws:
+                seconds = time.perf_counter() - started
+                self.stage_seconds["redraws"] = self.stage_seconds.get("redraws", 0.0) + seconds
             pending = [d for d in pending if not d.satisfied and d.attempts < cap]
         return draws
 
@@ -318,82 +304,105 @@ def write_resolved_config(spec: Spec, output: str) -> None:
     beside.write_text(f"# latest run: {command}\n" + dump(resolved))
 
 
-def run_molecules(
-    job: MoleculeJob,
-    console: Console,
-    progress: Progress,
-    on_record: Callable[[dict], None] | None = None,
-) -> int:
-    spec = job.spec
-    loaded = registry.load(spec.model, "molecules", job.device)
+@dataclass
+class MoleculeRun:
+    """A molecule job ready to sample: the model loaded, constraints built, settings filled."""
+
+    spec: Spec
+    loaded: registry.LoadedModel
+    constraints: list[Constraint]
+    device: str
+
+    def records(self, n: int, reporter: Reporter | None = None) -> Iterator[dict]:
+        """The records of molecules 0 .. n - 1, each as soon as it is final."""
+        reporter = reporter or Reporter()
+        spec, reference = self.spec, self.loaded.reference
+        generation = Generation(spec, self.loaded, self.constraints, spec.sampling.steps, reporter)
+        reporter.run_started("molecules", n)
+        valid = violating = 0
+        for start in range(0, n, spec.sampling.batch_size):
+            indices = range(start, min(start + spec.sampling.batch_size, n))
+            for draw in generation.run(indices):
+                report = describe(draw.text, reference)
+                valid += report.valid
+                violating += not draw.satisfied
+                yield record(
+                    draw, self.constraints, spec, self.loaded.name, Prompt(), report.fields()
+                )
+            tally = f"valid {valid}/{indices.stop}"
+            reporter.records_done(
+                indices.stop, tally + (f", violating {violating}" if self.constraints else "")
+            )
+
+
+def prepare_molecules(spec: Spec, device: str) -> MoleculeRun:
+    """Load the spec's model and build its constraints (InputError for what does not fit)."""
+    loaded = registry.load(spec.model, "molecules", device)
     spec.model = spec.model or loaded.name
     if isinstance(loaded.tokenizer, Gpt2Tokenizer):
         raise InputError(f"model {loaded.name} is a text model: use `cdd generate`")
-    constraints = build_constraints(spec.constraints, loaded, job.device)
+    constraints = build_constraints(spec.constraints, loaded, device)
     if not constraints:
         spec.method = "unconstrained"  # nothing to project or reject against
     fill_model_defaults(spec, loaded)
-    steps = spec.sampling.steps
-    reference = loaded.reference
+    return MoleculeRun(spec, loaded, constraints, device)
+
+
+def run_molecules(job: MoleculeJob, console: Console, display: Display | None = None) -> int:
+    """Write the job's records to its output and summarise them on `console`."""
+    run = prepare_molecules(job.spec, job.device)
+    display = display or Display()
     reports: list[MoleculeReport] = []
     violating = 0
     started = time.perf_counter()
-    with JsonlWriter(job.output) as writer, progress:
-        write_resolved_config(spec, job.output)
-        overall = progress.add_task("molecules", total=job.n, info="")
-        generation = Generation(spec, loaded, constraints, steps, progress)
-        for start in range(0, job.n, spec.sampling.batch_size):
-            indices = range(start, min(start + spec.sampling.batch_size, job.n))
-            for draw in generation.run(indices):
-                report = describe(draw.text, reference)
-                reports.append(report)
-                violating += not draw.satisfied
-                row = record(draw, constraints, spec, loaded.name, Prompt(), report.fields())
-                writer.write(row)
-                if on_record:
-                    on_record(row)
-            progress.update(
-                overall,
-                completed=indices.stop,
-                info=f"valid {sum(r.valid for r in reports)}/{len(reports)}"
-                + (f", violating {violating}" if constraints else ""),
-            )
+    with JsonlWriter(job.output) as writer, display:
+        write_resolved_config(run.spec, job.output)
+        for row in run.records(job.n, display):
+            writer.write(row)
+            reports.append(MoleculeReport(text=row["text"], **{k: row[k] for k in REPORT_KEYS}))
+            violating += not row["satisfied"]
     elapsed = time.perf_counter() - started
     summary = summarise(reports)
     novelty = "n/a" if summary.novelty is None else f"{summary.novelty:.1%}"
     unique = f"{summary.uniqueness:.1%}" if summary.valid else "n/a"  # as `cdd eval` says null
-    constraint_note = satisfaction_note(constraints, summary.total, violating, spec.method)
+    note = satisfaction_note(run.constraints, summary.total, violating, run.spec.method)
     console.print(
         f"{summary.total} molecules in {elapsed:.1f}s ({summary.total / elapsed:.1f}/s, "
-        f"{steps} steps, {job.device}): valid {summary.validity:.1%}, unique "
+        f"{run.spec.sampling.steps} steps, {job.device}): valid {summary.validity:.1%}, unique "
         f"{unique} of valid, novel {novelty} of unique valid; mean QED "
         f"{summary.mean_qed or 'n/a'}, mean SA {summary.mean_sa or 'n/a'} [{CANONICALIZER}]"
-        f"{constraint_note}",
+        f"{note}",
         markup=False,
         soft_wrap=True,
     )
     return EXIT_VIOLATIONS if violating else EXIT_OK
 
 
+REPORT_KEYS = ("valid", "canonical", "qed", "sa", "novel")
+
+
 DEFAULT_LENGTH = 64
 
 
-def tokenize_prompts(job: TextJob, loaded: registry.LoadedModel) -> tuple[list[Prompt], int]:
+def tokenize_prompts(
+    given: list[PromptInput | None], length: int | None, loaded: registry.LoadedModel
+) -> tuple[list[Prompt], int]:
     """Token ids of each prompt and the continuation length; a prompt that leaves no room for
     `--length` tokens in the model's length is refused."""
     limit = loaded.config.model_length
     prompts = []
-    for index, given in enumerate(job.prompts):
-        if given is None:
+    for index, one in enumerate(given):
+        if one is None:
             prompts.append(Prompt(index))
             continue
-        ids = torch.tensor(loaded.tokenizer.encode(given.text), dtype=torch.long)
-        prompts.append(Prompt(index, given.text, ids, given.id))
+        ids = torch.tensor(loaded.tokenizer.encode(one.text), dtype=torch.long)
+        prompts.append(Prompt(index, one.text, ids, one.id))
     index = max(range(len(prompts)), key=lambda i: len(prompts[i].ids))
     longest = len(prompts[index].ids)
-    length = job.length or min(DEFAULT_LENGTH, limit - longest)
+    asked = length
+    length = asked or min(DEFAULT_LENGTH, limit - longest)
     if length <= 0 or longest + length > limit:
-        need = "leaves no room in" if job.length is None else f"+ --length {length} exceed"
+        need = "leaves no room in" if asked is None else f"+ --length {length} exceed"
         raise InputError(
             f"prompt {index} ({longest} tokens) {need} model {loaded.name}'s "
             f"length of {limit} tokens"
@@ -401,59 +410,78 @@ def tokenize_prompts(job: TextJob, loaded: registry.LoadedModel) -> tuple[list[P
     return prompts, length
 
 
-def run_text(
-    job: TextJob,
-    console: Console,
-    progress: Progress,
-    on_record: Callable[[dict], None] | None = None,
-) -> int:
-    spec = job.spec
-    loaded = registry.load(spec.model, "text", job.device)
-    spec.model = spec.model or loaded.name
-    if not isinstance(loaded.tokenizer, Gpt2Tokenizer):
-        raise InputError(f"model {loaded.name} is not a text model (its tokenizer reads SMILES)")
-    prompts, length = tokenize_prompts(job, loaded)
-    constraints = build_constraints(spec.constraints, loaded, job.device)
-    if not constraints:
-        spec.method = "unconstrained"
-    fill_model_defaults(spec, loaded)
-    steps = spec.sampling.steps
-    told_of = {}  # each prompt's constraints, told the prompt
-    for prompt in prompts:  # every prompt's lexical constraints must fit: check before sampling
-        told = told_of[prompt.index] = [
-            c.with_prompt(prompt.text or "", len(prompt.ids)) for c in constraints
-        ]
-        closed_forms(told, loaded.tokenizer, len(prompt.ids), length)
-    total = job.n * len(prompts)
-    violating = written = 0
-    seconds = 0.0
-    started = time.perf_counter()
-    with JsonlWriter(job.output) as writer, progress:
-        write_resolved_config(spec, job.output)
-        overall = progress.add_task("samples", total=total, info="")
-        generation = Generation(spec, loaded, constraints, steps, progress, length)
-        for prompt in prompts:
-            for start in range(0, job.n, spec.sampling.batch_size):
-                indices = range(start, min(start + spec.sampling.batch_size, job.n))
+@dataclass
+class TextRun:
+    """A text job ready to sample: the model loaded, prompts tokenized, constraints built and
+    checked against every prompt (a lexical layout must fit)."""
+
+    spec: Spec
+    loaded: registry.LoadedModel
+    constraints: list[Constraint]
+    device: str
+    prompts: list[Prompt]
+    length: int  # continuation tokens
+
+    def records(self, n: int, reporter: Reporter | None = None) -> Iterator[dict]:
+        """`n` records per prompt, each as soon as it is final."""
+        reporter = reporter or Reporter()
+        spec = self.spec
+        generation = Generation(
+            spec, self.loaded, self.constraints, spec.sampling.steps, reporter, self.length
+        )
+        reporter.run_started("samples", n * len(self.prompts))
+        violating = written = 0
+        for prompt in self.prompts:
+            told = [c.with_prompt(prompt.text or "", len(prompt.ids)) for c in self.constraints]
+            for start in range(0, n, spec.sampling.batch_size):
+                indices = range(start, min(start + spec.sampling.batch_size, n))
                 for draw in generation.run(indices, prompt):
                     violating += not draw.satisfied
                     written += 1
-                    seconds += draw.seconds
-                    row = record(draw, told_of[prompt.index], spec, loaded.name, prompt)
-                    writer.write(row)
-                    if on_record:
-                        on_record(row)
-                progress.update(
-                    overall,
-                    completed=written,
-                    info=f"violating {violating}" if constraints else "",
-                )
+                    yield record(draw, told, spec, self.loaded.name, prompt)
+                reporter.records_done(written, f"violating {violating}" if self.constraints else "")
+
+
+def prepare_text(
+    spec: Spec, device: str, prompts: list[PromptInput | None], length: int | None
+) -> TextRun:
+    """Load the spec's text model, tokenize `prompts` ([None]: unconditional) and build the
+    constraints (InputError for what does not fit, before any sampling)."""
+    loaded = registry.load(spec.model, "text", device)
+    spec.model = spec.model or loaded.name
+    if not isinstance(loaded.tokenizer, Gpt2Tokenizer):
+        raise InputError(f"model {loaded.name} is not a text model (its tokenizer reads SMILES)")
+    tokenized, length = tokenize_prompts(prompts, length, loaded)
+    constraints = build_constraints(spec.constraints, loaded, device)
+    if not constraints:
+        spec.method = "unconstrained"
+    fill_model_defaults(spec, loaded)
+    for prompt in tokenized:  # every prompt's lexical constraints must fit
+        told = [c.with_prompt(prompt.text or "", len(prompt.ids)) for c in constraints]
+        closed_forms(told, loaded.tokenizer, len(prompt.ids), length)
+    return TextRun(spec, loaded, constraints, device, tokenized, length)
+
+
+def run_text(job: TextJob, console: Console, display: Display | None = None) -> int:
+    """Write the job's records to its output and summarise them on `console`."""
+    run = prepare_text(job.spec, job.device, job.prompts, job.length)
+    display = display or Display()
+    violating = written = 0
+    seconds = 0.0
+    started = time.perf_counter()
+    with JsonlWriter(job.output) as writer, display:
+        write_resolved_config(run.spec, job.output)
+        for row in run.records(job.n, display):
+            writer.write(row)
+            violating += not row["satisfied"]
+            written += 1
+            seconds += row["seconds"]
     elapsed = time.perf_counter() - started
-    note = satisfaction_note(constraints, written, violating, spec.method)
+    note = satisfaction_note(run.constraints, written, violating, run.spec.method)
     console.print(
-        f"{written} samples ({len(prompts)} prompt(s) x {job.n}, {length} tokens, "
-        f"{steps} steps, {job.device}) in {elapsed:.1f}s, {seconds / max(written, 1):.2f}s "
-        f"per sample{note}",
+        f"{written} samples ({len(run.prompts)} prompt(s) x {job.n}, {run.length} tokens, "
+        f"{run.spec.sampling.steps} steps, {job.device}) in {elapsed:.1f}s, "
+        f"{seconds / max(written, 1):.2f}s per sample{note}",
         markup=False,
         soft_wrap=True,
     )

@@ -6,7 +6,6 @@ import itertools
 from pathlib import Path
 
 import torch
-from rich.progress import Progress
 
 from cdd_cli.constraints.novelty import NoveltyConstraint
 from cdd_cli.diffusion.processes import make_argmax
@@ -277,8 +276,7 @@ def test_novel_generation_never_returns_a_known_molecule(
     spec.search.max_nodes = 300
     spec.repair.max_redraws = 1
     novelty = NoveltyConstraint(reference=loaded.reference)
-    with Progress(disable=True) as progress:
-        draws = Generation(spec, loaded, [novelty], 6, progress).run(range(6))
+    draws = Generation(spec, loaded, [novelty], 6).run(range(6))
     reported = [d for d in draws if d.satisfied]
     for d in draws:
         assert d.projection["search_nodes"] > 0 or d.satisfied

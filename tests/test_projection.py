@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 import torch
 from rdkit import Chem
-from rich.progress import Progress
 
 from cdd_cli.constraints.base import DifferentiableConstraint, ExactConstraint
 from cdd_cli.diffusion.processes import UniformProcess
@@ -240,8 +239,7 @@ def test_judge_rejection_is_redrawn_and_never_reported_satisfied(uniform_model_d
     # The surrogate claims every sequence is fine (offset -100); the judge (a count can never
     # be below -1) rejects them all: each is redrawn twice, then reported as violating.
     liar = CarbonCount(tau=-1.0, offset=-100.0)
-    with Progress(disable=True) as progress:
-        draws = Generation(spec, loaded, [liar], 4, progress).run(range(6))
+    draws = Generation(spec, loaded, [liar], 4).run(range(6))
     assert [d.attempts for d in draws] == [3] * 6
     assert not any(d.satisfied for d in draws)
     # The surrogate never asked for the ALM; the final exact search tried and ran out of budget.
@@ -263,14 +261,11 @@ class TextLength(DifferentiableConstraint):
 
 def test_reject_redraws_until_the_judge_accepts(masked_model_dir: Path):
     loaded = registry.load(str(masked_model_dir), "molecules")
-    with Progress(disable=True) as progress:
-        free = Generation(
-            Spec(method="unconstrained"), loaded, [TextLength(tau=0.0)], 4, progress
-        ).run(range(8))
-        shortest = min(d.values["length"] for d in free)
-        spec = Spec(method="reject")
-        spec.reject.max_attempts = 5
-        draws = Generation(spec, loaded, [TextLength(tau=shortest)], 4, progress).run(range(8))
+    free = Generation(Spec(method="unconstrained"), loaded, [TextLength(tau=0.0)], 4).run(range(8))
+    shortest = min(d.values["length"] for d in free)
+    spec = Spec(method="reject")
+    spec.reject.max_attempts = 5
+    draws = Generation(spec, loaded, [TextLength(tau=shortest)], 4).run(range(8))
     assert all(d.attempts == 1 for d in free)
     for d in draws:
         assert d.satisfied == (d.values["length"] <= shortest)

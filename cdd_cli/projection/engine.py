@@ -30,6 +30,7 @@ redraws; a sample it leaves violating is reported violating.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -80,6 +81,8 @@ class Engine:
         self.stages = list(stages)
         self.fixed_positions = fixed_positions
         self.accounts = Accounts(samples)
+        # Wall seconds each stage spent on the batch, by stage name: where the time goes.
+        self.stage_seconds = {type(s).__name__: 0.0 for s in self.stages}
 
     def __call__(self, probs: torch.Tensor, x: torch.Tensor, info: StepInfo) -> torch.Tensor:
         n = len(x)
@@ -92,8 +95,10 @@ class Engine:
             settled=torch.zeros(n, dtype=torch.bool, device=x.device),
         )
         for stage in self.stages:
+            started = time.perf_counter()
             if stage.due(step):
                 stage.run(step, self.accounts)
+            self.stage_seconds[type(stage).__name__] += time.perf_counter() - started
         for i, touched in enumerate(step.touched):
             self.accounts.steps[i] += touched
         return step.probs
