@@ -254,14 +254,7 @@ def build_spec(
     novel: bool = False,
 ):
     """The spec file (if any) with command-line flags laid over it, fully validated."""
-    from cdd_cli.spec import (
-        METHODS,
-        TAULESS,
-        Spec,
-        check_settings,
-        constraint_from_flags,
-        load_spec,
-    )
+    from cdd_cli.spec import TAULESS, Spec, constraint_from_flags, load_spec, overlay
 
     spec = load_spec(spec_file) if spec_file else Spec()
     if tau and not constraint:
@@ -274,28 +267,14 @@ def build_spec(
             f"constraint(s), {len(tau)} tau value(s))"
         )
     taus = iter(tau)
-    # A flag overrides the spec: a --constraint of a type the spec has replaces its entries.
-    spec.constraints = [c for c in spec.constraints if c.type not in constraint]
-    spec.constraints += [
+    given = [
         constraint_from_flags(c, next(taus) if w else None)
         for c, w in zip(constraint, wants_tau, strict=True)
     ]
-    if novel and not any(c.type == "novelty" for c in spec.constraints):
-        spec.constraints.append(constraint_from_flags("novelty", None))
-    if method is not None:
-        if method not in METHODS:
-            raise InputError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
-        spec.method = method
-    overrides = {"steps": steps, "batch_size": batch_size, "seed": seed, "n": n}
-    for name, value in overrides.items():
-        if value is not None:
-            if name != "seed" and value <= 0:
-                flag = "-n" if name == "n" else "--" + name.replace("_", "-")
-                raise InputError(f"{flag} must be positive, got {value}")
-            setattr(spec.sampling, name, value)
-    spec.model = model or spec.model
-    check_settings(spec, spec.source)
-    return spec
+    if novel and not any(c.type == "novelty" for c in [*spec.constraints, *given]):
+        given.append(constraint_from_flags("novelty", None))
+    sampling = {"steps": steps, "batch_size": batch_size, "seed": seed, "n": n}
+    return overlay(spec, given, model, method, sampling, flags=True)
 
 
 ConstraintOpt = Annotated[

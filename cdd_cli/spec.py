@@ -417,6 +417,35 @@ def check_settings(spec: Spec, where: str) -> None:
     check_lexical_together(spec.constraints)
 
 
+def overlay(
+    spec: Spec,
+    constraints: list[ConstraintSpec],
+    model: str | None = None,
+    method: str | None = None,
+    sampling: dict[str, int | None] | None = None,
+    flags: bool = False,
+) -> Spec:
+    """`spec` with what a command line or an API call gives laid over it, fully validated:
+    a constraint of a type the spec has replaces its entries; a value given (not None)
+    replaces the spec's. `flags`: name problems as flags (--batch-size) rather than keys."""
+    spec.constraints = [c for c in spec.constraints if c.type not in {g.type for g in constraints}]
+    spec.constraints += constraints
+    if method is not None:
+        if method not in METHODS:
+            name = "--method" if flags else "method"
+            raise InputError(f"{name} must be one of {', '.join(METHODS)}, got {method!r}")
+        spec.method = method
+    for name, value in (sampling or {}).items():
+        if value is not None:
+            if name != "seed" and value <= 0:
+                flag = ("-n" if name == "n" else "--" + name.replace("_", "-")) if flags else name
+                raise InputError(f"{flag} must be positive, got {value}")
+            setattr(spec.sampling, name, value)
+    spec.model = model or spec.model
+    check_settings(spec, spec.source)
+    return spec
+
+
 def constraint_from_flags(name: str, tau: float | None) -> ConstraintSpec:
     if name in SPEC_ONLY:
         keys = ", ".join(CONSTRAINT_KEYS[name])

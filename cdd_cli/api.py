@@ -1,0 +1,186 @@
+"""The Python API: what `cdd molecules` and `cdd generate` do, as functions that return the
+records the CLI writes (plain dicts, one per sample, each as soon as it is final).
+
+    import cdd_cli as cdd
+    for record in cdd.molecules(n=16, constraints=[cdd.SA(tau=3.5), cdd.Novelty()], seed=0):
+        print(record["text"], record["satisfied"])
+
+Constraints are values: each function below validates its options exactly as a spec file's
+entry is validated and returns that entry; pass any number of them. Bad input raises
+`cdd_cli.InputError` with the CLI's one-line message. The work is prepared (model loaded,
+constraints built, every check made) when the function is called; sampling happens as the
+returned iterator is read.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from cdd_cli.errors import InputError
+from cdd_cli.prompts import PromptInput, check_prompt
+from cdd_cli.reporting import Reporter
+from cdd_cli.spec import CONSTRAINT_KEYS, ConstraintSpec, Spec, check_constraint, overlay
+from cdd_cli.spec import load_spec as _load_spec
+
+
+def load_spec(path: str | Path) -> Spec:
+    """A YAML spec, validated (`cdd validate` reads it the same way)."""
+    return _load_spec(Path(path))
+
+
+def constraint(type: str, **options: Any) -> ConstraintSpec:
+    """A constraint of any registered type with its options, validated like a spec entry."""
+    given = {k: v for k, v in options.items() if v is not None}
+    entry = ConstraintSpec(type, given, f"constraint {type!r}")
+    known = tuple(CONSTRAINT_KEYS.get(type, ()))
+    for key in given:
+        if type in CONSTRAINT_KEYS and key not in known:
+            raise InputError(
+                f"{entry.where}: unknown option '{key}' (known: {', '.join(known) or 'none'})"
+            )
+    check_constraint(entry)
+    return entry
+
+
+def SA(tau: float, margin: float | None = None, surrogate: str | None = None) -> ConstraintSpec:
+    """Synthetic accessibility (RDKit's sascorer) at most `tau`, in [1, 10]."""
+    return constraint("sa", tau=tau, margin=margin, surrogate=surrogate)
+
+
+def Toxicity(
+    tau: float,
+    margin: float | None = None,
+    surrogate: str | None = None,
+    scope: str | None = None,
+) -> ConstraintSpec:
+    """The shipped classifier's toxicity probability at most `tau`, in [0, 1]; `scope`:
+    "continuation" (default) or "full" (prompt and continuation)."""
+    return constraint("toxicity", tau=tau, margin=margin, surrogate=surrogate, scope=scope)
+
+
+def Novelty() -> ConstraintSpec:
+    """Not in the model's training set nor earlier in the run (canonical SMILES)."""
+    return constraint("novelty")
+
+
+def WordAt(position: int, word: str) -> ConstraintSpec:
+    """`word` at the 1-based word `position` of the continuation (negative: from the end)."""
+    return constraint("word_at", position=position, word=word)
+
+
+def Include(words: list[str]) -> ConstraintSpec:
+    """Each of `words` somewhere in the continuation."""
+    return constraint("include", words=list(words))
+
+
+def Exclude(words: list[str]) -> ConstraintSpec:
+    """None of `words` in the continuation."""
+    return constraint("exclude", words=list(words))
+
+
+def WordCount(
+    min: int | None = None, max: int | None = None, equals: int | None = None
+) -> ConstraintSpec:
+    """The continuation's number of words: at least `min`, at most `max`, or `equals`."""
+    return constraint("word_count", min=min, max=max, equals=equals)
+
+
+def Count(letter: str | None = None, word: str | None = None) -> ConstraintSpec:
+    """The first number written is how often `letter` occurs in `word` (both None: read from
+    a prompt such as "How many r's are in strawberry?")."""
+    return constraint("count", letter=letter, word=word)
+
+
+def _spec(
+    spec: Spec | str | Path | None,
+    constraints: Iterable[ConstraintSpec] | None,
+    model: str | None,
+    method: str | None,
+    sampling: dict[str, int | None],
+) -> Spec:
+    if isinstance(spec, Spec):
+        base = copy.deepcopy(spec)  # the caller's spec is left as it was
+    else:
+        base = load_spec(spec) if spec is not None else Spec(source="api")
+    given = list(constraints or [])
+    for c in given:
+        if not isinstance(c, ConstraintSpec):
+            raise InputError(
+                f"constraints: expected values such as cdd.SA(tau=3.5), got {type(c).__name__}"
+            )
+    return overlay(base, given, model, method, sampling)
+
+
+def molecules(
+    n: int | None = None,
+    constraints: Iterable[ConstraintSpec] | None = None,
+    *,
+    spec: Spec | str | Path | None = None,
+    model: str | None = None,
+    method: str | None = None,
+    seed: int | None = None,
+    steps: int | None = None,
+    batch_size: int | None = None,
+    device: str = "cpu",
+    reporter: Reporter | None = None,
+) -> Iterator[dict]:
+    """Records of `n` molecules (default: the spec's n, else 16), as `cdd molecules` writes
+    them. Arguments given replace the spec's values; constraints replace its entries of the
+    same type. `reporter`: told of records, steps and ALM iterations as they go."""
+    from cdd_cli.pipeline import prepare_molecules
+
+    sampling = {"n": n, "seed": seed, "steps": steps, "batch_size": batch_size}
+    resolved = _spec(spec, constraints, model, method, sampling)
+    run = prepare_molecules(resolved, device)
+    return run.records(resolved.sampling.n or 16, reporter)
+
+
+def generate(
+    prompts: str | Iterable[str | dict] | None = None,
+    n: int | None = None,
+    constraints: Iterable[ConstraintSpec] | None = None,
+    *,
+    length: int | None = None,
+    spec: Spec | str | Path | None = None,
+    model: str | None = None,
+    method: str | None = None,
+    seed: int | None = None,
+    steps: int | None = None,
+    batch_size: int | None = None,
+    device: str = "cpu",
+    reporter: Reporter | None = None,
+) -> Iterator[dict]:
+    """Records of `n` continuations (default: the spec's n, else 4) of each prompt, as `cdd
+    generate` writes them. `prompts`: a text, texts, or {"prompt": ..., "id": ...} objects;
+    None generates unconditionally. `length`: tokens after the prompt (default 64, or what
+    the model's length leaves)."""
+    from cdd_cli.pipeline import prepare_text
+
+    if length is not None and length <= 0:
+        raise InputError(f"length must be positive, got {length}")
+    sampling = {"n": n, "seed": seed, "steps": steps, "batch_size": batch_size}
+    resolved = _spec(spec, constraints, model, method, sampling)
+    run = prepare_text(resolved, device, _prompts(prompts), length)
+    return run.records(resolved.sampling.n or 4, reporter)
+
+
+def _prompts(prompts: str | Iterable[str | dict] | None) -> list[PromptInput | None]:
+    if prompts is None:
+        return [None]
+    if isinstance(prompts, str):
+        prompts = [prompts]
+    out: list[PromptInput | None] = []
+    for k, item in enumerate(prompts):
+        where = f"prompts[{k}]"
+        if isinstance(item, str):
+            out.append(PromptInput(check_prompt(item, where)))
+        elif isinstance(item, dict) and isinstance(item.get("prompt"), str):
+            out.append(PromptInput(check_prompt(item["prompt"], where), item.get("id")))
+        else:
+            raise InputError(f"{where}: expected a text or an object with a string 'prompt'")
+    if not out:
+        raise InputError("prompts: none given (None generates unconditionally)")
+    return out

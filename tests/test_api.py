@@ -1,0 +1,116 @@
+"""The Python API: the CLI's records from a function call, constraints as validated values."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import cdd_cli as cdd
+from cdd_cli.cli import app
+from cdd_cli.spec import Spec
+
+runner = CliRunner()
+
+
+def without_timing(record: dict) -> dict:
+    out = {k: v for k, v in record.items() if k != "seconds"}
+    if out.get("projection"):
+        out["projection"] = {k: v for k, v in out["projection"].items() if k != "seconds"}
+    return out
+
+
+def cli_records(args: list[str]) -> list[dict]:
+    result = runner.invoke(app, [*args, "--quiet"])
+    assert result.exit_code in (0, 3), result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_molecule_records_equal_the_clis():
+    api = cdd.molecules(n=6, constraints=[cdd.SA(tau=3.0), cdd.Novelty()], seed=4, batch_size=4)
+    flags = ["-n", "6", "-c", "sa", "--tau", "3.0", "--novel", "--seed", "4", "--batch-size"]
+    cli = cli_records(["molecules", *flags, "4"])
+    api = list(api)
+    assert len(api) == 6
+    assert [without_timing(r) for r in api] == [without_timing(r) for r in cli]
+    assert all(r["method"] == "cdd" and r["projection"] is not None for r in api)
+
+
+def test_text_records_equal_the_clis():
+    api = cdd.generate(
+        ["The whale", {"prompt": "Call me", "id": "q2"}],
+        n=2,
+        constraints=[cdd.Toxicity(tau=0.5)],
+        length=10,
+        seed=1,
+    )
+    prompts = "\n".join(
+        json.dumps(p) for p in [{"prompt": "The whale"}, {"prompt": "Call me", "id": "q2"}]
+    )
+    args = ["generate", "--prompts", "-", "-n", "2", "-c", "toxicity", "--tau", "0.5"]
+    result = runner.invoke(app, [*args, "--length", "10", "--seed", "1", "-q"], input=prompts)
+    assert result.exit_code in (0, 3), result.stderr
+    cli = [json.loads(line) for line in result.stdout.splitlines()]
+    api = list(api)
+    assert [r["prompt_id"] for r in api] == [None, None, "q2", "q2"]
+    assert [without_timing(r) for r in api] == [without_timing(r) for r in cli]
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: cdd.SA(tau=12), "'tau': 12 is outside [1, 10] for 'sa'"),
+        (lambda: cdd.Toxicity(tau=0.5, scope="all"), "'scope' must be one of"),
+        (lambda: cdd.WordAt(position=0, word="whale"), "1-based"),
+        (lambda: cdd.WordCount(), "word_count needs min, max or equals"),
+        (lambda: cdd.constraint("sa", tau=3, colour="red"), "unknown option 'colour'"),
+        (lambda: cdd.constraint("qed", tau=0.5), "unknown constraint type 'qed'"),
+        (lambda: cdd.molecules(constraints=["sa"]), "expected values such as cdd.SA"),
+        (lambda: cdd.molecules(n=0), "n must be positive"),
+        (lambda: cdd.molecules(method="best"), "method must be one of"),
+        (lambda: cdd.generate("  "), "prompts[0]: the prompt is empty"),
+        (lambda: cdd.generate([]), "prompts: none given"),
+        (lambda: cdd.molecules(model="default-text"), "is a text model"),
+    ],
+)
+def test_bad_input_raises_the_clis_one_line_error(make, message: str):
+    with pytest.raises(cdd.InputError) as err:
+        make()
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_spec_is_read_and_left_as_it_was(tmp_path: Path):
+    path = tmp_path / "spec.yaml"
+    path.write_text("constraints:\n  - type: sa\n    tau: 4.0\nsampling: {n: 3, seed: 2}\n")
+    spec = cdd.load_spec(path)
+    assert isinstance(spec, Spec) and spec.constraints[0].tau == 4.0
+    from_path = [without_timing(r) for r in cdd.molecules(spec=path)]
+    from_spec = [without_timing(r) for r in cdd.molecules(spec=spec)]
+    assert from_path == from_spec and len(from_spec) == 3
+    assert spec.projection.inner_iters is None  # the model's defaults filled a copy
+    # A constraint passed in replaces the spec's entry of its type.
+    tighter = list(cdd.molecules(spec=spec, constraints=[cdd.SA(tau=3.0)]))
+    assert {r["constraints"]["sa"]["tau"] for r in tighter} == {3.0}
+
+
+def test_a_reporter_hears_records_and_steps():
+    heard: list[tuple] = []
+
+    class Listener(cdd.Reporter):
+        def run_started(self, label: str, total: int) -> None:
+            heard.append(("start", label, total))
+
+        def records_done(self, done: int, info: str) -> None:
+            heard.append(("done", done))
+
+        def step(self, info) -> None:
+            heard.append(("step", info.index))
+
+    records = cdd.molecules(n=3, seed=1, batch_size=2, steps=4, reporter=Listener())
+    assert heard == []  # nothing sampled before the records are read
+    assert len(list(records)) == 3
+    assert heard[0] == ("start", "molecules", 3)
+    assert [h for h in heard if h[0] == "done"] == [("done", 2), ("done", 3)]
+    assert [h[1] for h in heard if h[0] == "step"] == [0, 1, 2, 3] * 2
