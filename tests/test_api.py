@@ -114,3 +114,17 @@ def test_a_reporter_hears_records_and_steps():
     assert heard[0] == ("start", "molecules", 3)
     assert [h for h in heard if h[0] == "done"] == [("done", 2), ("done", 3)]
     assert [h[1] for h in heard if h[0] == "step"] == [0, 1, 2, 3] * 2
+
+
+def test_the_readme_python_example_runs(monkeypatch, capsys):
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Python API", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(root)  # it reads constraints.example.yaml
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    printed = capsys.readouterr().out
+    assert printed.count("True") + printed.count("False") == 8  # one line per molecule
+    assert "step 0 of" in printed
+    assert len(namespace["records"]) == 4
