@@ -1,7 +1,8 @@
 """The settings tables: what a spec leaves out, filled in per method, model kind and family.
 
-Every value here was chosen by a measurement (bench/README.md has the tables and commands);
-the comment beside it says which. A value a spec gives always wins: only None is filled.
+Every value here was chosen by a measurement; the comment beside it says which (the runs are
+in bench/README.md: its SA and toxicity tables, and "Tried and rejected" for the values that
+lost). A value a spec gives always wins: only None is filled.
 
 - `cdd` fills from `CDD_SHARED`, then `CDD_BY_MODEL[model_kind]`.
 - `paper` runs DESIGN.md §1 as the paper did: the ALM at every step over the whole vocabulary
