@@ -1,4 +1,4 @@
-"""Role bigram lifts of English text, for the word layout (cdd_cli/projection/layout.py).
+"""Role bigram lifts of English text, for the word layout (cdd_cli/constraints/word_layout.py).
 
     python bench/role_lifts.py [--text ../shared/data/text] [--chars 400000]
 

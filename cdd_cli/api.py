@@ -15,6 +15,7 @@ returned iterator is read.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,14 +36,31 @@ def constraint(type: str, **options: Any) -> ConstraintSpec:
     """A constraint of any registered type with its options, validated like a spec entry."""
     given = {k: v for k, v in options.items() if v is not None}
     entry = ConstraintSpec(type, given, f"constraint {type!r}")
-    known = tuple(CONSTRAINT_KEYS.get(type, ()))
-    for key in given:
-        if type in CONSTRAINT_KEYS and key not in known:
-            raise InputError(
-                f"{entry.where}: unknown option '{key}' (known: {', '.join(known) or 'none'})"
-            )
+    keys = CONSTRAINT_KEYS.get(type, {})
+    for key, value in given.items():
+        if type in CONSTRAINT_KEYS and key not in keys:
+            known = ", ".join(keys) or "none"
+            raise InputError(f"{entry.where}: unknown option '{key}' (known: {known})")
+        if key in keys:
+            check_value(entry.where, key, value, keys[key][0])
     check_constraint(entry)
     return entry
+
+
+def check_value(where: str, key: str, value: Any, types: tuple[type, ...]) -> None:
+    """An option's type, as a spec file's key is checked (a bool is no number)."""
+    ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+    if ok and isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"{where}: option '{key}' must be a finite number, got {value}")
+    if not ok:
+        names = "number" if float in types else " or ".join(t.__name__ for t in types)
+        raise InputError(f"{where}: option '{key}': expected {names}, got {value!r}")
+
+
+def words_list(words: list[str] | str, where: str) -> list[str]:
+    if isinstance(words, str):  # list("the") would be its letters
+        raise InputError(f"{where}: words: give a list of words, e.g. [{words!r}]")
+    return list(words)
 
 
 def SA(tau: float, margin: float | None = None, surrogate: str | None = None) -> ConstraintSpec:
@@ -73,12 +91,12 @@ def WordAt(position: int, word: str) -> ConstraintSpec:
 
 def Include(words: list[str]) -> ConstraintSpec:
     """Each of `words` somewhere in the continuation."""
-    return constraint("include", words=list(words))
+    return constraint("include", words=words_list(words, "constraint 'include'"))
 
 
 def Exclude(words: list[str]) -> ConstraintSpec:
     """None of `words` in the continuation."""
-    return constraint("exclude", words=list(words))
+    return constraint("exclude", words=words_list(words, "constraint 'exclude'"))
 
 
 def WordCount(
@@ -96,7 +114,7 @@ def Count(letter: str | None = None, word: str | None = None) -> ConstraintSpec:
 
 def _spec(
     spec: Spec | str | Path | None,
-    constraints: Iterable[ConstraintSpec] | None,
+    constraints: ConstraintSpec | Iterable[ConstraintSpec] | None,
     model: str | None,
     method: str | None,
     sampling: dict[str, int | None],
@@ -105,6 +123,8 @@ def _spec(
         base = copy.deepcopy(spec)  # the caller's spec is left as it was
     else:
         base = load_spec(spec) if spec is not None else Spec(source="api")
+    if isinstance(constraints, ConstraintSpec):  # one constraint, not in a list
+        constraints = [constraints]
     given = list(constraints or [])
     for c in given:
         if not isinstance(c, ConstraintSpec):
@@ -116,7 +136,7 @@ def _spec(
 
 def molecules(
     n: int | None = None,
-    constraints: Iterable[ConstraintSpec] | None = None,
+    constraints: ConstraintSpec | Iterable[ConstraintSpec] | None = None,
     *,
     spec: Spec | str | Path | None = None,
     model: str | None = None,
@@ -141,7 +161,7 @@ def molecules(
 def generate(
     prompts: str | Iterable[str | dict] | None = None,
     n: int | None = None,
-    constraints: Iterable[ConstraintSpec] | None = None,
+    constraints: ConstraintSpec | Iterable[ConstraintSpec] | None = None,
     *,
     length: int | None = None,
     spec: Spec | str | Path | None = None,

@@ -103,8 +103,8 @@ class RichReporter(Display):
     def __init__(self, quiet: bool):
         self.progress = make_progress(quiet)
         self.overall: TaskID | None = None
-        self.denoise = self.progress.add_task("  denoising", total=None, info="")
-        self.projection = self.progress.add_task("  projection", total=None, info="", visible=False)
+        self.denoise: TaskID | None = None
+        self.projection: TaskID | None = None
 
     def __enter__(self) -> RichReporter:
         self.progress.__enter__()
@@ -114,12 +114,17 @@ class RichReporter(Display):
         self.progress.__exit__(*exc)
 
     def run_started(self, label: str, total: int) -> None:
+        # The run's row first, its batch's rows under it.
         self.overall = self.progress.add_task(label, total=total, info="")
+        self.denoise = self.progress.add_task("  denoising", total=None, info="")
+        self.projection = self.progress.add_task("  projection", total=None, info="", visible=False)
 
     def records_done(self, done: int, info: str) -> None:
         self.progress.update(self.overall, completed=done, info=info)
 
     def step(self, info: StepInfo) -> None:
+        if info.index == 0:  # a new batch: its own elapsed time
+            self.progress.reset(self.denoise, total=info.steps)
         self.progress.update(
             self.denoise, total=info.steps, completed=min(info.index + 1, info.steps)
         )
@@ -156,18 +161,9 @@ def training_progress(quiet: bool, label: str, total: int, log_every: int):
 
 
 def resolve_device(name: str) -> str:
-    import torch
+    from cdd_cli.models.registry import resolve_device as checked  # (imports torch)
 
-    if name == "cpu":
-        return name
-    if name == "cuda" or (name.startswith("cuda:") and name[5:].isdigit()):
-        if not torch.cuda.is_available():
-            raise InputError(f"device {name!r} requested but CUDA is not available here")
-        index = int(name[5:]) if ":" in name else 0
-        if index >= torch.cuda.device_count():
-            raise InputError(f"device {name!r}: only {torch.cuda.device_count()} CUDA device(s)")
-        return name
-    raise InputError(f"unknown device {name!r} (use cpu, cuda or cuda:K)")
+    return checked(name)
 
 
 def run_guarded(body) -> None:
@@ -327,9 +323,7 @@ def molecules(
         resolved = build_spec(
             spec, model, constraint, tau, method, steps, batch_size, seed, n, novel
         )
-        job = MoleculeJob(
-            n=resolved.sampling.n or 16, spec=resolved, device=resolve_device(device), output=output
-        )
+        job = MoleculeJob(n=resolved.sampling.n or 16, spec=resolved, device=device, output=output)
         code = run_molecules(job, console, RichReporter(quiet))
         raise typer.Exit(code)
 
@@ -383,7 +377,7 @@ def generate(
         job = TextJob(
             n=resolved.sampling.n or 4,
             spec=resolved,
-            device=resolve_device(device),
+            device=device,
             output=output,
             prompts=given,
             length=length,

@@ -337,6 +337,7 @@ class MoleculeRun:
 
 def prepare_molecules(spec: Spec, device: str) -> MoleculeRun:
     """Load the spec's model and build its constraints (InputError for what does not fit)."""
+    device = registry.resolve_device(device)
     loaded = registry.load(spec.model, "molecules", device)
     spec.model = spec.model or loaded.name
     if isinstance(loaded.tokenizer, Gpt2Tokenizer):
@@ -447,6 +448,7 @@ def prepare_text(
 ) -> TextRun:
     """Load the spec's text model, tokenize `prompts` ([None]: unconditional) and build the
     constraints (InputError for what does not fit, before any sampling)."""
+    device = registry.resolve_device(device)
     loaded = registry.load(spec.model, "text", device)
     spec.model = spec.model or loaded.name
     if not isinstance(loaded.tokenizer, Gpt2Tokenizer):

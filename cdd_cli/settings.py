@@ -1,4 +1,4 @@
-"""The settings a spec holds, as plain data: read by the engine, known to no lower layer.
+"""The settings a spec holds, as plain data: the spec reads them, the projection uses them.
 
 A setting left None is the model's to choose: `projection/presets.py` fills it in from its
 table of per-model defaults (each with the measurement that chose it) before sampling, so the
@@ -14,7 +14,7 @@ METHODS = ("cdd", "paper", "unconstrained", "reject")
 
 @dataclass
 class ALMSettings:
-    """The augmented-Lagrangian projection (DESIGN.md §1); spec key `projection`. None: the
+    """The augmented-Lagrangian projection (the paper's method); spec key `projection`. None: the
     method's and model's value (`projection/presets.py`, with the measurements behind it)."""
 
     eta: float | None = None  # gradient step on the logits of y

@@ -431,9 +431,19 @@ def overlay(
     spec.constraints = [c for c in spec.constraints if c.type not in {g.type for g in constraints}]
     spec.constraints += constraints
     if method is not None:
+        name = "--method" if flags else "method"
         if method not in METHODS:
-            name = "--method" if flags else "method"
             raise InputError(f"{name} must be one of {', '.join(METHODS)}, got {method!r}")
+        given = [f.name for f in fields(spec.projection)]
+        written = [k for k in given if getattr(spec.projection, k) is not None]
+        written += ["search.project_from"] if spec.search.project_from is not None else []
+        if method != spec.method and written and method in ("cdd", "paper"):
+            # A written configuration holds the other method's values: they would run silently.
+            raise InputError(
+                f"{name} {method}: {spec.source} is a '{spec.method}' spec that sets "
+                f"{', '.join(written[:3])}{'...' if len(written) > 3 else ''}; change its "
+                "method: there, or remove those settings to take the method's own"
+            )
         spec.method = method
     for name, value in (sampling or {}).items():
         if value is not None:

@@ -73,6 +73,11 @@ def test_text_records_equal_the_clis():
         (lambda: cdd.generate("  "), "prompts[0]: the prompt is empty"),
         (lambda: cdd.generate([]), "prompts: none given"),
         (lambda: cdd.molecules(model="default-text"), "is a text model"),
+        (lambda: cdd.Include("whale"), "give a list of words, e.g. ['whale']"),
+        (lambda: cdd.SA(tau="3"), "option 'tau': expected number, got '3'"),
+        (lambda: cdd.SA(tau=True), "option 'tau': expected number, got True"),
+        (lambda: cdd.WordCount(equals=3.7), "option 'equals': expected int"),
+        (lambda: cdd.molecules(n=1, device="gpu"), "unknown device 'gpu'"),
     ],
 )
 def test_bad_input_raises_the_clis_one_line_error(make, message: str):
@@ -128,3 +133,9 @@ def test_the_readme_python_example_runs(monkeypatch, capsys):
     assert printed.count("True") + printed.count("False") == 8  # one line per molecule
     assert "step 0 of" in printed
     assert len(namespace["records"]) == 4
+
+
+def test_one_constraint_need_not_be_in_a_list():
+    one = [without_timing(r) for r in cdd.molecules(n=2, steps=4, constraints=cdd.SA(tau=4.5))]
+    listed = cdd.molecules(n=2, steps=4, constraints=[cdd.SA(tau=4.5)])
+    assert one == [without_timing(r) for r in listed]

@@ -240,3 +240,18 @@ def test_imports_run_downward_only():
                 if name.startswith("cdd_cli.") and layer_of(name) > here:
                     upward.append(f"{module} imports {name}")
     assert upward == []
+
+
+def test_another_method_over_a_written_configuration_is_refused(tmp_path: Path):
+    # A resolved configuration writes out the paper's values; cdd would run with them.
+    out = tmp_path / "p.jsonl"
+    args = ["molecules", "--method", "paper", "-c", "sa", "--tau", "4.5", "-n", "1"]
+    first = runner.invoke(app, [*args, "--steps", "2", "-q", "-o", str(out)])
+    assert first.exit_code in (0, 3), first.stderr
+    again = runner.invoke(app, ["molecules", "--spec", f"{out}.config.yaml", "--method", "cdd"])
+    assert again.exit_code == 2 and "'paper' spec that sets eta" in again.stderr
+    # reject uses no projection setting: allowed, and so is a spec that writes none.
+    spec = tmp_path / "s.yaml"
+    spec.write_text("method: cdd\nprojection: {mu_max: 2}\n")
+    loaded_free = runner.invoke(app, ["molecules", "--spec", str(spec), "--method", "reject"])
+    assert loaded_free.exit_code == 0, loaded_free.stderr  # mu_init is checked only where used

@@ -288,7 +288,7 @@ ROLES = (*PUNCTUATION_ROLES, *WORD_ROLES, "whale", "ship", END)
 
 
 def exact_layout_distribution(probs: torch.Tensor, tokenizer, layout, valid) -> dict:
-    """Every role sequence by brute force, weighted as projection/layout.py defines it.
+    """Every role sequence by brute force, weighted as constraints/word_layout.py defines it.
     "whale" and "ship" are placements; a free word may be any token of its role."""
     import itertools
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+import torch
+
 from cdd_cli.errors import InputError
 from cdd_cli.models.checkpoint import ModelConfig, load_model, read_config
 from cdd_cli.models.dit import DiffusionModel
@@ -20,6 +22,21 @@ SHIPPED = {
     "default-text": "text-mdlm",
 }
 DEFAULT_FOR = {"molecules": "default-molecules", "text": "default-text"}
+
+
+def resolve_device(name: str) -> str:
+    """`name` checked against the devices this machine has (InputError otherwise)."""
+
+    if name == "cpu":
+        return name
+    if name == "cuda" or (name.startswith("cuda:") and name[5:].isdigit()):
+        if not torch.cuda.is_available():
+            raise InputError(f"device {name!r} requested but CUDA is not available here")
+        index = int(name[5:]) if ":" in name else 0
+        if index >= torch.cuda.device_count():
+            raise InputError(f"device {name!r}: only {torch.cuda.device_count()} CUDA device(s)")
+        return name
+    raise InputError(f"unknown device {name!r} (use cpu, cuda or cuda:K)")
 
 
 def resolve_directory(name_or_dir: str) -> Path:

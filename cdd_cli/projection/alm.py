@@ -1,4 +1,4 @@
-"""The CDD projection, solved with an augmented Lagrangian (DESIGN.md §1).
+"""The CDD projection, solved with an augmented Lagrangian (the paper's method).
 
     y* = argmin_y KL(x' || y)  subject to  argmax(y) in C
 

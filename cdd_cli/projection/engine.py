@@ -2,8 +2,10 @@
 
 The sampler hands every step's prediction x' = p(x_0 | x_t) [B, L, V] to the engine, which
 passes it through its stages in order and hands back what the sampler then draws from
-(DESIGN.md §1: y* = argmin KL(x' || y) subject to argmax(y) satisfying every constraint).
-Each stage (`stages.py`) works only on samples no earlier stage settled at this step.
+(the paper's projection: y* = argmin KL(x' || y) subject to argmax(y) satisfying every
+constraint). Each stage (`stages.py`) leaves alone the samples an earlier stage settled at
+this step, except ClosedForms (every sample, every step) and FlipSearch (which judges every
+sample not idle, or not accepted at the final prediction).
 
 `cdd` (the default), at a step:
 
@@ -23,9 +25,11 @@ Each stage (`stages.py`) works only on samples no earlier stage settled at this 
 After sampling, a record the judges still reject is redrawn whole with the surrogates aiming
 further inside (pipeline.py, `repair`), at most `repair.max_redraws` times.
 
-`paper`: the paper's algorithm, DESIGN.md §1 with its settings (`presets.py`): ClosedForms,
-the ALM at every step over the whole vocabulary, FlipSearch for exact constraints only, no
-redraws; a sample it leaves violating is reported violating.
+`paper`: the paper's algorithm with its settings (`presets.py`): ClosedForms, the ALM at
+every step over the whole vocabulary, FlipSearch for exact constraints only, no look-ahead,
+ladder or redraw; a sample it leaves violating is reported violating. (The paper's own
+lexical projection aligns words to the decoded tokens; here lexical constraints keep their
+family's closed form, the word layout, under both presets.)
 """
 
 from __future__ import annotations

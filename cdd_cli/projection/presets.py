@@ -5,9 +5,10 @@ in bench/README.md: its SA and toxicity tables, and "Tried and rejected" for the
 lost). A value a spec gives always wins: only None is filled.
 
 - `cdd` fills from `CDD_SHARED`, then `CDD_BY_MODEL[model_kind]`.
-- `paper` runs DESIGN.md §1 as the paper did: the ALM at every step over the whole vocabulary
-  with the paper's hyperparameters for the constraint family (`PAPER_BY_FAMILY`), exact
-  constraints searched at every step, no other stage, no redraw.
+- `paper` runs the paper's algorithm as published: the ALM at every step over the whole
+  vocabulary with the paper's hyperparameters for the constraint family (`PAPER_BY_FAMILY`),
+  exact constraints (novelty, lexical) searched at every step, the constraint families' closed
+  forms, and no look-ahead, linearised ladder or redraw.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ CDD_SEARCH: dict[str, Any] = {
     "project_from": 0.9,
 }
 
-# The paper's settings (DESIGN.md §1), by the constraint the ALM serves. A constraint the
+# The paper's settings (its experiments section), by the constraint the ALM serves. A constraint the
 # paper did not run takes its SA settings, the paper's defaults.
 _PAPER_COMMON: dict[str, Any] = {
     "max_outer_iters": 1000,
@@ -122,14 +123,17 @@ def fill_model_defaults(spec: Any, loaded: LoadedModel) -> None:
     spec.sampling.steps = spec.sampling.steps or loaded.default_steps
     projection: ALMSettings = spec.projection
     search: SearchSettings = spec.search
+    given = {name for name in ("mu_init", "mu_max") if getattr(projection, name) is not None}
     if spec.method == "paper":
         fill(projection, PAPER_BY_FAMILY[paper_family([c.type for c in spec.constraints])])
         fill(search, PAPER_SEARCH)
     else:
         fill(projection, {**CDD_SHARED, **CDD_BY_MODEL[model_kind(loaded)]})
         fill(search, CDD_SEARCH)
-    if projection.mu_init > projection.mu_max:  # one of them given, the other filled in
+    if spec.method in ("cdd", "paper") and projection.mu_init > projection.mu_max:
+        filled = "mu_init" if "mu_init" not in given else "mu_max"
         raise InputError(
             f"{spec.source}: projection needs 0 < mu_init <= mu_max, got mu_init "
-            f"{projection.mu_init:g} and mu_max {projection.mu_max:g}"
+            f"{projection.mu_init:g} and mu_max {projection.mu_max:g} ({filled}: the "
+            f"{spec.method} default for this model; give both)"
         )

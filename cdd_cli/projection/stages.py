@@ -1,8 +1,8 @@
 """The engine's stages (`engine.py` runs them in order). Each is a small object with one job:
 
 - `due(step)`: whether it runs at this step;
-- `run(step, accounts)`: what it may change: `step.probs` [B, L, V] (in place or replaced) for
-  samples that no earlier stage settled, and what it marks: `step.settled` [B] (no later
+- `run(step, accounts)`: what it may change: `step.probs` [B, L, V] (in place or replaced),
+  for the samples its docstring names, and what it marks: `step.settled` [B] (no later
   stage need touch the sample at this step) or `step.accepted` [B] (the final prediction's
   judges accept it); it charges each sample its share of the time in `accounts`.
 

@@ -77,4 +77,3 @@ def split(smiles: list[str], held_out_percent: int) -> tuple[list[str], list[str
     train = [s for s in smiles if not is_held_out(s, held_out_percent)]
     test = [s for s in smiles if is_held_out(s, held_out_percent)]
     return train, test
-
