@@ -1,0 +1,97 @@
+"""Do two trees write the same records? For refactors that must not change what cdd samples.
+
+    python bench/same_records.py --base REV
+
+Runs a fixed set of commands (molecules with SA and novelty, text with toxicity on the tweets
+and the shipped model, a lexical spec, counting) with this tree's code and with REV's (a git
+worktree, the same venv), and compares every record field except timing (`seconds`,
+`projection.seconds`). Prints one line per command and exits 1 if any record differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LEXICAL = """model: default-text
+constraints:
+  - type: word_at
+    position: 3
+    word: whale
+  - type: word_count
+    max: 12
+  - type: exclude
+    words: [the]
+"""
+COMMANDS = {
+    "sa_novel": "molecules -n 48 --seed 3 -c sa --tau 3.5 --novel",
+    "sa_3.0": "molecules -n 48 --seed 5 -c sa --tau 3.0",
+    "novel": "molecules -n 32 --seed 7 --novel",
+    "toxicity_tweets": f"generate --model {ROOT / 'bench/models/tweets-mdlm'} --prompt 'you are "
+    "such a stupid' -n 6 -c toxicity --tau 0.5 --length 24 --seed 2",
+    "toxicity_default": "generate --prompt 'The sea was' -n 4 -c toxicity --tau 0.25 "
+    "--length 24 --seed 2",
+    "lexical": "generate --spec {lexical} --prompt 'Call me' -n 4 --length 24 --seed 1",
+    "count": 'generate --prompt "How many r\'s are in strawberry?" -n 4 -c count --length 16 '
+    "--seed 1",
+}
+
+
+def without_timing(record: dict) -> dict:
+    out = {k: v for k, v in record.items() if k != "seconds"}
+    if out.get("projection"):
+        out["projection"] = {k: v for k, v in out["projection"].items() if k != "seconds"}
+    return out
+
+
+def records(tree: Path, command: str, lexical: Path) -> list[dict]:
+    argv = shlex.split(command.replace("{lexical}", str(lexical)))
+    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "2"}
+    result = subprocess.run(
+        [sys.executable, "-m", "cdd_cli", *argv, "-q"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode not in (0, 3):
+        raise SystemExit(f"{tree}: cdd {' '.join(argv)} failed: {result.stderr.strip()}")
+    return [without_timing(json.loads(line)) for line in result.stdout.splitlines()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", required=True, help="git revision to compare against")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        base = Path(scratch) / "base"
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base), args.base],
+            check=True,
+            capture_output=True,
+        )
+        lexical = Path(scratch) / "lexical.yaml"
+        lexical.write_text(LEXICAL)
+        differing = 0
+        try:
+            for name, command in COMMANDS.items():
+                old, new = records(base, command, lexical), records(ROOT, command, lexical)
+                diff = sum(a != b for a, b in zip(old, new, strict=False))
+                diff += abs(len(old) - len(new))
+                differing += diff
+                print(f"{name}: {len(new)} records, {diff} differ", flush=True)
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)])
+    sys.exit(1 if differing else 0)
+
+
+if __name__ == "__main__":
+    main()
