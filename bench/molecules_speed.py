@@ -22,6 +22,7 @@ import torch
 from cdd_cli.diffusion.processes import make_process
 from cdd_cli.diffusion.sampler import Sampler, sample_generator
 from cdd_cli.evaluate.molecules import CANONICALIZER, describe, summarise
+from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.models import registry
 
 
@@ -36,6 +37,7 @@ def main() -> None:
     args = parser.parse_args()
 
     loaded = registry.load(args.model, "molecules", args.device)
+    reference = model_reference(loaded.directory)
     steps = args.steps or loaded.default_steps
     process = make_process(loaded.config.noise, loaded.config.vocab_size, loaded.tokenizer.mask_id)
     # --no-syntax: the model's own argmax, without the well-formed SMILES decoding.
@@ -55,7 +57,7 @@ def main() -> None:
         started = time.perf_counter()
         for start in range(0, total, batch_size):
             for smiles in draw(range(start, min(start + batch_size, total))):
-                describe(smiles, loaded.reference)
+                describe(smiles, reference)
         seconds = time.perf_counter() - started
         rows.append(
             {
@@ -70,7 +72,7 @@ def main() -> None:
     reports = []
     for start in range(0, args.validity_samples, 256):
         indices = range(start, min(start + 256, args.validity_samples))
-        reports += [describe(s, loaded.reference) for s in draw(indices)]
+        reports += [describe(s, reference) for s in draw(indices)]
     summary = summarise(reports)
     quality = {
         "samples": summary.total,

@@ -22,6 +22,7 @@ import torch
 
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.evaluate.molecules import CANONICALIZER, canonical, describe
+from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.models import registry
 from cdd_cli.pipeline import Draw, Generation
@@ -91,7 +92,7 @@ def main() -> None:
     base = None
     for method in args.methods.split(","):
         draws, wall = run(method, loaded, args)
-        result = row(method, draws, wall, loaded.reference)
+        result = row(method, draws, wall, model_reference(loaded.directory))
         if base is None:
             base = draws
         else:

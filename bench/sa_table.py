@@ -32,6 +32,7 @@ import torch
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.constraints.sa import rdkit_sa
 from cdd_cli.evaluate.molecules import CANONICALIZER, describe
+from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.models import registry
 from cdd_cli.pipeline import Draw, Generation
@@ -137,15 +138,16 @@ def main() -> None:
             if method == "paper" and start >= paper_samples:
                 continue
             arm.run(range(start, min(start + args.batch_size, args.samples)))
+    reference = model_reference(loaded.directory)
     base = arms.get(("unconstrained", taus[0]))
     if base is not None:
         for tau in taus:
-            rows.append(row("unconstrained", tau, base.draws, base.wall, loaded.reference))
+            rows.append(row("unconstrained", tau, base.draws, base.wall, reference))
             print(json.dumps(rows[-1]), flush=True)
     for (method, tau), arm in arms.items():
         if method == "unconstrained":
             continue
-        result = row(method, tau, arm.draws, arm.wall, loaded.reference)
+        result = row(method, tau, arm.draws, arm.wall, reference)
         if base is not None:
             same = base.draws[: len(arm.draws)]  # the paper arm's subset: the same samples
             result.update(overhead([d.seconds for d in arm.draws], [d.seconds for d in same]))

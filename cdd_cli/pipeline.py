@@ -35,6 +35,7 @@ from cdd_cli.diffusion.processes import make_process
 from cdd_cli.diffusion.sampler import Sampler, sample_generator
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import CANONICALIZER, MoleculeReport, describe, summarise
+from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.models import registry
 from cdd_cli.models.tokenizers import Gpt2Tokenizer, SmilesTokenizer
 from cdd_cli.projection.engine import PRESETS, Job
@@ -316,7 +317,7 @@ class MoleculeRun:
     def records(self, n: int, reporter: Reporter | None = None) -> Iterator[dict]:
         """The records of molecules 0 .. n - 1, each as soon as it is final."""
         reporter = reporter or Reporter()
-        spec, reference = self.spec, self.loaded.reference
+        spec, reference = self.spec, model_reference(self.loaded.directory)
         generation = Generation(spec, self.loaded, self.constraints, spec.sampling.steps, reporter)
         reporter.run_started("molecules", n)
         valid = violating = 0

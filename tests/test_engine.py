@@ -205,7 +205,8 @@ def test_method_paper_from_the_command_line_and_a_spec(tmp_path: Path):
 # above the metric primitives of the rest of evaluate/.
 LAYERS = [
     {"errors", "records", "settings", "prompts"},
-    {"models", "diffusion", "evaluate", "spec"},
+    {"models", "diffusion"},
+    {"evaluate", "spec"},
     {"constraints"},
     {"projection"},
     {"pipeline", "reporting", "api", "evaluate.report"},

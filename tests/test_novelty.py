@@ -9,6 +9,7 @@ import torch
 
 from cdd_cli.constraints.novelty import NoveltyConstraint
 from cdd_cli.diffusion.processes import make_argmax
+from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.models import registry
 from cdd_cli.pipeline import Generation
 from cdd_cli.projection.search import SearchSettings, best_first
@@ -275,13 +276,13 @@ def test_novel_generation_never_returns_a_known_molecule(
     spec = Spec(method="cdd")
     spec.search.max_nodes = 300
     spec.repair.max_redraws = 1
-    novelty = NoveltyConstraint(reference=loaded.reference)
+    novelty = NoveltyConstraint(reference=model_reference(loaded.directory))
     draws = Generation(spec, loaded, [novelty], 6).run(range(6))
     reported = [d for d in draws if d.satisfied]
     for d in draws:
         assert d.projection["search_nodes"] > 0 or d.satisfied
     texts = [d.text for d in reported]
-    fresh = NoveltyConstraint(reference=loaded.reference)
+    fresh = NoveltyConstraint(reference=model_reference(loaded.directory))
     assert fresh.judge(texts) == [1.0] * len(texts)  # valid, unknown and all different
     # The search read SMILES as the tokenizer does (a cut pays for what it removes).
     assert readings and all(r is loaded.tokenizer for r in readings)

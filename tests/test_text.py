@@ -303,3 +303,19 @@ def test_toxicity_surrogate_training_resumes_to_the_same_weights(tmp_path: Path)
     a = load_file(str(tmp_path / "whole" / "model.safetensors"))
     b = load_file(str(tmp_path / "parts" / "model.safetensors"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_hub_id_without_network_is_one_line_and_no_download(monkeypatch):
+    # Only a hub id given explicitly is ever fetched; offline, the refusal is one line.
+    import cdd_cli.models.registry as registry_module
+
+    def no_download(repo_id):  # the test must fail rather than reach for a network
+        raise AssertionError(f"tried to download {repo_id}")
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    result = generate("someone/some-model", "--prompt", "Hello", "-n", "1")
+    assert result.exit_code == 2
+    assert "not a local directory, and HF_HUB_OFFLINE=1" in result.stderr
+    monkeypatch.setattr(registry_module, "download_from_hub", no_download)
+    default = generate("default-text", "--prompt", "Hello", "-n", "1", "--length", "2")
+    assert default.exit_code == 0, default.stderr  # the default path never downloads

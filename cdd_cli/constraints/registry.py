@@ -11,6 +11,7 @@ from cdd_cli.constraints.novelty import NoveltyConstraint
 from cdd_cli.constraints.sa import SAConstraint, rdkit_sa
 from cdd_cli.constraints.toxicity import ToxicityConstraint
 from cdd_cli.errors import InputError
+from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.models.registry import ASSETS, LoadedModel
 from cdd_cli.models.surrogate import load_surrogate
 from cdd_cli.models.tokenizers import Gpt2Tokenizer, SmilesTokenizer, load_tokenizer
@@ -76,12 +77,13 @@ def build_constraints(
                 )
             )
         elif spec.type == "novelty":
-            if model.reference is None:
+            reference = model_reference(model.directory)
+            if reference is None:
                 raise InputError(
                     f"{spec.where}: model {model.name} has no reference set "
                     f"({model.directory}/reference.smi.gz) to judge novelty against"
                 )
-            built.append(NoveltyConstraint(reference=model.reference))
+            built.append(NoveltyConstraint(reference=reference))
         elif spec.type == "toxicity":
             built.append(
                 ToxicityConstraint(

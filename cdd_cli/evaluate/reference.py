@@ -7,6 +7,7 @@ canonicalised again once and cached under the user's cache folder.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import os
@@ -55,3 +56,18 @@ def load_reference(path: Path) -> frozenset[str] | None:
     except OSError:
         pass  # a read-only home only costs the re-canonicalisation next time
     return frozenset(recanonicalised)
+
+
+def model_reference(directory: Path) -> frozenset[str] | None:
+    """The canonical training molecules a model folder ships (`reference.smi.gz`), for
+    novelty; None when it ships none. Read once per file version and process."""
+    path = Path(directory) / "reference.smi.gz"
+    if not path.is_file():
+        return None
+    stat = path.stat()
+    return _reference(path.resolve(), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _reference(path: Path, mtime_ns: int, size: int) -> frozenset[str] | None:
+    return load_reference(path)

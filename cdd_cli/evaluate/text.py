@@ -163,9 +163,11 @@ def _load_smollm2() -> tuple[Any, Any]:
         # does not reach; errors still surface as exceptions.
         with _faster_gguf_loading(), contextlib.redirect_stderr(io.StringIO()):
             folder, name = str(path.parent), path.name
-            tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+            # A local folder: local_files_only makes sure no hub is asked, whatever imported
+            # huggingface_hub before HF_HUB_OFFLINE was set.
+            tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
             model = AutoModelForCausalLM.from_pretrained(
-                folder, gguf_file=name, dtype=torch.float32
+                folder, gguf_file=name, dtype=torch.float32, local_files_only=True
             )
     finally:
         if bars:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -96,13 +95,6 @@ class LoadedModel:
     @property
     def default_steps(self) -> int:
         return int(self.meta.get("default_sampling_steps") or 32)
-
-    @cached_property
-    def reference(self) -> frozenset[str] | None:
-        """Canonical training molecules, for novelty; None when the model ships none."""
-        from cdd_cli.evaluate.reference import load_reference
-
-        return load_reference(self.directory / "reference.smi.gz")
 
 
 def load(name_or_dir: str | None, kind: str, device: str = "cpu") -> LoadedModel:
