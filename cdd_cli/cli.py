@@ -160,12 +160,6 @@ def training_progress(quiet: bool, label: str, total: int, log_every: int):
     return progress, on_step
 
 
-def resolve_device(name: str) -> str:
-    from cdd_cli.models.registry import resolve_device as checked  # (imports torch)
-
-    return checked(name)
-
-
 def run_guarded(body) -> None:
     """Run a command body: InputError -> one line, exit 2; other errors -> one line, exit 1."""
     try:
@@ -492,6 +486,7 @@ def train_molecules_command(
 
     def body() -> None:
 
+        from cdd_cli.models.registry import resolve_device
         from cdd_cli.train.diffusion import TrainConfig
         from cdd_cli.train.molecules import train_molecules
         from cdd_cli.train.qm9 import locate_qm9
@@ -551,6 +546,7 @@ def train_text_command(
 
     def body() -> None:
 
+        from cdd_cli.models.registry import resolve_device
         from cdd_cli.train.diffusion import TrainConfig
         from cdd_cli.train.text import train_text
 

@@ -22,7 +22,7 @@ import shlex
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -361,7 +361,7 @@ def run_molecules(job: MoleculeJob, console: Console, display: Display | None = 
         write_resolved_config(run.spec, job.output)
         for row in run.records(job.n, display):
             writer.write(row)
-            reports.append(MoleculeReport(text=row["text"], **{k: row[k] for k in REPORT_KEYS}))
+            reports.append(MoleculeReport(**{f.name: row[f.name] for f in fields(MoleculeReport)}))
             violating += not row["satisfied"]
     elapsed = time.perf_counter() - started
     summary = summarise(reports)
@@ -380,14 +380,11 @@ def run_molecules(job: MoleculeJob, console: Console, display: Display | None = 
     return EXIT_VIOLATIONS if violating else EXIT_OK
 
 
-REPORT_KEYS = ("valid", "canonical", "qed", "sa", "novel")
-
-
 DEFAULT_LENGTH = 64
 
 
 def tokenize_prompts(
-    given: list[PromptInput | None], length: int | None, loaded: registry.LoadedModel
+    given: list[PromptInput | None], asked: int | None, loaded: registry.LoadedModel
 ) -> tuple[list[Prompt], int]:
     """Token ids of each prompt and the continuation length; a prompt that leaves no room for
     `--length` tokens in the model's length is refused."""
@@ -401,7 +398,6 @@ def tokenize_prompts(
         prompts.append(Prompt(index, one.text, ids, one.id))
     index = max(range(len(prompts)), key=lambda i: len(prompts[i].ids))
     longest = len(prompts[index].ids)
-    asked = length
     length = asked or min(DEFAULT_LENGTH, limit - longest)
     if length <= 0 or longest + length > limit:
         need = "leaves no room in" if asked is None else f"+ --length {length} exceed"

@@ -20,6 +20,7 @@ from cdd_cli.errors import InputError
 from cdd_cli.models.registry import LoadedModel
 from cdd_cli.models.tokenizers import SmilesTokenizer
 from cdd_cli.settings import ALMSettings, SearchSettings
+from cdd_cli.spec import Spec
 
 CDD_SHARED: dict[str, Any] = {
     "eta": 1.0,  # the paper's SA step; with support-restricted logits it converged in all runs
@@ -117,9 +118,9 @@ def fill(settings: Any, values: dict[str, Any]) -> None:
             setattr(settings, f.name, values[f.name])
 
 
-def fill_model_defaults(spec: Any, loaded: LoadedModel) -> None:
+def fill_model_defaults(spec: Spec, loaded: LoadedModel) -> None:
     """Settings the spec leaves to the method and model, filled in place so that the
-    resolved configuration names them (`spec`: a `cdd_cli.spec.Spec`)."""
+    resolved configuration names them."""
     spec.sampling.steps = spec.sampling.steps or loaded.default_steps
     projection: ALMSettings = spec.projection
     search: SearchSettings = spec.search
