@@ -23,7 +23,7 @@ from typing import Any
 from cdd_cli.errors import InputError
 from cdd_cli.prompts import PromptInput, check_prompt
 from cdd_cli.reporting import Reporter
-from cdd_cli.spec import CONSTRAINT_KEYS, ConstraintSpec, Spec, check_constraint, overlay
+from cdd_cli.spec import ConstraintSpec, Spec, check_constraint, keys_of, overlay
 from cdd_cli.spec import load_spec as _load_spec
 
 
@@ -33,16 +33,16 @@ def load_spec(path: str | Path) -> Spec:
 
 
 def constraint(type: str, **options: Any) -> ConstraintSpec:
-    """A constraint of any registered type with its options, validated like a spec entry."""
+    """A constraint of any type, built in or from an installed plugin, with its options,
+    validated like a spec entry: `cdd.constraint("max_heavy_atoms", tau=9)`."""
     given = {k: v for k, v in options.items() if v is not None}
     entry = ConstraintSpec(type, given, f"constraint {type!r}")
-    keys = CONSTRAINT_KEYS.get(type, {})
+    keys = keys_of(type, entry.where)
     for key, value in given.items():
-        if type in CONSTRAINT_KEYS and key not in keys:
+        if key not in keys:
             known = ", ".join(keys) or "none"
             raise InputError(f"{entry.where}: unknown option '{key}' (known: {known})")
-        if key in keys:
-            check_value(entry.where, key, value, keys[key][0])
+        check_value(entry.where, key, value, keys[key][0])
     check_constraint(entry)
     return entry
 

@@ -244,13 +244,15 @@ def build_spec(
     novel: bool = False,
 ):
     """The spec file (if any) with command-line flags laid over it, fully validated."""
-    from cdd_cli.spec import TAULESS, Spec, constraint_from_flags, load_spec, overlay
+    from cdd_cli.spec import Spec, constraint_from_flags, keys_of, load_spec, overlay, takes_tau
 
     spec = load_spec(spec_file) if spec_file else Spec()
     if tau and not constraint:
         raise InputError("--tau given without --constraint")
+    for name in constraint:
+        keys_of(name, f"--constraint {name}")  # an unknown name before counting its --tau
     # Each --tau goes to the next --constraint that takes a threshold (novelty takes none).
-    wants_tau = [c not in TAULESS for c in constraint]
+    wants_tau = [takes_tau(c) for c in constraint]
     if sum(wants_tau) != len(tau):
         raise InputError(
             f"give one --tau per --constraint that takes a threshold ({sum(wants_tau)} such "
@@ -426,12 +428,12 @@ def validate(
         from cdd_cli.models import registry
         from cdd_cli.pipeline import DEFAULT_LENGTH
         from cdd_cli.projection.presets import fill_model_defaults
-        from cdd_cli.spec import TEXT_TYPES, dump, load_spec
+        from cdd_cli.spec import domain_of, dump, load_spec
 
         if length is not None and length <= 0:
             raise InputError(f"--length must be positive, got {length}")
         resolved = load_spec(spec)
-        text = any(c.type in TEXT_TYPES for c in resolved.constraints)
+        text = any(domain_of(c.type) == "text" for c in resolved.constraints)
         loaded = registry.load(resolved.model, "text" if text else "molecules", "cpu")
         constraints = build_constraints(resolved.constraints, loaded, "cpu")
         resolved.model = resolved.model or loaded.name
@@ -663,18 +665,97 @@ def train_sa_surrogate_command(
     run_guarded(body)
 
 
+@train_app.command("surrogate")
+def train_surrogate_command(
+    out: Annotated[
+        Path,
+        typer.Option(help="Folder for the surrogate and its train state (a rerun resumes)."),
+    ],
+    constraint: Annotated[
+        Optional[str],
+        typer.Option("--constraint", "-c", help="Constraint type (any, plugins too)."),
+    ] = None,
+    tau: Annotated[
+        Optional[float], typer.Option(help="Its threshold (agreement is measured at it).")
+    ] = None,
+    spec_file: Annotated[
+        Optional[Path], typer.Option("--spec", help="A spec with the one constraint, its options.")
+    ] = None,
+    model: Annotated[
+        Optional[str], typer.Option(help="Diffusion model whose tokens to read [by domain].")
+    ] = None,
+    data: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="SMILES file (one a line) or .txt file/folder [molecules: the model's own]."
+        ),
+    ] = None,
+    examples: Annotated[
+        int, typer.Option(help="Text windows to label (and as many corrupted).")
+    ] = 20000,
+    steps: int = 3000,
+    batch_size: int = 256,
+    lr: float = 2e-3,
+    hidden_dim: int = 64,
+    n_layers: int = 2,
+    seed: int = 0,
+    threads: ThreadsOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Fit a soft-token surrogate of any constraint's judge, so that the ALM can project it
+    (use it with `surrogate: OUT` in the constraint's spec entry)."""
+
+    def body() -> None:
+        from cdd_cli.train.judged import train_surrogate_for
+
+        if steps < 4:
+            raise InputError(f"--steps must be at least 4, got {steps}")
+        check_training_options(
+            out, threads, lr, batch_size=batch_size, hidden_dim=hidden_dim, n_layers=n_layers,
+            examples=examples,
+        )  # fmt: skip
+        if hidden_dim % 4:
+            raise InputError(f"--hidden-dim must split into the surrogate's 4 heads: {hidden_dim}")
+        spec = build_spec(
+            spec_file, model, [constraint] if constraint else [], [tau] if tau is not None else [],
+            None, None, None, None, None,
+        )  # fmt: skip
+        if len(spec.constraints) != 1:
+            raise InputError(
+                f"give one constraint (--constraint TYPE, or a --spec with one entry); "
+                f"got {len(spec.constraints)}"
+            )
+        set_threads(threads)
+        settings = {"steps": steps, "batch_size": batch_size, "lr": lr, "hidden_dim": hidden_dim}
+        settings |= {"n_layers": n_layers, "seed": seed}
+        progress, on_step = training_progress(quiet, "surrogate", steps, 500)
+        with progress:
+            train_surrogate_for(spec, data, examples, out, settings, log, on_step)
+
+    run_guarded(body)
+
+
 @constraints_app.command("ls")
 def constraints_ls() -> None:
-    """List the constraint types and their keys."""
-    from cdd_cli.spec import CONSTRAINT_KEYS, PLANNED, RANGES, TEXT_TYPES
+    """List the constraint types, built in and from installed plugins, with their keys
+    (? = optional) and where each comes from; a broken plugin is one line saying why."""
+    from cdd_cli import plugins
+    from cdd_cli.spec import BUILTIN, CONSTRAINT_KEYS, domain_of, keys_of, tau_range
 
-    for name, keys in CONSTRAINT_KEYS.items():
+    def row(name: str, source: str) -> str:
+        keys = keys_of(name, name)
         described = ", ".join(f"{k}{'' if required else '?'}" for k, (_, required) in keys.items())
-        bound = f"tau in [{RANGES[name][0]:g}, {RANGES[name][1]:g}]" if name in RANGES else ""
-        kind = "text" if name in TEXT_TYPES else "molecules"
-        typer.echo(f"{name}\t{kind}\t{described}\t{bound}")
-    for name in PLANNED:
-        typer.echo(f"{name}\t(not available in this version)")
+        bounds = tau_range(name)
+        bound = f"tau in [{bounds[0]:g}, {bounds[1]:g}]" if bounds else ""
+        return f"{name}\t{domain_of(name)}\t{described}\t{bound}\t{source}"
+
+    for name in CONSTRAINT_KEYS:
+        typer.echo(row(name, "built-in"))
+    for entry in plugins.installed(BUILTIN):
+        if entry.plugin is None:
+            typer.echo(f"{entry.name}\tbroken\t{entry.package}: {entry.problem}")
+        else:
+            typer.echo(row(entry.name, entry.package))
 
 
 @models_app.command("ls")
@@ -687,7 +768,15 @@ def models_ls() -> None:
         typer.echo(f"{name}\t{directory}\t{status}")
 
 
+def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning (e.g. a plugin's slow judge) as one line, like every message of the CLI."""
+    console.print(f"cdd: warning: {message}", markup=False, soft_wrap=True)
+
+
 def main() -> None:
+    import warnings
+
+    warnings.showwarning = show_warning
     try:  # newer typer vendors click; older ones use it directly
         from typer._click.exceptions import UsageError
     except ImportError:

@@ -20,7 +20,9 @@ from typing import Any, get_args, get_type_hints
 
 import yaml
 
+from cdd_cli import plugins
 from cdd_cli.errors import InputError
+from cdd_cli.plugins import ConstraintPlugin
 from cdd_cli.settings import (
     METHODS,
     ALMSettings,
@@ -60,7 +62,7 @@ class Spec:
         file means the same wherever it is used from."""
         constraints = [{"type": c.type, **c.options} for c in self.constraints]
         for c in constraints:
-            for key, value in OPTION_DEFAULTS.get(c["type"], {}).items():
+            for key, value in option_defaults(c["type"]).items():
                 c.setdefault(key, value)
             if "surrogate" in c:
                 c["surrogate"] = absolute_folder(c["surrogate"])
@@ -119,10 +121,71 @@ OPTION_DEFAULTS: dict[str, dict[str, Any]] = {
     "sa": {"margin": 0.0},
     "toxicity": {"margin": 0.05, "scope": "continuation"},
 }
-TAULESS = {name for name, keys in CONSTRAINT_KEYS.items() if "tau" not in keys}
 # Types whose options no flag can give (count reads its question from the prompt).
 SPEC_ONLY = ("word_at", "include", "exclude", "word_count")
-PLANNED: tuple[str, ...] = ()
+BUILTIN = frozenset(CONSTRAINT_KEYS)
+Keys = dict[str, tuple[tuple[type, ...], bool]]
+
+
+def plugin_of(name: str) -> ConstraintPlugin | None:
+    """The installed plugin of constraint type `name` (PluginError if it is broken), or None
+    for a built-in or unknown type."""
+    if name in BUILTIN:
+        return None
+    entry = plugins.find(name, BUILTIN)
+    return None if entry is None else entry.usable()
+
+
+def keys_of(name: str, where: str) -> Keys:
+    """The keys a constraint of type `name` takes -> (types, required); InputError naming the
+    available types when no built-in or plugin has that name."""
+    if name in CONSTRAINT_KEYS:
+        return CONSTRAINT_KEYS[name]
+    plugin = plugin_of(name)
+    if plugin is None:
+        usable = [p.name for p in plugins.installed(BUILTIN) if p.plugin is not None]
+        raise InputError(
+            f"{where}: unknown constraint type '{name}' "
+            f"(available: {', '.join([*CONSTRAINT_KEYS, *usable])})"
+        )
+    keys: Keys = {
+        "tau": ((int, float), plugin.tau_default is None),
+        "margin": ((int, float), False),
+        # A surrogate trained on the plugin's judge (`cdd train surrogate`).
+        "surrogate": ((str,), False),
+    }
+    keys.update({k: (o.types, o.required) for k, o in plugin.options.items()})
+    return keys
+
+
+def domain_of(name: str) -> str:
+    """ "text" or "molecules": what a constraint of type `name` judges."""
+    plugin = plugin_of(name)
+    if plugin is not None:
+        return plugin.domain
+    return "text" if name in TEXT_TYPES else "molecules"
+
+
+def takes_tau(name: str) -> bool:
+    """Whether a --constraint of type `name` needs a --tau."""
+    plugin = plugin_of(name)
+    if plugin is not None:
+        return plugin.tau_default is None
+    return "tau" in CONSTRAINT_KEYS.get(name, {"tau": None})
+
+
+def tau_range(name: str) -> tuple[float, float] | None:
+    plugin = plugin_of(name)
+    return plugin.tau_range if plugin is not None else RANGES.get(name)
+
+
+def option_defaults(name: str) -> dict[str, Any]:
+    """The options an entry of type `name` takes when it leaves them out."""
+    plugin = plugin_of(name)
+    if plugin is None:
+        return OPTION_DEFAULTS.get(name, {})
+    tau = {} if plugin.tau_default is None else {"tau": plugin.tau_default}
+    return {**tau, "margin": 0.0}
 
 
 class _Located:
@@ -208,31 +271,39 @@ def _settings(loc: _Located, node: yaml.Node, key: str, cls: type) -> Any:
 
 def check_constraint(c: ConstraintSpec) -> None:
     """Validation shared by spec files and --constraint flags."""
-    if c.type not in CONSTRAINT_KEYS:
-        if c.type in PLANNED:
-            raise InputError(
-                f"{c.where}: constraint type '{c.type}' is not available in this "
-                f"version (available: {', '.join(CONSTRAINT_KEYS)})"
-            )
-        raise InputError(
-            f"{c.where}: unknown constraint type '{c.type}' "
-            f"(available: {', '.join(CONSTRAINT_KEYS)})"
-        )
-    keys = CONSTRAINT_KEYS[c.type]
+    keys = keys_of(c.type, c.where)
     for name, (_, required) in keys.items():
         if required and name not in c.options:
             raise InputError(f"{c.where}: constraint '{c.type}' needs '{name}'")
-    if c.type in RANGES and c.tau is not None:
-        low, high = RANGES[c.type]
+    bounds = tau_range(c.type)
+    if bounds is not None and c.tau is not None:
+        low, high = bounds
         if not low <= c.tau <= high:
             raise InputError(
                 f"{c.where}: key 'tau': {c.tau} is outside [{low:g}, {high:g}] for '{c.type}'"
             )
     check_lexical_options(c)
+    check_plugin_options(c)
     if c.options.get("scope", "continuation") not in SCOPES:
         raise InputError(f"{c.where}: key 'scope' must be one of {', '.join(SCOPES)}")
     if c.options.get("margin", 0) < 0:
         raise InputError(f"{c.where}: key 'margin' must be >= 0")
+
+
+def check_plugin_options(c: ConstraintSpec) -> None:
+    """A plugin's own check of an entry's values (it raises ValueError with the problem)."""
+    plugin = plugin_of(c.type)
+    if plugin is None or plugin.check is None:
+        return
+    try:
+        plugin.check(dict(c.options))
+    except ValueError as exc:
+        raise InputError(f"{c.where}: {plugins.one_line(exc)}") from None
+    except Exception as exc:
+        raise plugins.PluginError(
+            f"{c.where}: plugin '{c.type}' failed checking its options "
+            f"({type(exc).__name__}: {plugins.one_line(exc)})"
+        ) from None
 
 
 def check_lexical_options(c: ConstraintSpec) -> None:
@@ -297,16 +368,16 @@ def _constraint(loc: _Located, node: yaml.Node, index: int) -> ConstraintSpec:
         raise InputError(f"{loc.where(node)}: constraints[{index}] needs a 'type'")
     kind = loc.value(items["type"][1])
     spec = ConstraintSpec(str(kind), {}, loc.where(items["type"][1]))
-    keys = CONSTRAINT_KEYS.get(spec.type, {})
+    keys = keys_of(spec.type, spec.where)
     for name, (k, v) in items.items():
         if name == "type":
             continue
-        if spec.type in CONSTRAINT_KEYS and name not in keys:
+        if name not in keys:
             raise InputError(
                 f"{loc.where(k)}: unknown key '{name}' for constraint "
                 f"'{spec.type}' (known: {', '.join(['type', *keys])})"
             )
-        if name in keys:
+        else:
             spec.options[name] = _check_type(loc, v, name, loc.value(v), keys[name][0])
             if name == "surrogate" and not spec.options[name].strip():
                 raise InputError(f"{loc.where(v)}: key 'surrogate' is empty")

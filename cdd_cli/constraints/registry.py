@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from cdd_cli import plugins
 from cdd_cli.constraints.base import Constraint
 from cdd_cli.constraints.lexical import lexical_from_spec
 from cdd_cli.constraints.novelty import NoveltyConstraint
+from cdd_cli.constraints.plugin import plugin_constraint
 from cdd_cli.constraints.sa import SAConstraint, rdkit_sa
 from cdd_cli.constraints.toxicity import ToxicityConstraint
 from cdd_cli.errors import InputError
@@ -15,7 +17,14 @@ from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.models.registry import ASSETS, LoadedModel
 from cdd_cli.models.surrogate import load_surrogate
 from cdd_cli.models.tokenizers import Gpt2Tokenizer, SmilesTokenizer, load_tokenizer
-from cdd_cli.spec import LEXICAL_TYPES, OPTION_DEFAULTS, TEXT_TYPES, ConstraintSpec
+from cdd_cli.spec import (
+    BUILTIN,
+    LEXICAL_TYPES,
+    ConstraintSpec,
+    domain_of,
+    option_defaults,
+    plugin_of,
+)
 
 SHIPPED_SURROGATES = {
     "sa": ASSETS / "qm9-sa-surrogate",
@@ -24,6 +33,8 @@ SHIPPED_SURROGATES = {
 
 
 def _surrogate_for(spec: ConstraintSpec, model: LoadedModel, device: str):
+    """The surrogate an entry names (`surrogate: DIR`), else the type's shipped one, checked
+    to read the model's vocabulary and length."""
     directory = Path(spec.options.get("surrogate") or SHIPPED_SURROGATES[spec.type])
     if not directory.is_dir():
         raise InputError(f"{spec.where}: surrogate folder {directory} not found")
@@ -37,7 +48,7 @@ def _surrogate_for(spec: ConstraintSpec, model: LoadedModel, device: str):
         how = {
             "sa": f"`cdd train sa-surrogate --model {model.directory} --out DIR`",
             "toxicity": "a GPT-2-tokenized model",
-        }[spec.type]
+        }.get(spec.type, f"`cdd train surrogate --constraint {spec.type} --model {model.name}`")
         raise InputError(
             f"{spec.where}: the {spec.type} surrogate in {directory} reads another vocabulary "
             f"than model {model.name}; use {how} (a surrogate of your own: `surrogate: DIR`)"
@@ -58,14 +69,21 @@ def build_constraints(
     built: list[Constraint] = []
     text_model = isinstance(model.tokenizer, Gpt2Tokenizer)
     for spec in specs:
-        if text_model != (spec.type in TEXT_TYPES):
+        if text_model != (domain_of(spec.type) == "text"):
             needs = "a text model (`cdd generate`)" if not text_model else "molecules"
             raise InputError(
                 f"{spec.where}: '{spec.type}' applies to {needs}; {model.name} is "
                 + ("a text model" if text_model else "a molecule model")
             )
-        options = {**OPTION_DEFAULTS.get(spec.type, {}), **spec.options}
-        if spec.type == "sa":
+        options = {**option_defaults(spec.type), **spec.options}
+        plugin = plugin_of(spec.type)
+        if plugin is not None:
+            trained = _surrogate_for(spec, model, device) if "surrogate" in options else None
+            package = plugins.find(spec.type, BUILTIN).package
+            built.append(
+                plugin_constraint(plugin, package, options, model.tokenizer.token_texts, trained)
+            )
+        elif spec.type == "sa":
             # RDKit reads its SA fragment table on the first score (~0.3 s once a process):
             # now, rather than in the first sample's projection time.
             rdkit_sa("C")

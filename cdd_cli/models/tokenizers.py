@@ -56,6 +56,10 @@ class SmilesTokenizer:
     def __len__(self) -> int:
         return len(self.vocab)
 
+    def token_texts(self) -> list[str]:
+        """Each id's token, in id order (the specials as their names)."""
+        return list(self.vocab)
+
     def encode(self, smiles: str, length: int) -> list[int] | None:
         """`<bos> tokens <eos> <pad>...` of exactly `length` ids, or None if it does not fit."""
         ids = [self.index.get(t, self.unk_id) for t in split_smiles(smiles)]
@@ -158,6 +162,10 @@ class Gpt2Tokenizer:
 
     def token_text(self, token_id: int) -> str:
         return "<mask>" if token_id == self.mask_id else self.bpe.decode([token_id])
+
+    def token_texts(self) -> list[str]:
+        """Each id's text, in id order (a byte-level piece of a character reads as U+FFFD)."""
+        return [self.token_text(i) for i in range(len(self))]
 
     def decode(self, ids: Iterable[int]) -> str:
         """The text up to the first `<|endoftext|>`; masks (none after sampling) are dropped.

@@ -90,7 +90,8 @@ class TrainingState:
         self.step = meta["step"]
         return True
 
-    def discard(self, out: Path) -> None:
+    @staticmethod
+    def discard(out: Path) -> None:
         """Remove the saved state: the run is finished and its model saved."""
         for name in (STATE, META):
             (out / name).unlink(missing_ok=True)

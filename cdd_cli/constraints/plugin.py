@@ -1,0 +1,212 @@
+"""Constraint types from plugins (`cdd_cli.plugins`) as constraints like cdd's own.
+
+A judge-only plugin becomes an `ExactConstraint`: the engine's search stages ask its judge
+directly. A plugin with a surrogate (its own, or one trained on its judge by `cdd train
+surrogate` and named by the entry's `surrogate:` key) becomes a `DifferentiableConstraint`
+and is projected by the ALM as well. A text plugin's judge reads the continuation, and so does
+its surrogate (the prompt's rows are cut off).
+
+The judge and surrogate are the plugin author's code, so every call is guarded: an exception,
+a wrong number of scores, a score that is not a number, NaN, a surrogate of the wrong shape all
+become a `PluginError` that names the plugin and its package. A judge slower than
+`SLOW_JUDGE_SECONDS` a text is told once as a `PluginWarning` (the search may ask it thousands
+of texts a sample).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from cdd_cli.constraints.base import DifferentiableConstraint, ExactConstraint
+from cdd_cli.models.surrogate import SparseTokens, Tokens
+from cdd_cli.plugins import ConstraintPlugin, PluginError, PluginWarning, one_line
+
+SLOW_JUDGE_SECONDS = 0.05
+
+
+class SoftTokens:
+    """What a plugin's surrogate reads: per sample and position, a distribution over the
+    model's vocabulary ([B, L, V]), held densely, sparsely (a support of K tokens a position)
+    or as token ids (one-hot). `expect` reads it at the cost of its own form."""
+
+    def __init__(self, tokens: Tokens, vocab_size: int):
+        self.tokens, self.vocab_size = tokens, vocab_size
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        ids = self.tokens.ids if isinstance(self.tokens, SparseTokens) else self.tokens
+        return (ids.shape[0], ids.shape[1], self.vocab_size)
+
+    def expect(self, table: torch.Tensor) -> torch.Tensor:
+        """The expectation of a per-token `table` ([V] or [V, D]) at each position: [B, L] or
+        [B, L, D], differentiable in the probabilities."""
+        tokens = self.tokens
+        if isinstance(tokens, SparseTokens):
+            picked = table[tokens.ids]  # [B, L, K(, D)]
+            weights = tokens.weights.to(table.dtype)
+            return (
+                (weights * picked).sum(-1)
+                if table.dim() == 1
+                else (weights[..., None] * picked).sum(-2)
+            )
+        if not tokens.is_floating_point():
+            return table[tokens]
+        return tokens.to(table.dtype) @ table
+
+    def probs(self) -> torch.Tensor:
+        """The dense [B, L, V] tensor (for a large vocabulary, `expect` costs far less)."""
+        tokens = self.tokens
+        if isinstance(tokens, SparseTokens):
+            dense = tokens.weights.new_zeros(self.shape)
+            return dense.scatter_add(-1, tokens.ids, tokens.weights)
+        if not tokens.is_floating_point():
+            return F.one_hot(tokens, self.vocab_size).float()
+        return tokens
+
+
+@dataclass
+class Guarded:
+    """A plugin's calls, each checked; problems name the plugin and its package."""
+
+    plugin: ConstraintPlugin
+    package: str
+    options: dict[str, Any]
+    texts: int = 0
+    seconds: float = 0.0
+    warned: bool = False
+
+    def fail(self, what: str) -> PluginError:
+        return PluginError(f"plugin '{self.plugin.name}' ({self.package}): {what}")
+
+    def judge(self, texts: list[str]) -> list[float | None]:
+        started = time.perf_counter()
+        try:
+            scores = list(self.plugin.judge(list(texts), self.options))
+        except Exception as exc:
+            raise self.fail(f"its judge raised {type(exc).__name__}: {one_line(exc)}") from None
+        self.timed(len(texts), time.perf_counter() - started)
+        if len(scores) != len(texts):
+            raise self.fail(f"its judge gave {len(scores)} scores for {len(texts)} texts")
+        out: list[float | None] = []
+        for text, score in zip(texts, scores, strict=True):
+            if score is not None and (
+                isinstance(score, bool) or not isinstance(score, (int, float))
+            ):
+                raise self.fail(f"its judge scored {text!r} as {score!r}, not a number or None")
+            if score is not None and math.isnan(score):
+                raise self.fail(f"its judge scored {text!r} as NaN (None: cannot be scored)")
+            out.append(None if score is None else float(score))
+        return out
+
+    def timed(self, texts: int, seconds: float) -> None:
+        self.texts += texts
+        self.seconds += seconds
+        mean = self.seconds / self.texts
+        if not self.warned and self.texts >= 16 and mean > SLOW_JUDGE_SECONDS:
+            self.warned = True
+            warnings.warn(
+                PluginWarning(
+                    f"plugin '{self.plugin.name}' ({self.package}): its judge takes "
+                    f"{mean:.2f} s a text; the search may ask it thousands of texts a sample "
+                    "(search.max_nodes bounds them)"
+                ),
+                stacklevel=2,
+            )
+
+    def surrogate(
+        self, read: Callable[[SoftTokens], torch.Tensor], vocab_size: int
+    ) -> Callable[[Tokens], torch.Tensor]:
+        def guarded(tokens: Tokens) -> torch.Tensor:
+            soft = SoftTokens(tokens, vocab_size)
+            try:
+                score = read(soft)
+            except Exception as exc:
+                raise self.fail(
+                    f"its surrogate raised {type(exc).__name__}: {one_line(exc)}"
+                ) from None
+            if not isinstance(score, torch.Tensor) or tuple(score.shape) != soft.shape[:1]:
+                got = tuple(score.shape) if isinstance(score, torch.Tensor) else type(score)
+                raise self.fail(f"its surrogate gave {got}, not one score a sample")
+            if not torch.isfinite(score).all():
+                raise self.fail("its surrogate gave a score that is not finite")
+            return score
+
+        return guarded
+
+
+def repair_unit(plugin: ConstraintPlugin, tau: float) -> float:
+    """How far one repair redraw tightens the surrogate's aim: a tenth of the tau range (SA's
+    [1, 10]: 0.9, near its own 1.0), or of tau's size where the range is open."""
+    low, high = plugin.tau_range
+    width = high - low if math.isfinite(high - low) else max(abs(tau), 1.0)
+    return 0.1 * width
+
+
+@dataclass(frozen=True)
+class JudgedPlugin(ExactConstraint):
+    guarded: Guarded | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def repair_unit(self) -> float:  # type: ignore[override]
+        return repair_unit(self.guarded.plugin, self.tau)
+
+    def judge(self, texts: list[str]) -> list[float | None]:
+        return self.guarded.judge(texts)
+
+
+@dataclass(frozen=True)
+class SurrogatePlugin(DifferentiableConstraint):
+    guarded: Guarded | None = field(default=None, compare=False, repr=False)
+    read: Callable[[Tokens], torch.Tensor] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def repair_unit(self) -> float:  # type: ignore[override]
+        return repair_unit(self.guarded.plugin, self.tau)
+
+    def judge(self, texts: list[str]) -> list[float | None]:
+        return self.guarded.judge(texts)
+
+    def surrogate(self, soft_tokens: Tokens) -> torch.Tensor:
+        return self.read(soft_tokens[:, self.prompt_length :])
+
+
+def plugin_constraint(
+    plugin: ConstraintPlugin,
+    package: str,
+    options: dict[str, Any],
+    vocabulary: Callable[[], list[str]],
+    trained: Callable[[Tokens], torch.Tensor] | None = None,
+) -> JudgedPlugin | SurrogatePlugin:
+    """The constraint of one spec entry of `plugin` (`options`: the entry's, defaults filled).
+    `trained`: a surrogate trained on the judge, used instead of the plugin's own.
+    `vocabulary`: the model's token texts in id order (asked only for the plugin's surrogate)."""
+    guarded = Guarded(plugin, package, options)
+    common = {
+        "tau": float(options["tau"]),
+        "margin": float(options.get("margin", 0.0)),
+        "name": plugin.name,
+        "judge_name": f"plugin {package}",
+        "upper_bound": plugin.bound == "upper",
+        "guarded": guarded,
+    }
+    if trained is None and plugin.surrogate is None:
+        return JudgedPlugin(**common)
+    if trained is not None:
+        return SurrogatePlugin(**common, read=trained)
+    texts = vocabulary()
+    try:
+        read = plugin.surrogate(options, texts)
+    except Exception as exc:
+        raise guarded.fail(
+            f"its surrogate cannot read this model's vocabulary of {len(texts):,} tokens "
+            f"({type(exc).__name__}: {one_line(exc)})"
+        ) from None
+    return SurrogatePlugin(**common, read=guarded.surrogate(read, len(texts)))

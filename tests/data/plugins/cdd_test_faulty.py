@@ -1,0 +1,56 @@
+"""Constraint plugins that go wrong in each way cdd must report in one line."""
+
+import time
+
+import torch
+
+from cdd_cli.plugins import ConstraintPlugin
+
+
+def length(texts, options):
+    return [float(len(t)) for t in texts]
+
+
+def plugin(name, judge=length, **kw):
+    return ConstraintPlugin(name=name, domain="molecules", judge=judge, **kw)
+
+
+def raising(texts, options):
+    raise RuntimeError("the scoring service is down")
+
+
+def nan(texts, options):
+    return [float("nan") for _ in texts]
+
+
+def miscount(texts, options):
+    return [1.0]
+
+
+CALLS = {"n": 0}
+
+
+def later(texts, options):
+    CALLS["n"] += 1
+    if CALLS["n"] > 1:
+        raise ValueError("gave up on the second call")
+    return length(texts, options)
+
+
+def sleepy(texts, options):
+    time.sleep(0.07 * len(texts))
+    return length(texts, options)
+
+
+def wrong_shape(options, vocabulary):
+    return lambda soft: torch.zeros(3, 3)
+
+
+not_a_plugin = {"name": "not_a_plugin"}
+judge_raises = plugin("judge_raises", raising)
+shadows_sa = plugin("sa")
+judge_nan = plugin("judge_nan", nan)
+judge_miscounts = plugin("judge_miscounts", miscount)
+fails_later = plugin("fails_later", later)
+slow = plugin("slow", sleepy)
+bad_surrogate = plugin("bad_surrogate", surrogate=wrong_shape)

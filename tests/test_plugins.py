@@ -1,0 +1,253 @@
+"""Constraint plugins: the example distribution (installed by .ci/install) used from a spec, the
+API and `cdd train surrogate`; and faulty plugins (tests/data/plugins, put on the path here)
+that must cost one line naming them, never a traceback, a lost record or another command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+import cdd_cli as cdd
+from cdd_cli import plugins
+from cdd_cli.cli import app
+from cdd_cli.constraints.plugin import JudgedPlugin, SoftTokens, SurrogatePlugin
+from cdd_cli.constraints.registry import build_constraints
+from cdd_cli.models import registry
+from cdd_cli.models.surrogate import SparseTokens
+from cdd_cli.plugins import PluginError, PluginWarning
+from cdd_cli.spec import load_spec
+
+runner = CliRunner()
+FAULTY = Path(__file__).parent / "data" / "plugins"
+EXAMPLE = "cdd-plugin-example"
+
+
+def forget_plugins() -> None:
+    plugins._entry_points.cache_clear()
+    plugins._load.cache_clear()
+
+
+@pytest.fixture(autouse=True)
+def example_installed():
+    forget_plugins()
+    if "max_heavy_atoms" not in plugins._entry_points():
+        pytest.fail(f"the example plugin is not installed: pip install -e examples/{EXAMPLE}")
+    yield
+    forget_plugins()
+
+
+@pytest.fixture
+def faulty(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.syspath_prepend(str(FAULTY))
+    forget_plugins()
+    yield
+    forget_plugins()
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_constraints_ls_names_each_plugin_with_its_package():
+    result = runner.invoke(app, ["constraints", "ls"])
+    assert result.exit_code == 0, result.stderr
+    rows = {line.split("\t")[0]: line.split("\t") for line in result.stdout.splitlines()}
+    assert rows["sa"][-1] == "built-in"
+    heavy = rows["max_heavy_atoms"]
+    assert heavy[1] == "molecules" and "element?" in heavy[2]
+    assert heavy[3] == "tau in [0, 200]" and heavy[4].startswith(f"{EXAMPLE} ")
+    assert rows["uppercase"][1] == "text"
+
+
+def test_a_judge_only_plugin_from_a_spec_and_the_api(tmp_path: Path):
+    spec = write(tmp_path, "constraints:\n  - type: max_heavy_atoms\n    tau: 1\n    element: N\n")
+    result = runner.invoke(app, ["molecules", "--spec", str(spec), "-n", "6", "--seed", "3", "-q"])
+    assert result.exit_code == 0, result.stderr
+    cli = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(cli) == 6
+    for record in cli:
+        verdict = record["constraints"]["max_heavy_atoms"]
+        assert verdict["satisfied"] and verdict["value"] <= 1
+        assert verdict["judge"].startswith(f"plugin {EXAMPLE}")
+    # What the judge says is the molecule's: one nitrogen at most, counted again by RDKit.
+    from rdkit import Chem
+
+    for record in cli:
+        atoms = Chem.MolFromSmiles(record["text"]).GetAtoms()
+        assert (
+            sum(a.GetSymbol() == "N" for a in atoms)
+            == record["constraints"]["max_heavy_atoms"]["value"]
+        )
+    api = list(cdd.molecules(n=6, spec=spec, seed=3))
+    assert [(r["text"], r["constraints"]) for r in api] == [
+        (r["text"], r["constraints"]) for r in cli
+    ]
+
+
+def test_api_records_equal_the_clis_for_a_plugin():
+    def untimed(record: dict) -> dict:
+        projection = {k: v for k, v in record["projection"].items() if k != "seconds"}
+        return {**record, "seconds": 0, "projection": projection}
+
+    flags = ["-n", "4", "-c", "max_heavy_atoms", "--tau", "8", "--seed", "5", "-q"]
+    result = runner.invoke(app, ["molecules", *flags])
+    assert result.exit_code == 0, result.stderr
+    cli = [untimed(json.loads(line)) for line in result.stdout.splitlines()]
+    api = cdd.molecules(n=4, constraints=[cdd.constraint("max_heavy_atoms", tau=8)], seed=5)
+    assert [untimed(r) for r in api] == cli
+
+
+def test_a_plugin_with_a_surrogate_goes_through_the_alm():
+    records = list(
+        cdd.generate(
+            "The", n=4, constraints=[cdd.constraint("uppercase", tau=0.0)], length=12, seed=2
+        )
+    )
+    assert len(records) == 4
+    for record in records:
+        verdict = record["constraints"]["uppercase"]
+        assert verdict["satisfied"], record["text"]
+        assert verdict["value"] == 0.0 and not any(c.isupper() for c in record["text"])
+        assert verdict["surrogate"] is not None  # the surrogate was read for the record
+    loaded = registry.load("default-text", "text")
+    entry = cdd.constraint("uppercase", tau=0.1)
+    (built,) = build_constraints([entry], loaded, "cpu")
+    assert isinstance(built, SurrogatePlugin)
+    (judged,) = build_constraints(
+        [cdd.constraint("max_heavy_atoms", tau=8)], registry.load(None, "molecules"), "cpu"
+    )
+    assert isinstance(judged, JudgedPlugin)
+
+
+def test_soft_tokens_read_alike_in_every_form():
+    probs = torch.tensor([[[0.5, 0.5, 0.0], [0.0, 0.2, 0.8]]])
+    table = torch.tensor([1.0, 3.0, 10.0])
+    dense = SoftTokens(probs, 3)
+    sparse = SoftTokens(SparseTokens(torch.tensor([[[0.5, 0.5], [0.8, 0.2]]]),
+                                     torch.tensor([[[0, 1], [2, 1]]])), 3)  # fmt: skip
+    assert torch.allclose(dense.expect(table), torch.tensor([[2.0, 8.6]]))
+    assert torch.allclose(sparse.expect(table), dense.expect(table))
+    assert torch.allclose(sparse.probs(), probs)
+    ids = SoftTokens(torch.tensor([[2, 0]]), 3)
+    assert ids.expect(table).tolist() == [[10.0, 1.0]] and ids.shape == (1, 2, 3)
+    wide = torch.stack([table, 2 * table], dim=1)  # [V, 2]
+    assert torch.allclose(sparse.expect(wide), dense.expect(wide))
+
+
+@pytest.mark.parametrize(
+    ("entry", "line", "message"),
+    [
+        ("tau: 3\n    element: Xx", 2, "key 'element': 'Xx' is not an element symbol"),
+        ("tau: 300", 2, "key 'tau': 300 is outside [0, 200] for 'max_heavy_atoms'"),
+        (
+            "tau: 3\n    colour: red",
+            4,
+            "unknown key 'colour' for constraint 'max_heavy_atoms' (known: type, tau, margin, surrogate, element)",
+        ),
+        ("element: N", 2, "constraint 'max_heavy_atoms' needs 'tau'"),
+        ("tau: 3\n    element: 7", 4, "key 'element': expected str, got 7"),
+    ],
+)
+def test_validate_checks_a_plugins_options_in_one_line(
+    tmp_path: Path, entry: str, line: int, message: str
+):
+    spec = write(tmp_path, f"constraints:\n  - type: max_heavy_atoms\n    {entry}\n")
+    result = runner.invoke(app, ["validate", str(spec)])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"cdd: error: {spec}:{line}: {message}"
+
+
+def test_an_unknown_type_lists_the_plugins_too(tmp_path: Path):
+    result = runner.invoke(app, ["validate", str(write(tmp_path, "constraints:\n  - type: x\n"))])
+    assert result.exit_code == 2
+    assert "unknown constraint type 'x'" in result.stderr
+    assert "max_heavy_atoms" in result.stderr and "uppercase" in result.stderr
+
+
+def test_a_broken_plugin_is_one_line_and_breaks_nothing_else(faulty, tmp_path: Path):
+    listed = runner.invoke(app, ["constraints", "ls"])
+    assert listed.exit_code == 0
+    rows = [line for line in listed.stdout.splitlines() if line.startswith("broken\t")]
+    assert rows == [
+        "broken\tbroken\tcdd-test-plugins 0.1: cannot be loaded (ModuleNotFoundError: "
+        "No module named 'cdd_no_such_dependency')"
+    ]
+    problems = {
+        "not_a_plugin": "is a dict, not a cdd ConstraintPlugin",
+        "misnamed": "names itself 'judge_raises' under the entry point 'misnamed'",
+        "sa": "'sa' is a built-in constraint type; the plugin is not used",
+    }
+    for name, problem in problems.items():
+        (row,) = [line for line in listed.stdout.splitlines() if line.startswith(f"{name}\tbroken")]
+        assert row.endswith(problem)
+    # sa is still the built-in one, and a run that names no broken plugin runs.
+    run = runner.invoke(app, ["molecules", "-n", "2", "-c", "sa", "--tau", "4.5", "-q"])
+    assert run.exit_code == 0, run.stderr
+    assert json.loads(run.stdout.splitlines()[0])["constraints"]["sa"]["judge"] == "rdkit-sa"
+    spec = write(tmp_path, "constraints:\n  - type: broken\n    tau: 1\n")
+    used = runner.invoke(app, ["molecules", "--spec", str(spec), "-n", "2", "-q"])
+    assert used.exit_code == 2 and used.stdout == ""
+    assert used.stderr.strip() == (
+        "cdd: error: plugin 'broken' (cdd-test-plugins 0.1): cannot be loaded "
+        "(ModuleNotFoundError: No module named 'cdd_no_such_dependency')"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("judge_raises", "its judge raised RuntimeError: the scoring service is down"),
+        ("judge_nan", "as NaN (None: cannot be scored)"),
+        ("judge_miscounts", "its judge gave 1 scores for 2 texts"),
+        ("bad_surrogate", "its surrogate gave (3, 3), not one score a sample"),
+    ],
+)
+def test_a_faulty_plugin_is_one_line_naming_it(faulty, name: str, problem: str):
+    result = runner.invoke(app, ["molecules", "-n", "2", "-c", name, "--tau", "50", "-q"])
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"cdd: error: plugin '{name}' (cdd-test-plugins 0.1): ")
+    assert line.endswith(problem)
+    with pytest.raises(PluginError, match=f"plugin '{name}'"):
+        list(cdd.molecules(n=2, constraints=cdd.constraint(name, tau=50)))
+
+
+def test_records_written_before_a_plugin_fails_are_kept(faulty, tmp_path: Path):
+    import cdd_test_faulty
+
+    cdd_test_faulty.CALLS["n"] = 0
+    out = tmp_path / "out.jsonl"
+    flags = ["-n", "4", "--batch-size", "2", "--method", "unconstrained", "-q", "-o", str(out)]
+    result = runner.invoke(app, ["molecules", *flags, "-c", "fails_later", "--tau", "50"])
+    assert result.exit_code == 2
+    assert result.stderr.strip().endswith("its judge raised ValueError: gave up on the second call")
+    lines = out.read_text().splitlines()
+    assert len(lines) == 2 and [json.loads(line)["id"] for line in lines] == ["0-0", "0-1"]
+
+
+def test_a_slow_judge_is_told_once_as_one_line(faulty):
+    with pytest.warns(PluginWarning, match="plugin 'slow' .* its judge takes 0.0[7-9] s a text"):
+        records = list(cdd.molecules(n=8, constraints=cdd.constraint("slow", tau=100), seed=1))
+    assert len(records) == 8
+    env = {**os.environ, "PYTHONPATH": str(FAULTY)}
+    command = [sys.executable, "-m", "cdd_cli", "molecules", "-n", "8", "-c", "slow", "--tau"]
+    done = subprocess.run([*command, "100", "-q"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stderr.splitlines() if line.startswith("cdd: warning:")]
+    assert len(warned) == 1 and "plugin 'slow' (cdd-test-plugins 0.1)" in warned[0]
+    assert "Traceback" not in done.stderr and len(done.stdout.splitlines()) == 8
+
+
+def test_a_spec_entry_loads_with_a_plugins_defaults(tmp_path: Path):
+    spec = load_spec(write(tmp_path, "constraints:\n  - type: uppercase\n    tau: 0.1\n"))
+    (entry,) = spec.resolved()["constraints"]
+    assert entry == {"type": "uppercase", "tau": 0.1, "margin": 0.0}
