@@ -693,6 +693,10 @@ def train_surrogate_command(
     examples: Annotated[
         int, typer.Option(help="Text windows to label (and as many corrupted).")
     ] = 20000,
+    unscorable_as: Annotated[
+        Optional[float],
+        typer.Option(help="Score of an output the judge cannot score [the plugin's worst=]."),
+    ] = None,
     steps: int = 3000,
     batch_size: int = 256,
     lr: float = 2e-3,
@@ -730,7 +734,7 @@ def train_surrogate_command(
         settings |= {"n_layers": n_layers, "seed": seed}
         progress, on_step = training_progress(quiet, "surrogate", steps, 500)
         with progress:
-            train_surrogate_for(spec, data, examples, out, settings, log, on_step)
+            train_surrogate_for(spec, data, examples, unscorable_as, out, settings, log, on_step)
 
     run_guarded(body)
 
@@ -746,7 +750,8 @@ def constraints_ls() -> None:
         keys = keys_of(name, name)
         described = ", ".join(f"{k}{'' if required else '?'}" for k, (_, required) in keys.items())
         bounds = tau_range(name)
-        bound = f"tau in [{bounds[0]:g}, {bounds[1]:g}]" if bounds else ""
+        bounded = bounds is not None and bounds != (-math.inf, math.inf)
+        bound = f"tau in [{bounds[0]:g}, {bounds[1]:g}]" if bounded else ""
         return f"{name}\t{domain_of(name)}\t{described}\t{bound}\t{source}"
 
     for name in CONSTRAINT_KEYS:

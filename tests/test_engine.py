@@ -204,7 +204,7 @@ def test_method_paper_from_the_command_line_and_a_spec(tmp_path: Path):
 # `cdd eval`'s report reads records with the constraints' judges: it sits with the pipeline,
 # above the metric primitives of the rest of evaluate/.
 LAYERS = [
-    {"errors", "records", "settings", "prompts"},
+    {"errors", "records", "settings", "prompts", "plugins"},
     {"models", "diffusion"},
     {"evaluate", "spec"},
     {"constraints"},

@@ -251,3 +251,61 @@ def test_a_spec_entry_loads_with_a_plugins_defaults(tmp_path: Path):
     spec = load_spec(write(tmp_path, "constraints:\n  - type: uppercase\n    tau: 0.1\n"))
     (entry,) = spec.resolved()["constraints"]
     assert entry == {"type": "uppercase", "tau": 0.1, "margin": 0.0}
+
+
+def test_train_surrogate_gives_a_judge_only_plugin_gradients(tmp_path: Path, uniform_model_dir):
+    from tests.conftest import QM9_SAMPLE
+
+    data = tmp_path / "molecules.smi"
+    data.write_text("\n".join(QM9_SAMPLE * 4) + "\n")
+    out = tmp_path / "surrogate"
+    flags = ["--model", str(uniform_model_dir), "--data", str(data), "--out", str(out)]
+    small = ["--steps", "6", "--batch-size", "8", "--hidden-dim", "16", "--n-layers", "1", "-q"]
+    args = ["train", "surrogate", "-c", "max_heavy_atoms", "--tau", "4", *flags, *small]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.stderr
+    config = json.loads((out / "config.json").read_text())
+    held_out = config["held_out"]
+    assert config["constraint"] == "max_heavy_atoms" and config["unscorable_as"] == 12.0
+    # A tenth of the molecules is held out, each with its corrupted copy.
+    assert held_out["held_out_rows"] == 2 * int(0.1 * 4 * len(QM9_SAMPLE))
+    assert 0 <= held_out["agreement_at_tau"] <= 1 and held_out["mae_all"] >= 0
+    assert not (out / "train_state.json").exists()  # finished: the resumable state is gone
+    entry = f"  - type: max_heavy_atoms\n    tau: 4\n    surrogate: {out}\n"
+    spec = write(tmp_path, f"model: {uniform_model_dir}\nconstraints:\n{entry}")
+    loaded = registry.load(str(uniform_model_dir), "molecules")
+    (built,) = build_constraints(load_spec(spec).constraints, loaded, "cpu")
+    assert isinstance(built, SurrogatePlugin)
+    run = runner.invoke(app, ["molecules", "--spec", str(spec), "-n", "2", "-q"])
+    assert run.exit_code in (0, 3), run.stderr
+    for line in run.stdout.splitlines():
+        assert json.loads(line)["constraints"]["max_heavy_atoms"]["surrogate"] is not None
+
+
+def test_train_surrogate_on_text_windows(tmp_path: Path, text_model_dir):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("Call me Ishmael. Some years ago, never mind how long precisely.\n\n" * 200)
+    out = tmp_path / "surrogate"
+    flags = ["--model", str(text_model_dir), "--data", str(corpus), "--out", str(out)]
+    small = ["--steps", "4", "--batch-size", "4", "--hidden-dim", "16", "--n-layers", "1", "-q"]
+    args = ["train", "surrogate", "-c", "uppercase", "--tau", "0.05", "--examples", "30"]
+    result = runner.invoke(app, [*args, *flags, *small])
+    assert result.exit_code == 0, result.stderr
+    config = json.loads((out / "config.json").read_text())
+    assert config["held_out"]["held_out_rows"] == 2 * 3
+    assert json.loads((out / "tokenizer.json").read_text())["type"] == "gpt2-bpe"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "give one constraint (--constraint TYPE, or a --spec with one entry); got 0"),
+        (["-c", "uppercase", "--tau", "0.1"], "--data: a .txt file or folder"),
+        (["-c", "max_heavy_atoms", "--tau", "4", "--data", "nowhere.smi"], "no such file"),
+    ],
+)
+def test_train_surrogate_refuses_in_one_line(tmp_path: Path, args: list[str], message: str):
+    result = runner.invoke(app, ["train", "surrogate", "--out", str(tmp_path / "o"), *args])
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert message in line

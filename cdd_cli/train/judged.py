@@ -45,6 +45,7 @@ def train_surrogate_for(
     spec: Spec,
     data: Path | None,
     examples: int,
+    unscorable_as: float | None,
     out: Path,
     settings: dict,
     log: Callable[[str], None],
@@ -56,6 +57,7 @@ def train_surrogate_for(
     (constraint,) = build_constraints(spec.constraints, loaded, "cpu")
     plugin = plugin_of(entry.type)
     worst = plugin.worst if plugin is not None else INVALID_SCORE if entry.type == "sa" else None
+    worst = worst if unscorable_as is None else unscorable_as
     length = loaded.config.model_length
     gen = torch.Generator().manual_seed(settings["seed"])
     if data is not None and not data.exists():
@@ -95,7 +97,6 @@ def train_surrogate_for(
         constraint,
         worst,
         loaded.tokenizer,
-        length,
         train_rows,
         test_rows,
         out,

@@ -333,7 +333,6 @@ def train_judge_surrogate(
     constraint: Constraint,
     worst: float | None,
     tokenizer: SmilesTokenizer | Gpt2Tokenizer,
-    length: int,
     train_rows: tuple[torch.Tensor, torch.Tensor | None, torch.Tensor],
     test_rows: tuple[torch.Tensor, torch.Tensor | None, torch.Tensor],
     out: Path,
