@@ -151,7 +151,8 @@ def test_soft_tokens_read_alike_in_every_form():
         (
             "tau: 3\n    colour: red",
             4,
-            "unknown key 'colour' for constraint 'max_heavy_atoms' (known: type, tau, margin, surrogate, element)",
+            "unknown key 'colour' for constraint 'max_heavy_atoms' "
+            "(known: type, tau, margin, surrogate, element)",
         ),
         ("element: N", 2, "constraint 'max_heavy_atoms' needs 'tau'"),
         ("tau: 3\n    element: 7", 4, "key 'element': expected str, got 7"),
