@@ -7,6 +7,7 @@ Rich console. Exit codes: 0 all records satisfy their constraints; 3 written but
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -173,6 +174,16 @@ def run_guarded(body) -> None:
     except BrokenPipeError:
         sys.stderr.close()  # the reader went away (e.g. `| head`); nothing more to say
         raise typer.Exit(0) from None
+    except OSError as exc:
+        # The machine refused a path or a write (a name too long, a full disk or stdout, no
+        # permission): the input or the environment, not a defect.
+        name = f"{exc.filename}: " if exc.filename else ""
+        if len(name) > 80:
+            name = f"{name[:60]}...: "
+        where = " (writing the output)" if exc.errno == errno.ENOSPC and not name else ""
+        raise fail(f"{name}{exc.strerror or type(exc).__name__}{where}") from None
+    except RecursionError:
+        raise fail("the input is nested too deeply to read") from None
     except Exception as exc:
         # A defect, not bad input: one line (the README's exit 1), the traceback on request.
         if os.environ.get("CDD_TRACEBACK"):
@@ -743,6 +754,10 @@ def train_surrogate_command(
 def constraints_ls() -> None:
     """List the constraint types, built in and from installed plugins, with their keys
     (? = optional) and where each comes from; a broken plugin is one line saying why."""
+    run_guarded(list_constraints)
+
+
+def list_constraints() -> None:
     from cdd_cli import plugins
     from cdd_cli.spec import BUILTIN, CONSTRAINT_KEYS, domain_of, keys_of, tau_range
 
@@ -768,9 +783,12 @@ def models_ls() -> None:
     """List the shipped default models."""
     from cdd_cli.models.registry import shipped_models
 
-    for name, directory in shipped_models():
-        status = "ok" if (directory / "model.safetensors").is_file() else "missing"
-        typer.echo(f"{name}\t{directory}\t{status}")
+    def body() -> None:
+        for name, directory in shipped_models():
+            status = "ok" if (directory / "model.safetensors").is_file() else "missing"
+            typer.echo(f"{name}\t{directory}\t{status}")
+
+    run_guarded(body)
 
 
 def show_warning(message, category, filename, lineno, file=None, line=None) -> None:

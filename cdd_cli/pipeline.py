@@ -18,11 +18,14 @@ continuation (the record's `text`), told the prompt for scopes that include it.
 
 from __future__ import annotations
 
+import math
+import os
 import shlex
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -204,7 +207,9 @@ class Generation:
         with torch.no_grad():
             for c in constraints:
                 if isinstance(c, DifferentiableConstraint):
-                    scores[c.name] = [round(v, 4) for v in c.surrogate(ids).tolist()]
+                    # A surrogate is a hint beside the judge: one that is not finite is null.
+                    values = c.surrogate(ids).tolist()
+                    scores[c.name] = [round(v, 4) if math.isfinite(v) else None for v in values]
                 else:
                     scores[c.name] = [None] * len(ids)
         return [{k: v[i] for k, v in scores.items()} for i in range(len(ids))]
@@ -277,32 +282,36 @@ def satisfaction_note(
     return f"; {total - violating}/{total} satisfy {labels} ({method}, judged by {judges})"
 
 
+def check_resolved_config(spec: Spec, output: str) -> None:
+    """An output file that holds records must hold records of this configuration (sampling
+    aside: more samples, other seeds): refused before any sampling otherwise."""
+    out, beside = Path(output), Path(f"{output}.config.yaml")
+    if output == "-" or not out.is_file() or not out.stat().st_size or not beside.is_file():
+        return
+    try:
+        earlier = yaml.safe_load(beside.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        earlier = None
+
+    def setup(config: dict) -> dict:
+        return {k: v for k, v in config.items() if k != "sampling"}
+
+    if not isinstance(earlier, dict) or setup(earlier) != setup(spec.resolved()):
+        raise InputError(
+            f"-o {output}: holds records made with other settings ({beside}); write to "
+            "another file, or remove both to start over"
+        )
+
+
 def write_resolved_config(spec: Spec, output: str) -> None:
     """`OUT.config.yaml` beside a regular output file (not /dev/null and the like): the
-    settings of the runs in OUT, headed by the latest command line (prompts, length and device
-    are not settings). Records of other settings are not appended to OUT: one file, one
-    configuration, so its records can be told apart and reproduced. Call before writing."""
-    out, beside = Path(output), Path(f"{output}.config.yaml")
-    if output == "-" or not out.is_file():
+    configuration, so its records can be told apart and reproduced."""
+    if output == "-" or (Path(output).exists() and not Path(output).is_file()):
         return
-    resolved = spec.resolved()
-    if out.stat().st_size and beside.is_file():
-        try:
-            earlier = yaml.safe_load(beside.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            earlier = None
-
-        def setup(config: dict) -> dict:
-            # Sampling (n, seed, batch size) may differ: more samples, other seeds, same setup.
-            return {k: v for k, v in config.items() if k != "sampling"}
-
-        if not isinstance(earlier, dict) or setup(earlier) != setup(resolved):
-            raise InputError(
-                f"-o {output}: holds records made with other settings ({beside}); write to "
-                "another file, or remove both to start over"
-            )
     command = shlex.join(["cdd", *sys.argv[1:]]).replace("\n", " ")
-    beside.write_text(f"# latest run: {command}\n" + dump(resolved))
+    Path(f"{output}.config.yaml").write_text(
+        f"# latest run: {command}\n" + dump(spec.resolved()), encoding="utf-8"
+    )
 
 
 @dataclass
@@ -343,11 +352,28 @@ def prepare_molecules(spec: Spec, device: str) -> MoleculeRun:
     spec.model = spec.model or loaded.name
     if isinstance(loaded.tokenizer, Gpt2Tokenizer):
         raise InputError(f"model {loaded.name} is a text model: use `cdd generate`")
+    check_batch_fits(spec.sampling.batch_size, loaded.config.model_length, loaded)
     constraints = build_constraints(spec.constraints, loaded, device)
     if not constraints:
         spec.method = "unconstrained"  # nothing to project or reject against
     fill_model_defaults(spec, loaded)
     return MoleculeRun(spec, loaded, constraints, device)
+
+
+def check_batch_fits(batch_size: int, length: int, loaded: registry.LoadedModel) -> None:
+    """Refuse a batch whose probability tensors alone ([B, L, V] floats, a few copies: logits,
+    probabilities, the projection's) exceed this machine's memory, before allocating any."""
+    need = 4 * batch_size * length * loaded.config.vocab_size * 4
+    try:
+        have = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not a POSIX system: no cheap answer
+        return
+    if need > have:
+        raise InputError(
+            f"--batch-size {batch_size}: its [batch, {length}, {loaded.config.vocab_size}] "
+            f"probabilities need about {need / 2**30:,.1f} GiB, more than this machine's "
+            f"{have / 2**30:,.1f} GiB; use a smaller batch"
+        )
 
 
 def run_molecules(job: MoleculeJob, console: Console, display: Display | None = None) -> int:
@@ -357,8 +383,9 @@ def run_molecules(job: MoleculeJob, console: Console, display: Display | None = 
     reports: list[MoleculeReport] = []
     violating = 0
     started = time.perf_counter()
-    with JsonlWriter(job.output) as writer, display:
-        write_resolved_config(run.spec, job.output)
+    check_resolved_config(run.spec, job.output)
+    config = partial(write_resolved_config, run.spec, job.output)
+    with JsonlWriter(job.output, config) as writer, display:
         for row in run.records(job.n, display):
             writer.write(row)
             reports.append(MoleculeReport(**{f.name: row[f.name] for f in fields(MoleculeReport)}))
@@ -394,6 +421,12 @@ def tokenize_prompts(
         if one is None:
             prompts.append(Prompt(index))
             continue
+        size = len(one.text.encode("utf-8"))
+        if size > loaded.tokenizer.longest_token_bytes * limit:  # refused before tokenizing
+            raise InputError(
+                f"prompt {index} ({size:,} bytes) cannot fit model {loaded.name}'s length of "
+                f"{limit} tokens"
+            )
         ids = torch.tensor(loaded.tokenizer.encode(one.text), dtype=torch.long)
         prompts.append(Prompt(index, one.text, ids, one.id))
     index = max(range(len(prompts)), key=lambda i: len(prompts[i].ids))
@@ -451,6 +484,7 @@ def prepare_text(
     if not isinstance(loaded.tokenizer, Gpt2Tokenizer):
         raise InputError(f"model {loaded.name} is not a text model (its tokenizer reads SMILES)")
     tokenized, length = tokenize_prompts(prompts, length, loaded)
+    check_batch_fits(spec.sampling.batch_size, loaded.config.model_length, loaded)
     constraints = build_constraints(spec.constraints, loaded, device)
     if not constraints:
         spec.method = "unconstrained"
@@ -468,8 +502,9 @@ def run_text(job: TextJob, console: Console, display: Display | None = None) -> 
     violating = written = 0
     seconds = 0.0
     started = time.perf_counter()
-    with JsonlWriter(job.output) as writer, display:
-        write_resolved_config(run.spec, job.output)
+    check_resolved_config(run.spec, job.output)
+    config = partial(write_resolved_config, run.spec, job.output)
+    with JsonlWriter(job.output, config) as writer, display:
         for row in run.records(job.n, display):
             writer.write(row)
             violating += not row["satisfied"]

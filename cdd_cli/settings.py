@@ -47,6 +47,10 @@ class RepairSettings:
     margin_step: float = 0.25
 
 
+MAX_STEPS = 100_000  # denoising steps: far past any use, and a cap before allocating their table
+MAX_SEED = 2**63 - 1  # torch generators take seeds below 2**63
+
+
 @dataclass
 class SamplingSettings:
     n: int | None = None

@@ -24,6 +24,8 @@ from cdd_cli import plugins
 from cdd_cli.errors import InputError
 from cdd_cli.plugins import ConstraintPlugin
 from cdd_cli.settings import (
+    MAX_SEED,
+    MAX_STEPS,
     METHODS,
     ALMSettings,
     RejectSettings,
@@ -86,6 +88,9 @@ def absolute_folder(name: str | None) -> str | None:
         return name
     return str(Path(name).expanduser().resolve())
 
+
+SAMPLING_RANGES = {"steps": (1, MAX_STEPS), "seed": (0, MAX_SEED)}  # others: positive
+FLOAT32_MAX = 3.4028234663852886e38  # settings become float32 tensors
 
 # Per constraint type: allowed keys -> (python types, required). tau ranges live in RANGES.
 CONSTRAINT_KEYS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
@@ -236,13 +241,15 @@ def _check_type(
                 hint = (
                     " (a quoted string: remove the quotes)"
                     if quoted
-                    else " (YAML reads 1e3 as text: write 1.0e3)"
+                    else " (YAML reads 1e3 as text: write 1.0e+3)"
                 )
             except ValueError:
                 pass
         raise InputError(f"{loc.where(node)}: key '{key}': expected {names}, got {value!r}{hint}")
     if isinstance(value, float) and not math.isfinite(value):
         raise InputError(f"{loc.where(node)}: key '{key}': must be a finite number, got {value}")
+    if isinstance(value, (int, float)) and abs(value) > FLOAT32_MAX:
+        raise InputError(f"{loc.where(node)}: key '{key}': {value:g} is beyond float32's range")
     return value
 
 
@@ -381,6 +388,8 @@ def _constraint(loc: _Located, node: yaml.Node, index: int) -> ConstraintSpec:
             spec.options[name] = _check_type(loc, v, name, loc.value(v), keys[name][0])
             if name == "surrogate" and not spec.options[name].strip():
                 raise InputError(f"{loc.where(v)}: key 'surrogate' is empty")
+            if name == "surrogate" and not Path(spec.options[name]).expanduser().is_dir():
+                raise InputError(f"{loc.where(v)}: surrogate folder {spec.options[name]} not found")
     check_constraint(spec)
     return spec
 
@@ -479,13 +488,23 @@ def check_settings(spec: Spec, where: str) -> None:
         (spec.repair.margin_step >= 0, "repair.margin_step must be >= 0"),
         (spec.reject.max_attempts >= 1, "reject.max_attempts must be >= 1"),
         (spec.sampling.batch_size >= 1, "sampling.batch_size must be >= 1"),
-        (spec.sampling.steps is None or spec.sampling.steps >= 1, "sampling.steps must be >= 1"),
+        (
+            spec.sampling.steps is None or 1 <= spec.sampling.steps <= MAX_STEPS,
+            f"sampling.steps must be in [1, {MAX_STEPS:,}]",
+        ),
+        (0 <= spec.sampling.seed <= MAX_SEED, f"sampling.seed must be in [0, {MAX_SEED}]"),
         (spec.sampling.n is None or spec.sampling.n >= 1, "sampling.n must be >= 1"),
     ]
     for ok, message in rules:
         if not ok:
             raise InputError(f"{where}: {message}")
     check_lexical_together(spec.constraints)
+    seen: dict[str, str] = {}
+    for c in spec.constraints:
+        key = repr((c.type, sorted(c.options.items())))
+        if key in seen:
+            raise InputError(f"{c.where}: repeats the constraint at {seen[key]}")
+        seen[key] = c.where
 
 
 def overlay(
@@ -518,10 +537,14 @@ def overlay(
         spec.method = method
     for name, value in (sampling or {}).items():
         if value is not None:
-            if name != "seed" and value <= 0:
-                flag = ("-n" if name == "n" else "--" + name.replace("_", "-")) if flags else name
-                raise InputError(f"{flag} must be positive, got {value}")
+            flag = ("-n" if name == "n" else "--" + name.replace("_", "-")) if flags else name
+            low, high = SAMPLING_RANGES.get(name, (1, None))
+            if value < low or (high is not None and value > high):
+                within = f"in [{low}, {high:,}]" if high is not None else "positive"
+                raise InputError(f"{flag} must be {within}, got {value}")
             setattr(spec.sampling, name, value)
+    if model is not None and not model.strip():
+        raise InputError(f"{'--model' if flags else 'model'} is empty")
     spec.model = model or spec.model
     check_settings(spec, spec.source)
     return spec

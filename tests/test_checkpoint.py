@@ -160,8 +160,14 @@ def test_missing_and_unexpected_keys_are_named(tmp_path: Path):
         ({"n_heads": 0}, "field n_heads must be >= 1"),
         ({"model_length": 0}, r"field model_length must be in \[2, "),
         ({"model_length": 10**12}, "field model_length must be in"),
-        ({"default_sampling_steps": -3}, "default_sampling_steps must be an int >= 1"),
-        ({"default_sampling_steps": "x"}, "default_sampling_steps must be an int >= 1"),
+        (
+            {"default_sampling_steps": -3},
+            r"default_sampling_steps must be an int in \[1, 100,000\]",
+        ),
+        (
+            {"default_sampling_steps": "x"},
+            r"default_sampling_steps must be an int in \[1, 100,000\]",
+        ),
     ],
 )
 def test_bad_config_fields(tmp_path: Path, change: dict, expected: str):

@@ -109,7 +109,7 @@ def one_error_line(result) -> str:
         (["-n", "0"], "-n must be positive"),
         (["-n", "-3"], "-n must be positive"),
         (["--batch-size", "0"], "--batch-size must be positive"),
-        (["--steps", "0"], "--steps must be positive"),
+        (["--steps", "0"], "--steps must be in [1, 100,000], got 0"),
         (["--device", "tpu"], "unknown device 'tpu'"),
         (["--device", "cuda:x"], "unknown device"),
     ],

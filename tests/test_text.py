@@ -313,9 +313,16 @@ def test_a_hub_id_without_network_is_one_line_and_no_download(monkeypatch):
         raise AssertionError(f"tried to download {repo_id}")
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    result = generate("someone/some-model", "--prompt", "Hello", "-n", "1")
+    result = generate("hf://someone/some-model", "--prompt", "Hello", "-n", "1")
     assert result.exit_code == 2
-    assert "not a local directory, and HF_HUB_OFFLINE=1" in result.stderr
+    assert (
+        result.stderr
+        == "cdd: error: --model hf://someone/some-model: HF_HUB_OFFLINE=1, so no download\n"
+    )
     monkeypatch.setattr(registry_module, "download_from_hub", no_download)
+    # A missing local path with one slash is a missing path, never a hub id.
+    typo = generate("runs/qm9", "--prompt", "Hello", "-n", "1")
+    assert typo.exit_code == 2 and "no such directory" in typo.stderr
+    assert "a hub model is named hf://runs/qm9" in typo.stderr
     default = generate("default-text", "--prompt", "Hello", "-n", "1", "--length", "2")
     assert default.exit_code == 0, default.stderr  # the default path never downloads

@@ -20,6 +20,10 @@ from collections.abc import Callable, Sequence
 from cdd_cli.errors import InputError
 from cdd_cli.records import read_jsonl
 
+# Longer than the longest continuation cdd can write (65,536 tokens of GPT-2 text, a few
+# characters each): read before anything tokenizes it.
+MAX_TEXT_CHARACTERS = 1_000_000
+
 
 def read_records(source: str) -> list[dict]:
     from cdd_cli.prompts import check_unicode
@@ -29,6 +33,17 @@ def read_records(source: str) -> list[dict]:
         if not isinstance(row.get("text"), str):
             raise InputError(f"{where}: not a cdd record (no 'text')")
         check_unicode(row["text"], where)
+        if len(row["text"]) > MAX_TEXT_CHARACTERS:
+            raise InputError(
+                f"{where}: 'text' has {len(row['text']):,} characters, more than any cdd output "
+                f"({MAX_TEXT_CHARACTERS:,} at most)"
+            )
+        if not isinstance(row.get("prompt"), (str, type(None))):
+            raise InputError(f"{where}: 'prompt' should be a text or null")
+        if not isinstance(row.get("prompt_id"), (str, int, type(None))) or isinstance(
+            row.get("prompt_id"), bool
+        ):
+            raise InputError(f"{where}: 'prompt_id' should be a text, a number or null")
         if not isinstance(row.get("id"), str) or not re.fullmatch(r"\d+-\d+", row["id"]):
             raise InputError(f"{where}: not a cdd record ('id' should be like \"0-3\")")
         constraints = row.get("constraints") or {}

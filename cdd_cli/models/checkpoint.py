@@ -8,19 +8,26 @@ they are inferred (`model_type` mdlm -> masked noise, udlm -> uniform noise).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import TypeVar
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from cdd_cli import __version__
 from cdd_cli.errors import InputError
 from cdd_cli.models.dit import DiffusionModel, DiTConfig
+from cdd_cli.settings import MAX_STEPS
 
+M = TypeVar("M", bound=torch.nn.Module)
 NOISE_OF_MODEL_TYPE = {"mdlm": "masked", "udlm": "uniform"}
 MAX_LENGTH = 65536  # tokens per sequence; mdlm-owt has 1,024
+# Sizes past any model this runs (mdlm-owt: 12 blocks of 768), refused before building one.
+MAX_BLOCKS = 256
+MAX_WIDTH = 65536
 REQUIRED = (
     "model_type",
     "vocab_size",
@@ -62,18 +69,34 @@ def parse_config(raw: dict, where: str) -> ModelConfig:
     values.setdefault("noise", NOISE_OF_MODEL_TYPE[model_type])
     if values["noise"] not in ("masked", "uniform"):
         raise InputError(f"{where}: noise must be masked or uniform, got {values['noise']!r}")
+    if values["noise"] != NOISE_OF_MODEL_TYPE[model_type]:
+        # A UDLM sampled as masked (or the reverse) makes nothing readable.
+        raise InputError(
+            f"{where}: noise {values['noise']!r} contradicts model_type {model_type!r} "
+            f"(trained with {NOISE_OF_MODEL_TYPE[model_type]} noise)"
+        )
     config = ModelConfig(**values)
     for name in ("vocab_size", "hidden_dim", "cond_dim", "n_blocks", "n_heads"):
         if getattr(config, name) < 1:
             raise InputError(f"{where}: field {name} must be >= 1, got {getattr(config, name)}")
+    for name, most in (
+        ("n_blocks", MAX_BLOCKS),
+        ("hidden_dim", MAX_WIDTH),
+        ("cond_dim", MAX_WIDTH),
+    ):
+        if getattr(config, name) > most:
+            raise InputError(f"{where}: field {name} {getattr(config, name):,} > {most:,}")
     if not 2 <= config.model_length <= MAX_LENGTH:
         raise InputError(
             f"{where}: field model_length must be in [2, {MAX_LENGTH}], got {config.model_length}"
         )
     steps = raw.get("default_sampling_steps")
-    if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool) or steps < 1):
+    if steps is not None and (
+        not isinstance(steps, int) or isinstance(steps, bool) or not 1 <= steps <= MAX_STEPS
+    ):
         raise InputError(
-            f"{where}: field default_sampling_steps must be an int >= 1, got {steps!r}"
+            f"{where}: field default_sampling_steps must be an int in [1, {MAX_STEPS:,}], "
+            f"got {steps!r}"
         )
     if not splits_into_heads(config.hidden_dim, config.n_heads):
         raise InputError(
@@ -102,19 +125,39 @@ def _summarise(names: list[str], limit: int = 4) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def load_state_strict(model: torch.nn.Module, path: Path) -> None:
-    """Load safetensors weights, refusing missing, unexpected or mis-shaped keys by name."""
+def read_shapes(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """Each tensor's dtype and shape from a safetensors file's header, reading no weights."""
     try:
-        state = load_file(str(path))
-    except (SafetensorError, OSError, ValueError) as exc:
-        raise InputError(f"{path}: cannot read safetensors file ({exc})") from None
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
+        with safe_open(str(path), framework="pt") as f:
+            return {
+                k: (str(f.get_slice(k).get_dtype()), tuple(f.get_slice(k).get_shape()))
+                for k in f.keys()  # noqa: SIM118 (a safetensors handle is not a dict)
+            }
+    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+        raise InputError(f"{path}: cannot read safetensors file ({one_line(exc)})") from None
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200]
+
+
+FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")
+
+
+def load_checked(build: Callable[[], M], path: Path) -> M:
+    """`build()`'s module with the weights of `path`, refusing missing, unexpected or
+    mis-shaped keys by name, integer or boolean tensors, and NaN or infinite values. The
+    file's header is compared with the module built on the meta device first, so a config
+    that asks for more than the file holds allocates nothing."""
+    header = read_shapes(path)
+    with torch.device("meta"):
+        expected = {k: tuple(v.shape) for k, v in build().state_dict().items()}
+    missing = sorted(set(expected) - set(header))
+    unexpected = sorted(set(header) - set(expected))
     misshaped = [
-        f"{k} {tuple(state[k].shape)} vs {tuple(expected[k].shape)}"
-        for k in sorted(set(state) & set(expected))
-        if state[k].shape != expected[k].shape
+        f"{k} {header[k][1]} vs {expected[k]}"
+        for k in sorted(set(header) & set(expected))
+        if header[k][1] != expected[k]
     ]
     problems = []
     if missing:
@@ -125,7 +168,20 @@ def load_state_strict(model: torch.nn.Module, path: Path) -> None:
         problems.append(f"mis-shaped keys (file vs config): {_summarise(misshaped)}")
     if problems:
         raise InputError(f"{path}: checkpoint does not match config.json; " + "; ".join(problems))
-    model.load_state_dict({k: v.to(expected[k].dtype) for k, v in state.items()}, strict=True)
+    not_float = [f"{k} ({dtype})" for k, (dtype, _) in header.items() if dtype not in FLOAT_DTYPES]
+    if not_float:
+        raise InputError(f"{path}: weights must be floating point: {_summarise(sorted(not_float))}")
+    try:
+        state = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise InputError(f"{path}: cannot read safetensors file ({one_line(exc)})") from None
+    broken = sorted(k for k, v in state.items() if not torch.isfinite(v).all())
+    if broken:
+        raise InputError(f"{path}: NaN or infinite weights in {_summarise(broken)}")
+    model = build()
+    reference = model.state_dict()
+    model.load_state_dict({k: v.to(reference[k].dtype) for k, v in state.items()}, strict=True)
+    return model
 
 
 def load_model(
@@ -136,8 +192,7 @@ def load_model(
     weights = directory / "model.safetensors"
     if not weights.is_file():
         raise InputError(f"{directory}: no model.safetensors")
-    model = DiffusionModel(config)
-    load_state_strict(model, weights)
+    model = load_checked(lambda: DiffusionModel(config), weights)
     return model.to(device).eval()
 
 

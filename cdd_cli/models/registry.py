@@ -38,9 +38,19 @@ def resolve_device(name: str) -> str:
     raise InputError(f"unknown device {name!r} (use cpu, cuda or cuda:K)")
 
 
+HUB_PREFIX = "hf://"
+
+
 def resolve_directory(name_or_dir: str) -> Path:
+    """A shipped name, a local directory, or `hf://owner/name` (the only way a hub repository
+    is ever fetched: a mistyped local path is never taken for a hub id)."""
     if name_or_dir in SHIPPED:
         return ASSETS / SHIPPED[name_or_dir]
+    if name_or_dir.startswith(HUB_PREFIX):
+        repo_id = name_or_dir[len(HUB_PREFIX) :]
+        if repo_id.count("/") != 1 or not all(repo_id.split("/")):
+            raise InputError(f"--model {name_or_dir}: a hub model is hf://owner/name")
+        return download_from_hub(repo_id)
     path = Path(name_or_dir).expanduser()
     if path.is_dir():
         return path
@@ -49,24 +59,25 @@ def resolve_directory(name_or_dir: str) -> Path:
             f"--model {name_or_dir}: not a directory (expected config.json and "
             "model.safetensors inside)"
         )
-    looks_like_hub_id = name_or_dir.count("/") == 1 and not name_or_dir.startswith((".", "/"))
-    if looks_like_hub_id:
-        return download_from_hub(name_or_dir)
+    hint = (
+        f"; a hub model is named {HUB_PREFIX}{name_or_dir}" if name_or_dir.count("/") == 1 else ""
+    )
     raise InputError(
-        f"--model {name_or_dir}: no such directory, and not a shipped model ({', '.join(SHIPPED)})"
+        f"--model {name_or_dir}: no such directory, and not a shipped model "
+        f"({', '.join(SHIPPED)}){hint}"
     )
 
 
 def download_from_hub(repo_id: str) -> Path:
     """Fetch a hub repository the user named explicitly; never done for defaults or tests."""
     if os.environ.get("HF_HUB_OFFLINE") == "1":
-        raise InputError(f"--model {repo_id}: not a local directory, and HF_HUB_OFFLINE=1")
+        raise InputError(f"--model {HUB_PREFIX}{repo_id}: HF_HUB_OFFLINE=1, so no download")
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
         raise InputError(
-            f"--model {repo_id}: not a local directory; downloading from the "
-            "Hugging Face hub needs `pip install huggingface_hub` and a network "
+            f"--model {HUB_PREFIX}{repo_id}: downloading from the Hugging Face hub needs "
+            "`pip install huggingface_hub` and a network "
             "(or download the folder yourself and pass its path)"
         ) from None
     try:
@@ -75,7 +86,7 @@ def download_from_hub(repo_id: str) -> Path:
         )
     except Exception as exc:  # network and hub errors come in many types
         raise InputError(
-            f"--model {repo_id}: download failed ({type(exc).__name__}: "
+            f"--model {HUB_PREFIX}{repo_id}: download failed ({type(exc).__name__}: "
             f"{str(exc).splitlines()[0] if str(exc) else 'no network?'})"
         ) from None
     return Path(path)

@@ -19,7 +19,7 @@ from torch import nn
 
 from cdd_cli import __version__
 from cdd_cli.errors import InputError
-from cdd_cli.models.checkpoint import load_state_strict
+from cdd_cli.models.checkpoint import MAX_LENGTH, load_checked
 
 
 @dataclass(frozen=True)
@@ -171,6 +171,20 @@ def save_surrogate(model: SoftTokenRegressor, directory: Path, extra: dict | Non
     (directory / "config.json").write_text(json.dumps(config, indent=2) + "\n")
 
 
+def check_surrogate_config(config: SurrogateConfig, path: Path) -> None:
+    """Sizes a surrogate's config gives, checked before anything is built from them."""
+    for name in ("vocab_size", "max_length", "hidden_dim", "n_layers", "n_heads"):
+        value = getattr(config, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InputError(f"{path}: field {name} should be an int >= 1, got {value!r}")
+    if config.max_length > MAX_LENGTH:
+        raise InputError(f"{path}: field max_length {config.max_length} > {MAX_LENGTH}")
+    if config.hidden_dim % config.n_heads:
+        raise InputError(
+            f"{path}: hidden_dim {config.hidden_dim} does not split into {config.n_heads} heads"
+        )
+
+
 def load_surrogate(directory: Path, device: str = "cpu") -> SoftTokenRegressor:
     directory = Path(directory)
     path = directory / "config.json"
@@ -180,11 +194,11 @@ def load_surrogate(directory: Path, device: str = "cpu") -> SoftTokenRegressor:
         raw = json.loads(path.read_text())
         names = SurrogateConfig.__dataclass_fields__
         config = SurrogateConfig(**{k: v for k, v in raw.items() if k in names})
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, AttributeError, RecursionError) as exc:
         raise InputError(f"{path}: not a surrogate config ({exc})") from None
     if config.model_type != "cdd-surrogate":
         raise InputError(f"{path}: model_type {config.model_type!r} is not cdd-surrogate")
-    model = SoftTokenRegressor(config)
-    load_state_strict(model, directory / "model.safetensors")
+    check_surrogate_config(config, path)
+    model = load_checked(lambda: SoftTokenRegressor(config), directory / "model.safetensors")
     model.requires_grad_(False)  # gradients flow to the input tokens, never to the weights
     return model.to(device).eval()

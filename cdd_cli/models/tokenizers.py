@@ -130,6 +130,8 @@ class SmilesTokenizer:
 
 class Gpt2Tokenizer:
     kind = "gpt2-bpe"
+    longest_token_bytes = 128  # GPT-2's longest token: a text of more bytes than 128 x N
+    # tokens cannot be N tokens or fewer
 
     def __init__(self, files: Path = GPT2_FILES):
         from tokenizers import ByteLevelBPETokenizer  # imported here: molecules never need it
@@ -208,10 +210,15 @@ def load_tokenizer(directory: Path, vocab_size: int | None = None) -> Tokenizer:
     try:
         payload = json.loads(path.read_text())
         kind = payload["type"]
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise InputError(f"{path}: not a cdd tokenizer file ({exc})") from None
     if kind == SmilesTokenizer.kind:
-        vocab = payload["vocab"]
+        vocab = payload.get("vocab")
+        if not isinstance(vocab, list) or not all(isinstance(t, str) and t for t in vocab):
+            raise InputError(f"{path}: 'vocab' must be a list of token strings")
+        if len(set(vocab)) != len(vocab):
+            twice = sorted({t for t in vocab if vocab.count(t) > 1})
+            raise InputError(f"{path}: 'vocab' lists {', '.join(twice[:4])} more than once")
         if list(vocab[:5]) != list(SPECIALS):
             raise InputError(f"{path}: the first five tokens must be {', '.join(SPECIALS)}")
         return SmilesTokenizer(vocab[5:])
