@@ -115,7 +115,7 @@ def _problem_of(ep: EntryPoint, builtin: Collection[str]) -> tuple[ConstraintPlu
     except Exception as exc:  # anything its import raises: the plugin's defect, not ours
         return None, f"cannot be loaded ({type(exc).__name__}: {one_line(exc)})"
     if not isinstance(plugin, ConstraintPlugin):
-        return None, f"{ep.value} is a {type(plugin).__name__}, not a cdd ConstraintPlugin"
+        return None, f"{ep.value} is not a cdd ConstraintPlugin (it is {type(plugin).__name__})"
     problems = [
         (plugin.name != ep.name, f"names itself '{plugin.name}' under the entry point '{ep.name}'"),
         (plugin.domain not in DOMAINS, f"domain {plugin.domain!r} is not one of molecules, text"),

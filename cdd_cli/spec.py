@@ -305,10 +305,11 @@ def check_plugin_options(c: ConstraintSpec) -> None:
     try:
         plugin.check(dict(c.options))
     except ValueError as exc:
-        raise InputError(f"{c.where}: {plugins.one_line(exc)}") from None
+        raise InputError(f"{c.where}: constraint '{c.type}': {plugins.one_line(exc)}") from None
     except Exception as exc:
+        package = plugins.find(c.type, BUILTIN).package
         raise plugins.PluginError(
-            f"{c.where}: plugin '{c.type}' failed checking its options "
+            f"{c.where}: plugin '{c.type}' ({package}) failed checking its options "
             f"({type(exc).__name__}: {plugins.one_line(exc)})"
         ) from None
 
@@ -384,6 +385,8 @@ def _constraint(loc: _Located, node: yaml.Node, index: int) -> ConstraintSpec:
                 f"{loc.where(k)}: unknown key '{name}' for constraint "
                 f"'{spec.type}' (known: {', '.join(['type', *keys])})"
             )
+        elif loc.value(v) is None and not keys[name][1]:
+            continue  # `key: null` (or `key:`) for an optional key: as if not written
         else:
             spec.options[name] = _check_type(loc, v, name, loc.value(v), keys[name][0])
             if name == "surrogate" and not spec.options[name].strip():
@@ -396,6 +399,8 @@ def _constraint(loc: _Located, node: yaml.Node, index: int) -> ConstraintSpec:
 
 def load_spec(path: Path) -> Spec:
     where = str(path)
+    if Path(path).exists() and not Path(path).is_file():  # a folder, or a pipe that would block
+        raise InputError(f"{where}: not a regular file")
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -10,8 +10,10 @@ that folder, `{model}` a tiny molecule model, `{text}` a tiny text model (built 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
+import os
 import shutil
 import signal
 import sys
@@ -189,6 +191,10 @@ def spec_cases() -> list[Case]:
             name = case.name.removeprefix("spec: ")
             cases.append(spec_case(f"validate: {name}", case.files["spec.yaml"], "validate"))
     return cases
+
+
+def mkfifo(folder: Path) -> None:
+    os.mkfifo(folder / "fifo")
 
 
 def flag_cases() -> list[Case]:
@@ -538,6 +544,18 @@ MOLECULE_MODEL = Path()
 TEXT_MODEL = Path()
 
 
+def snapshot(folder: Path) -> dict[str, str]:
+    """Every path under `folder` with a digest of its content (folders and pipes: their kind)."""
+    out = {}
+    for path in folder.rglob("*"):
+        name = path.relative_to(folder).as_posix()
+        if path.is_file() and not path.is_symlink():
+            out[name] = hashlib.sha1(path.read_bytes()).hexdigest()
+        else:
+            out[name] = "link" if path.is_symlink() else "dir" if path.is_dir() else "other"
+    return out
+
+
 class TimeLimit(Exception):
     pass
 
@@ -561,7 +579,7 @@ def run_case(case: Case, root: Path) -> dict:
     out = folder / "out.jsonl"
     if case.output:
         args += ["-o", str(out)]
-    before = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*"))
+    before = snapshot(folder)
     stdout, stderr = io.StringIO(), io.StringIO()
     sys.argv = ["cdd", *args]
     code: int | str = 0
@@ -578,11 +596,12 @@ def run_case(case: Case, root: Path) -> dict:
         code = "memory limit"
     finally:
         signal.alarm(0)
-    after = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*"))
+    after = snapshot(folder)
     return {
         "exit": code,
         "stderr": stderr.getvalue().splitlines(),
         "new_files": sorted(set(after) - set(before)),
+        "changed_files": sorted(k for k in before if k in after and before[k] != after[k]),
         "seconds": round(time.perf_counter() - started, 2),
     }
 

@@ -50,3 +50,19 @@ def test_a_malformed_input_is_one_line_and_exit_2(results: dict, name: str):
     (line,) = result["stderr"]
     assert line.startswith("cdd: error: ") and "internal error" not in line, line
     assert result["new_files"] == [], result  # no output, no config beside it, no run folder
+    assert result["changed_files"] == [], result  # and earlier files as they were
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["constraints", "ls"], ["models", "ls"], ["validate", "constraints.example.yaml"]],
+)
+def test_a_full_standard_output_is_one_line(args: list[str]):
+    root = Path(__file__).resolve().parent.parent
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "cdd_cli", *args], stdout=full, stderr=subprocess.PIPE,
+            text=True, cwd=root,
+        )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == ["cdd: error: No space left on device (writing the output)"]

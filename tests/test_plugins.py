@@ -146,7 +146,11 @@ def test_soft_tokens_read_alike_in_every_form():
 @pytest.mark.parametrize(
     ("entry", "line", "message"),
     [
-        ("tau: 3\n    element: Xx", 2, "key 'element': 'Xx' is not an element symbol"),
+        (
+            "tau: 3\n    element: Xx",
+            2,
+            "constraint 'max_heavy_atoms': key 'element': 'Xx' is not an element symbol",
+        ),
         ("tau: 300", 2, "key 'tau': 300 is outside [0, 200] for 'max_heavy_atoms'"),
         (
             "tau: 3\n    colour: red",
@@ -183,7 +187,7 @@ def test_a_broken_plugin_is_one_line_and_breaks_nothing_else(faulty, tmp_path: P
         "No module named 'cdd_no_such_dependency')"
     ]
     problems = {
-        "not_a_plugin": "is a dict, not a cdd ConstraintPlugin",
+        "not_a_plugin": "is not a cdd ConstraintPlugin (it is dict)",
         "misnamed": "names itself 'judge_raises' under the entry point 'misnamed'",
         "sa": "'sa' is a built-in constraint type; the plugin is not used",
     }
@@ -310,3 +314,21 @@ def test_train_surrogate_refuses_in_one_line(tmp_path: Path, args: list[str], me
     assert result.exit_code == 2
     (line,) = result.stderr.splitlines()
     assert message in line
+
+
+def test_a_judge_that_prints_or_gives_numpy_numbers_is_fine(faulty):
+    for name in ("printing", "numpy_judge"):
+        result = runner.invoke(app, ["molecules", "-n", "2", "-c", name, "--tau", "50", "-q"])
+        assert result.exit_code == 0, result.stderr
+        records = [json.loads(line) for line in result.stdout.splitlines()]  # JSON lines only
+        assert len(records) == 2
+        for record in records:
+            assert record["constraints"][name]["value"] == float(len(record["text"]))
+    assert "scoring" in runner.invoke(app, ["molecules", "-n", "1", "-c", "printing", "--tau",
+                                            "50", "-q"]).stderr  # fmt: skip
+
+
+def test_an_optional_key_given_null_is_not_given(tmp_path: Path):
+    spec = load_spec(write(tmp_path, "constraints:\n  - type: max_heavy_atoms\n    tau: 8\n"
+                                     "    element: null\n"))  # fmt: skip
+    assert spec.constraints[0].options == {"tau": 8}

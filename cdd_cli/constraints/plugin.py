@@ -15,7 +15,10 @@ of texts a sample).
 
 from __future__ import annotations
 
+import contextlib
 import math
+import numbers
+import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -89,22 +92,27 @@ class Guarded:
     def judge(self, texts: list[str]) -> list[float | None]:
         started = time.perf_counter()
         try:
-            scores = list(self.plugin.judge(list(texts), self.options))
+            with contextlib.redirect_stdout(sys.stderr):  # stdout carries the records
+                scores = list(self.plugin.judge(list(texts), self.options))
         except Exception as exc:
             raise self.fail(f"its judge raised {type(exc).__name__}: {one_line(exc)}") from None
         self.timed(len(texts), time.perf_counter() - started)
         if len(scores) != len(texts):
             raise self.fail(f"its judge gave {len(scores)} scores for {len(texts)} texts")
-        out: list[float | None] = []
-        for text, score in zip(texts, scores, strict=True):
-            if score is not None and (
-                isinstance(score, bool) or not isinstance(score, (int, float))
-            ):
-                raise self.fail(f"its judge scored {text!r} as {score!r}, not a number or None")
-            if score is not None and math.isnan(score):
-                raise self.fail(f"its judge scored {text!r} as NaN (None: cannot be scored)")
-            out.append(None if score is None else float(score))
-        return out
+        return [self.number(text, score) for text, score in zip(texts, scores, strict=True)]
+
+    def number(self, text: str, score: Any) -> float | None:
+        """A score as a float: any real number (Python's, numpy's, a 0-d tensor) or None."""
+        if score is None:
+            return None
+        if isinstance(score, torch.Tensor) and score.numel() == 1:
+            score = score.item()
+        if isinstance(score, bool) or not isinstance(score, numbers.Real):
+            raise self.fail(f"its judge scored {text!r} as {score!r}, not a number or None")
+        value = float(score)
+        if math.isnan(value):
+            raise self.fail(f"its judge scored {text!r} as NaN (None: cannot be scored)")
+        return value
 
     def timed(self, texts: int, seconds: float) -> None:
         self.texts += texts
@@ -127,7 +135,8 @@ class Guarded:
         def guarded(tokens: Tokens) -> torch.Tensor:
             soft = SoftTokens(tokens, vocab_size)
             try:
-                score = read(soft)
+                with contextlib.redirect_stdout(sys.stderr):
+                    score = read(soft)
             except Exception as exc:
                 raise self.fail(
                     f"its surrogate raised {type(exc).__name__}: {one_line(exc)}"
@@ -203,10 +212,11 @@ def plugin_constraint(
         return SurrogatePlugin(**common, read=trained)
     texts = vocabulary()
     try:
-        read = plugin.surrogate(options, texts)
+        with contextlib.redirect_stdout(sys.stderr):
+            read = plugin.surrogate(options, texts)
     except Exception as exc:
         raise guarded.fail(
-            f"its surrogate cannot read this model's vocabulary of {len(texts):,} tokens "
-            f"({type(exc).__name__}: {one_line(exc)})"
+            f"its surrogate builder raised {type(exc).__name__}: {one_line(exc)} (given this "
+            f"model's vocabulary of {len(texts):,} tokens)"
         ) from None
     return SurrogatePlugin(**common, read=guarded.surrogate(read, len(texts)))

@@ -54,3 +54,18 @@ judge_miscounts = plugin("judge_miscounts", miscount)
 fails_later = plugin("fails_later", later)
 slow = plugin("slow", sleepy)
 bad_surrogate = plugin("bad_surrogate", surrogate=wrong_shape)
+
+
+def chatty(texts, options):
+    print("scoring", len(texts), "texts")
+    return length(texts, options)
+
+
+def numpy_scores(texts, options):
+    import numpy
+
+    return numpy.array([len(t) for t in texts], dtype=numpy.int64)
+
+
+printing = plugin("printing", chatty)
+numpy_judge = plugin("numpy_judge", numpy_scores)
