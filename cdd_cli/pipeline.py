@@ -325,6 +325,7 @@ class MoleculeRun:
 
     def records(self, n: int, reporter: Reporter | None = None) -> Iterator[dict]:
         """The records of molecules 0 .. n - 1, each as soon as it is final."""
+        check_batch_fits(min(self.spec.sampling.batch_size, n), self.loaded)
         reporter = reporter or Reporter()
         spec, reference = self.spec, model_reference(self.loaded.directory)
         generation = Generation(spec, self.loaded, self.constraints, spec.sampling.steps, reporter)
@@ -352,7 +353,6 @@ def prepare_molecules(spec: Spec, device: str) -> MoleculeRun:
     spec.model = spec.model or loaded.name
     if isinstance(loaded.tokenizer, Gpt2Tokenizer):
         raise InputError(f"model {loaded.name} is a text model: use `cdd generate`")
-    check_batch_fits(spec.sampling.batch_size, loaded.config.model_length, loaded)
     constraints = build_constraints(spec.constraints, loaded, device)
     if not constraints:
         spec.method = "unconstrained"  # nothing to project or reject against
@@ -360,10 +360,11 @@ def prepare_molecules(spec: Spec, device: str) -> MoleculeRun:
     return MoleculeRun(spec, loaded, constraints, device)
 
 
-def check_batch_fits(batch_size: int, length: int, loaded: registry.LoadedModel) -> None:
-    """Refuse a batch whose probability tensors alone ([B, L, V] floats, a few copies: logits,
-    probabilities, the projection's) exceed this machine's memory, before allocating any."""
-    need = 4 * batch_size * length * loaded.config.vocab_size * 4
+def check_batch_fits(batch_size: int, loaded: registry.LoadedModel) -> None:
+    """Refuse a batch whose probability tensors alone ([B, L, V] floats, two copies: logits
+    and probabilities) exceed this machine's memory, before allocating any."""
+    length = loaded.config.model_length
+    need = 2 * batch_size * length * loaded.config.vocab_size * 4
     try:
         have = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):  # not a POSIX system: no cheap answer
@@ -455,6 +456,7 @@ class TextRun:
 
     def records(self, n: int, reporter: Reporter | None = None) -> Iterator[dict]:
         """`n` records per prompt, each as soon as it is final."""
+        check_batch_fits(min(self.spec.sampling.batch_size, n), self.loaded)
         reporter = reporter or Reporter()
         spec = self.spec
         generation = Generation(
@@ -484,7 +486,6 @@ def prepare_text(
     if not isinstance(loaded.tokenizer, Gpt2Tokenizer):
         raise InputError(f"model {loaded.name} is not a text model (its tokenizer reads SMILES)")
     tokenized, length = tokenize_prompts(prompts, length, loaded)
-    check_batch_fits(spec.sampling.batch_size, loaded.config.model_length, loaded)
     constraints = build_constraints(spec.constraints, loaded, device)
     if not constraints:
         spec.method = "unconstrained"
