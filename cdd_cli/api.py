@@ -144,7 +144,7 @@ def molecules(
     seed: int | None = None,
     steps: int | None = None,
     batch_size: int | None = None,
-    device: str = "cpu",
+    device: str = "auto",
     reporter: Reporter | None = None,
 ) -> Iterator[dict]:
     """Records of `n` molecules (default: the spec's n, else 16), as `cdd molecules` writes
@@ -170,7 +170,7 @@ def generate(
     seed: int | None = None,
     steps: int | None = None,
     batch_size: int | None = None,
-    device: str = "cpu",
+    device: str = "auto",
     reporter: Reporter | None = None,
 ) -> Iterator[dict]:
     """Records of `n` continuations (default: the spec's n, else 4) of each prompt, as `cdd

@@ -197,7 +197,9 @@ def run_guarded(body) -> None:
         ) from None
 
 
-DeviceOpt = Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:K.")]
+DeviceOpt = Annotated[
+    str, typer.Option("--device", help="auto (CUDA where present), cpu, cuda or cuda:K.")
+]
 ThreadsOpt = Annotated[Optional[int], typer.Option(help="CPU threads for torch.")]
 CooldownOpt = Annotated[
     int, typer.Option(min=0, help="The learning rate falls linearly to 0 over the last N steps.")
@@ -205,6 +207,9 @@ CooldownOpt = Annotated[
 
 
 def set_threads(threads: int | None) -> None:
+    """torch's CPU threads (None: what torch picks). On a busy machine fewer can be faster."""
+    if threads is not None and threads < 1:
+        raise InputError(f"--threads must be at least 1, got {threads}")
     if threads:
         import torch
 
@@ -301,14 +306,16 @@ MethodOpt = Annotated[
 
 @app.command()
 def molecules(
-    n: Annotated[Optional[int], typer.Option("-n", help="Number of molecules [16].")] = None,
+    n: Annotated[
+        Optional[int], typer.Option("--num-samples", "-n", help="Number of molecules [16].")
+    ] = None,
     seed: Annotated[
         Optional[int], typer.Option(help="Seed [0]; sample i uses (seed, 0, i).")
     ] = None,
     model: ModelOpt = None,
     steps: StepsOpt = None,
     batch_size: BatchOpt = None,
-    device: DeviceOpt = "cpu",
+    device: DeviceOpt = "auto",
     constraint: ConstraintOpt = [],  # noqa: B006 (Typer reads the default, never mutates it)
     tau: TauOpt = [],  # noqa: B006
     novel: Annotated[
@@ -320,6 +327,7 @@ def molecules(
     spec: SpecOpt = None,
     method: MethodOpt = None,
     output: OutputOpt = "-",
+    threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Generate SMILES molecules as JSONL records (validity, QED, SA, novelty, constraints)."""
@@ -327,6 +335,7 @@ def molecules(
     def body() -> None:
         from cdd_cli.pipeline import MoleculeJob, run_molecules
 
+        set_threads(threads)
         resolved = build_spec(
             spec, model, constraint, tau, method, steps, batch_size, seed, n, novel
         )
@@ -346,7 +355,9 @@ def generate(
         Optional[str],
         typer.Option(help='JSONL file (or -), a line each: {"prompt": "...", "id": ...}.'),
     ] = None,
-    n: Annotated[Optional[int], typer.Option("-n", help="Samples per prompt [4].")] = None,
+    n: Annotated[
+        Optional[int], typer.Option("--num-samples", "-n", help="Samples per prompt [4].")
+    ] = None,
     length: Annotated[
         Optional[int], typer.Option(help="Tokens to generate after the prompt [64].")
     ] = None,
@@ -356,12 +367,13 @@ def generate(
     model: ModelOpt = None,
     steps: StepsOpt = None,
     batch_size: BatchOpt = None,
-    device: DeviceOpt = "cpu",
+    device: DeviceOpt = "auto",
     constraint: ConstraintOpt = [],  # noqa: B006 (Typer reads the default, never mutates it)
     tau: TauOpt = [],  # noqa: B006
     spec: SpecOpt = None,
     method: MethodOpt = None,
     output: OutputOpt = "-",
+    threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Generate text continuations as JSONL records, e.g. under a toxicity constraint."""
@@ -370,6 +382,7 @@ def generate(
         from cdd_cli.pipeline import TextJob, run_text
         from cdd_cli.prompts import PromptInput, check_prompt, read_prompts
 
+        set_threads(threads)
         if prompt is not None and prompts is not None:
             raise InputError("give --prompt or --prompts, not both")
         if length is not None and length <= 0:
@@ -407,12 +420,14 @@ def eval_command(
         Optional[bool],
         typer.Option(help="alt-profanity-check toxicity (default: on if the judge extra is in)."),
     ] = None,
+    threads: ThreadsOpt = None,
 ) -> None:
     """Summarise records: constraints, toxicity, fluency or molecule metrics; JSON on stdout."""
 
     def body() -> None:
         from cdd_cli.evaluate.report import evaluate
 
+        set_threads(threads)
         report = evaluate(records, perplexity, judge, log)
         # One JSON line for a pipe or file; indented for a person at a terminal.
         indent = 2 if sys.stdout.isatty() else None
@@ -492,7 +507,7 @@ def train_molecules_command(
     save_every: int = 100,
     sample_steps: int = 32,
     threads: ThreadsOpt = None,
-    device: DeviceOpt = "cpu",
+    device: DeviceOpt = "auto",
     quiet: QuietOpt = False,
 ) -> None:
     """Train a diffusion model on QM9 (read from the qm9pack wheel's CSV files)."""
@@ -552,7 +567,7 @@ def train_text_command(
         bool, typer.Option(help="Output layer reuses the embedding table (halves the size).")
     ] = True,
     threads: ThreadsOpt = None,
-    device: DeviceOpt = "cpu",
+    device: DeviceOpt = "auto",
     quiet: QuietOpt = False,
 ) -> None:
     """Train a masked diffusion language model with the GPT-2 tokenizer."""

@@ -209,6 +209,13 @@ def flag_cases() -> list[Case]:
         Case("seed negative", ["molecules", "--seed", "-1"]),
         Case("seed huge", ["molecules", "--seed", "99999999999999999999999"]),
         Case("batch zero", ["molecules", "--batch-size", "0"]),
+        Case("threads zero", ["molecules", "--threads", "0"]),
+        Case(
+            "eval threads negative",
+            ["eval", "{d}/r.jsonl", "--threads", "-2"],
+            {"r.jsonl": '{"id": "0-0", "text": "C"}\n'},
+            False,
+        ),
         Case("tau without constraint", ["molecules", "--tau", "3"]),
         Case("constraint without tau", ["molecules", "-c", "sa"]),
         Case("two taus one constraint", ["molecules", "-c", "sa", "--tau", "3", "--tau", "4"]),

@@ -345,3 +345,20 @@ def test_the_written_configuration_names_a_relative_model_folder_absolutely(
     monkeypatch.chdir(out.parent)
     checked = runner.invoke(app, ["validate", config.name])
     assert checked.exit_code == 0, checked.stderr
+
+
+def test_threads_and_the_long_sample_flag_change_nothing_but_speed(uniform_model_dir: Path):
+    base = ["molecules", "--model", str(uniform_model_dir), "--seed", "2", "--quiet"]
+    short = runner.invoke(app, [*base, "-n", "3"])
+    long = runner.invoke(app, [*base, "--num-samples", "3", "--threads", "1"])
+    assert short.exit_code == long.exit_code == 0, short.stderr + long.stderr
+    texts = [[r["text"] for r in records_of(result.stdout)] for result in (short, long)]
+    assert texts[0] == texts[1] and len(texts[0]) == 3
+
+
+def test_device_auto_is_the_cpu_without_cuda():
+    import torch
+
+    from cdd_cli.models.registry import resolve_device
+
+    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")

@@ -24,8 +24,10 @@ DEFAULT_FOR = {"molecules": "default-molecules", "text": "default-text"}
 
 
 def resolve_device(name: str) -> str:
-    """`name` checked against the devices this machine has (InputError otherwise)."""
-
+    """`name` checked against the devices this machine has (InputError otherwise); "auto" is
+    the first CUDA device where there is one, else the CPU."""
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cpu":
         return name
     if name == "cuda" or (name.startswith("cuda:") and name[5:].isdigit()):
@@ -35,7 +37,7 @@ def resolve_device(name: str) -> str:
         if index >= torch.cuda.device_count():
             raise InputError(f"device {name!r}: only {torch.cuda.device_count()} CUDA device(s)")
         return name
-    raise InputError(f"unknown device {name!r} (use cpu, cuda or cuda:K)")
+    raise InputError(f"unknown device {name!r} (use auto, cpu, cuda or cuda:K)")
 
 
 HUB_PREFIX = "hf://"
