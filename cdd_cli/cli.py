@@ -765,43 +765,85 @@ def train_surrogate_command(
     run_guarded(body)
 
 
+JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON array, for scripts.")]
+
+
 @constraints_app.command("ls")
-def constraints_ls() -> None:
-    """List the constraint types, built in and from installed plugins, with their keys
-    (? = optional) and where each comes from; a broken plugin is one line saying why."""
-    run_guarded(list_constraints)
+def constraints_ls(as_json: JsonOpt = False) -> None:
+    """List the constraint types, built in and from installed plugins: domain, keys
+    (? = optional), tau's range, source and what each means; a broken plugin is one line
+    saying why."""
+    run_guarded(lambda: list_constraints(as_json))
 
 
-def list_constraints() -> None:
+def list_constraints(as_json: bool) -> None:
     from cdd_cli import plugins
-    from cdd_cli.spec import BUILTIN, CONSTRAINT_KEYS, domain_of, keys_of, tau_range
+    from cdd_cli.spec import BUILTIN, CONSTRAINT_KEYS, DESCRIPTIONS, domain_of, keys_of, tau_range
 
-    def row(name: str, source: str) -> str:
-        keys = keys_of(name, name)
-        described = ", ".join(f"{k}{'' if required else '?'}" for k, (_, required) in keys.items())
+    def entry(name: str, source: str, description: str) -> dict:
         bounds = tau_range(name)
         bounded = bounds is not None and bounds != (-math.inf, math.inf)
-        bound = f"tau in [{bounds[0]:g}, {bounds[1]:g}]" if bounded else ""
-        return f"{name}\t{domain_of(name)}\t{described}\t{bound}\t{source}"
+        keys = keys_of(name, name)
+        return {
+            "type": name,
+            "domain": domain_of(name),
+            "keys": {k: {"required": required} for k, (_, required) in keys.items()},
+            "tau_range": list(bounds) if bounded else None,
+            "source": source,
+            "description": description,
+        }
 
-    for name in CONSTRAINT_KEYS:
-        typer.echo(row(name, "built-in"))
-    for entry in plugins.installed(BUILTIN):
-        if entry.plugin is None:
-            typer.echo(f"{entry.name}\tbroken\t{entry.package}: {entry.problem}")
+    rows = [entry(name, "built-in", DESCRIPTIONS[name]) for name in CONSTRAINT_KEYS]
+    for found in plugins.installed(BUILTIN):
+        if found.plugin is None:
+            rows.append({"type": found.name, "source": found.package, "broken": found.problem})
         else:
-            typer.echo(row(entry.name, entry.package))
+            rows.append(entry(found.name, found.package, found.plugin.description))
+    if as_json:
+        typer.echo(json.dumps(rows))
+        return
+    typer.echo("type\tdomain\tkeys\ttau\tsource\tdescription")
+    for row in rows:
+        if "broken" in row:
+            typer.echo(f"{row['type']}\tbroken\t{row['source']}: {row['broken']}")
+            continue
+        keys = ", ".join(f"{k}{'' if v['required'] else '?'}" for k, v in row["keys"].items())
+        bounds = row["tau_range"]
+        tau = f"[{bounds[0]:g}, {bounds[1]:g}]" if bounds else ""
+        fields = (row["type"], row["domain"], keys, tau, row["source"], row["description"])
+        typer.echo("\t".join(fields))
 
 
 @models_app.command("ls")
-def models_ls() -> None:
-    """List the shipped default models."""
-    from cdd_cli.models.registry import shipped_models
+def models_ls(as_json: JsonOpt = False) -> None:
+    """List the shipped default models and surrogates: name, kind, size, folder."""
+    from cdd_cli.models.registry import ASSETS, shipped_models
 
     def body() -> None:
+        rows = []
         for name, directory in shipped_models():
-            status = "ok" if (directory / "model.safetensors").is_file() else "missing"
-            typer.echo(f"{name}\t{directory}\t{status}")
+            weights = directory / "model.safetensors"
+            rows.append((name, "diffusion model", weights, directory))
+        for folder in ("qm9-sa-surrogate", "toxicity-surrogate"):
+            rows.append(
+                (folder, "surrogate", ASSETS / folder / "model.safetensors", ASSETS / folder)
+            )
+        listed = [
+            {
+                "name": name,
+                "kind": kind,
+                "megabytes": round(weights.stat().st_size / 1e6, 1) if weights.is_file() else None,
+                "folder": str(directory),
+            }
+            for name, kind, weights, directory in rows
+        ]
+        if as_json:
+            typer.echo(json.dumps(listed))
+            return
+        typer.echo("name\tkind\tMB\tfolder")
+        for row in listed:
+            size = "missing" if row["megabytes"] is None else f"{row['megabytes']:g}"
+            typer.echo(f"{row['name']}\t{row['kind']}\t{size}\t{row['folder']}")
 
     run_guarded(body)
 

@@ -115,6 +115,16 @@ CONSTRAINT_KEYS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "word_count": {"min": ((int,), False), "max": ((int,), False), "equals": ((int,), False)},
     "count": {"letter": ((str,), False), "word": ((str,), False)},
 }
+DESCRIPTIONS = {
+    "sa": "RDKit's synthetic accessibility score (1 easy .. 10 hard) at most tau",
+    "novelty": "not in the model's training set nor earlier in the run (canonical SMILES)",
+    "toxicity": "the shipped classifier's probability that the text is toxic at most tau",
+    "word_at": "this word at this 1-based word position of the continuation",
+    "include": "each of these words somewhere in the continuation",
+    "exclude": "none of these words in the continuation",
+    "word_count": "the continuation's number of words: min, max or equals",
+    "count": "the first number written is how often a letter occurs in a word",
+}
 SCOPES = ("continuation", "full")
 LEXICAL_TYPES = ("word_at", "include", "exclude", "word_count", "count")
 TEXT_TYPES = ("toxicity", *LEXICAL_TYPES)

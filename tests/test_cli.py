@@ -158,7 +158,12 @@ def test_unwritable_output(uniform_model_dir: Path, tmp_path: Path):
 def test_models_ls_lists_the_default():
     result = runner.invoke(app, ["models", "ls"])
     assert result.exit_code == 0
-    assert result.stdout.startswith("default-molecules\t")
+    lines = result.stdout.splitlines()
+    assert lines[0] == "name\tkind\tMB\tfolder"
+    assert lines[1].startswith("default-molecules\tdiffusion model\t")
+    listed = json.loads(runner.invoke(app, ["models", "ls", "--json"]).stdout)
+    assert {row["name"] for row in listed} >= {"default-text", "qm9-sa-surrogate"}
+    assert all(row["megabytes"] and row["megabytes"] <= 30 for row in listed)
 
 
 def test_sa_constraint_records_are_certified_by_rdkit(

@@ -61,10 +61,11 @@ def test_constraints_ls_names_each_plugin_with_its_package():
     result = runner.invoke(app, ["constraints", "ls"])
     assert result.exit_code == 0, result.stderr
     rows = {line.split("\t")[0]: line.split("\t") for line in result.stdout.splitlines()}
-    assert rows["sa"][-1] == "built-in"
+    assert rows["sa"][4] == "built-in"
     heavy = rows["max_heavy_atoms"]
     assert heavy[1] == "molecules" and "element?" in heavy[2]
-    assert heavy[3] == "tau in [0, 200]" and heavy[4].startswith(f"{EXAMPLE} ")
+    assert heavy[3] == "[0, 200]" and heavy[4].startswith(f"{EXAMPLE} ")
+    assert heavy[5] == "At most tau heavy atoms (or atoms of `element`) in the molecule."
     assert rows["uppercase"][1] == "text"
 
 

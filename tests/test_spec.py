@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from pathlib import Path
 
@@ -188,8 +189,14 @@ def test_validate_prints_the_resolved_spec():
 def test_constraints_ls():
     result = runner.invoke(app, ["constraints", "ls"])
     assert result.exit_code == 0
-    assert result.stdout.startswith("sa\tmolecules\t")
+    lines = result.stdout.splitlines()
+    assert lines[0] == "type\tdomain\tkeys\ttau\tsource\tdescription"
+    assert lines[1].startswith("sa\tmolecules\ttau, surrogate?, margin?\t[1, 10]\tbuilt-in\tRDKit")
     assert "\ntoxicity\ttext\t" in result.stdout and "\nword_at\ttext\t" in result.stdout
+    listed = json.loads(runner.invoke(app, ["constraints", "ls", "--json"]).stdout)
+    sa = next(row for row in listed if row["type"] == "sa")
+    assert sa["tau_range"] == [1.0, 10.0] and sa["keys"]["tau"] == {"required": True}
+    assert all(row["description"] for row in listed if row["source"] == "built-in")
 
 
 def test_resolved_constraints_show_the_options_left_to_their_defaults(tmp_path: Path):
