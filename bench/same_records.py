@@ -45,7 +45,9 @@ COMMANDS = {
 
 
 def without_timing(record: dict) -> dict:
-    out = {k: v for k, v in record.items() if k != "seconds"}
+    # Timing, and the provenance fields newer revisions add (when, which cdd, which weights).
+    provenance = ("seconds", "created", "cdd_version", "model_revision")
+    out = {k: v for k, v in record.items() if k not in provenance}
     if out.get("projection"):
         out["projection"] = {k: v for k, v in out["projection"].items() if k != "seconds"}
     return out

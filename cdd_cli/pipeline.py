@@ -32,12 +32,19 @@ import torch
 import yaml
 from rich.console import Console
 
+from cdd_cli import __version__
 from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, closed_forms
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.diffusion.processes import make_process
 from cdd_cli.diffusion.sampler import Sampler, sample_generator
 from cdd_cli.errors import InputError
-from cdd_cli.evaluate.molecules import CANONICALIZER, MoleculeReport, describe, summarise
+from cdd_cli.evaluate.molecules import (
+    CANONICALIZER,
+    MoleculeReport,
+    canonical,
+    describe,
+    summarise,
+)
 from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.models import registry
 from cdd_cli.models.tokenizers import Gpt2Tokenizer, SmilesTokenizer
@@ -135,6 +142,7 @@ class Generation:
             loaded.tokenizer.syntax(),
         )
         self.length = length or loaded.config.model_length  # tokens after the prompt
+        self.molecules = isinstance(loaded.tokenizer, SmilesTokenizer)
         # Where the time went, summed over batches: each engine stage's wall seconds, and
         # "redraws": the whole passes that redrew samples the judges rejected.
         self.stage_seconds: dict[str, float] = {}
@@ -192,7 +200,10 @@ class Generation:
             d.text, d.values, d.surrogates = texts[i], values[i], surrogates[i]
             d.attempts += 1
             d.seconds += base + projecting[i]
-            d.satisfied = all(c.satisfied(values[i][c.name]) for c in self.constraints)
+            # A molecule that does not parse satisfies nothing, whatever a judge says of it.
+            d.satisfied = all(c.satisfied(values[i][c.name]) for c in self.constraints) and (
+                not self.molecules or canonical(texts[i]) is not None
+            )
             if hook is not None:
                 for key, value in hook.report(i).items():
                     d.projection[key] += value
@@ -238,10 +249,13 @@ def record(
     draw: Draw,
     constraints: list[Constraint],
     spec: Spec,
-    model_name: str,
+    loaded: registry.LoadedModel,
     prompt: Prompt,
     extra: dict | None = None,
 ) -> dict:
+    """A sample's record: what it is, what the judges say, how it was made and by what
+    (`model_revision`: the first 12 hex digits of the weights file's SHA-256)."""
+    model_name, revision = loaded.name, registry.weights_revision(loaded.directory)
     return {
         "id": f"{prompt.index}-{draw.index}",
         "prompt_id": prompt.id,  # the prompts file's `id` (null without one): a fixed schema
@@ -249,8 +263,10 @@ def record(
         "text": draw.text,
         "seed": spec.sampling.seed,
         "model": model_name,
+        "model_revision": revision,
         "method": spec.method,
-        "satisfied": draw.satisfied,
+        # null without constraints: nothing was asked, so nothing was satisfied or violated.
+        "satisfied": draw.satisfied if constraints else None,
         "constraints": {
             c.name: {
                 "value": draw.values[c.name],
@@ -268,6 +284,8 @@ def record(
         "attempts": draw.attempts,
         **(extra or {}),
         "seconds": round(draw.seconds, 4),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "cdd_version": __version__,
     }
 
 
@@ -337,9 +355,7 @@ class MoleculeRun:
                 report = describe(draw.text, reference)
                 valid += report.valid
                 violating += not draw.satisfied
-                yield record(
-                    draw, self.constraints, spec, self.loaded.name, Prompt(), report.fields()
-                )
+                yield record(draw, self.constraints, spec, self.loaded, Prompt(), report.fields())
             tally = f"valid {valid}/{indices.stop}"
             reporter.records_done(
                 indices.stop, tally + (f", violating {violating}" if self.constraints else "")
@@ -390,7 +406,7 @@ def run_molecules(job: MoleculeJob, console: Console, display: Display | None = 
         for row in run.records(job.n, display):
             writer.write(row)
             reports.append(MoleculeReport(**{f.name: row[f.name] for f in fields(MoleculeReport)}))
-            violating += not row["satisfied"]
+            violating += row["satisfied"] is False
     elapsed = time.perf_counter() - started
     summary = summarise(reports)
     novelty = "n/a" if summary.novelty is None else f"{summary.novelty:.1%}"
@@ -471,7 +487,7 @@ class TextRun:
                 for draw in generation.run(indices, prompt):
                     violating += not draw.satisfied
                     written += 1
-                    yield record(draw, told, spec, self.loaded.name, prompt)
+                    yield record(draw, told, spec, self.loaded, prompt)
                 reporter.records_done(written, f"violating {violating}" if self.constraints else "")
 
 
@@ -508,7 +524,7 @@ def run_text(job: TextJob, console: Console, display: Display | None = None) -> 
     with JsonlWriter(job.output, config) as writer, display:
         for row in run.records(job.n, display):
             writer.write(row)
-            violating += not row["satisfied"]
+            violating += row["satisfied"] is False
             written += 1
             seconds += row["seconds"]
     elapsed = time.perf_counter() - started

@@ -16,7 +16,7 @@ runner = CliRunner()
 
 
 def without_timing(record: dict) -> dict:
-    out = {k: v for k, v in record.items() if k != "seconds"}
+    out = {k: v for k, v in record.items() if k not in ("seconds", "created")}
     if out.get("projection"):
         out["projection"] = {k: v for k, v in out["projection"].items() if k != "seconds"}
     return out

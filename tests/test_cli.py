@@ -30,6 +30,9 @@ RECORD_FIELDS = {
     "sa",
     "novel",
     "seconds",
+    "model_revision",
+    "created",
+    "cdd_version",
 }
 
 

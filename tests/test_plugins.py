@@ -97,7 +97,7 @@ def test_a_judge_only_plugin_from_a_spec_and_the_api(tmp_path: Path):
 def test_api_records_equal_the_clis_for_a_plugin():
     def untimed(record: dict) -> dict:
         projection = {k: v for k, v in record["projection"].items() if k != "seconds"}
-        return {**record, "seconds": 0, "projection": projection}
+        return {**record, "seconds": 0, "created": "", "projection": projection}
 
     flags = ["-n", "4", "-c", "max_heavy_atoms", "--tau", "8", "--seed", "5", "-q"]
     result = runner.invoke(app, ["molecules", *flags])

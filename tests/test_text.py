@@ -267,7 +267,10 @@ def test_usage_errors_are_one_line_exit_2():
         [sys.executable, "-m", "cdd_cli", "generate", "-n", "abc"], capture_output=True, text=True
     )
     assert done.returncode == 2
-    assert done.stderr.strip().count("\n") == 0 and "Invalid value for '-n'" in done.stderr
+    assert (
+        done.stderr.strip().count("\n") == 0
+        and "Invalid value for '--num-samples' / '-n'" in done.stderr
+    )
 
 
 class Interrupted(Exception):

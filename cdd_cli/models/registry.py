@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,6 +126,22 @@ def load(name_or_dir: str | None, kind: str, device: str = "cpu") -> LoadedModel
         )
     model = load_model(directory, device, config)
     return LoadedModel(name, directory, config, model, tokenizer, meta)
+
+
+def weights_revision(directory: Path) -> str:
+    """The first 12 hex digits of `model.safetensors`' SHA-256: which weights made a record."""
+    path = Path(directory) / "model.safetensors"
+    stat = path.stat()
+    return _digest(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.cache
+def _digest(path: str, mtime_ns: int, size: int) -> str:  # once per file version
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:12]
 
 
 def shipped_models() -> list[tuple[str, Path]]:
