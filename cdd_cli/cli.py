@@ -421,6 +421,9 @@ def eval_command(
         typer.Option(help="alt-profanity-check toxicity (default: on if the judge extra is in)."),
     ] = None,
     threads: ThreadsOpt = None,
+    pretty: Annotated[
+        bool, typer.Option("--pretty", help="Indented JSON (the default at a terminal).")
+    ] = False,
 ) -> None:
     """Summarise records: constraints, toxicity, fluency or molecule metrics; JSON on stdout."""
 
@@ -430,7 +433,7 @@ def eval_command(
         set_threads(threads)
         report = evaluate(records, perplexity, judge, log)
         # One JSON line for a pipe or file; indented for a person at a terminal.
-        indent = 2 if sys.stdout.isatty() else None
+        indent = 2 if pretty or sys.stdout.isatty() else None
         sys.stdout.write(json.dumps(report, indent=indent) + "\n")
         sys.stdout.flush()
 

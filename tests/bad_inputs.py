@@ -373,18 +373,9 @@ def checkpoint_cases() -> list[Case]:
             f"tokenizer: {content[:40]}", ["molecules", "--model", "{d}/m", "-n", "1"], {"m": build}
         )
 
-    cases = [
-        model(f"missing {k}", dropper(k))
-        for k in (
-            "model_type",
-            "vocab_size",
-            "model_length",
-            "hidden_dim",
-            "cond_dim",
-            "n_blocks",
-            "n_heads",
-        )
-    ]
+    from cdd_cli.models.checkpoint import REQUIRED
+
+    cases = [model(f"missing {k}", dropper(k)) for k in REQUIRED]
     cases += [
         model("hidden_dim huge", setter(hidden_dim=4096)),
         model("hidden_dim 65536", setter(hidden_dim=65536, n_heads=4)),

@@ -56,6 +56,8 @@ def test_runs_appended_to_one_file_are_grouped_by_prompt_text_not_id(tmp_path: P
     report = json.loads(result.stdout.splitlines()[0])
     assert report["prompts"] == 2
     assert report["toxicity"]["cdd-toxicity-classifier"]["expected_max"] == 0.35
+    pretty = runner.invoke(app, ["eval", str(path), "--no-perplexity", "--no-judge", "--pretty"])
+    assert pretty.stdout.startswith("{\n  ") and json.loads(pretty.stdout) == report
 
 
 def test_text_summary(tmp_path: Path):
