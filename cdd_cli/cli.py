@@ -12,6 +12,7 @@ import json
 import math
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -25,6 +26,7 @@ from rich.progress import (
     TaskID,
     TextColumn,
     TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 
 from cdd_cli.errors import InputError
@@ -91,6 +93,7 @@ def make_progress(quiet: bool) -> Progress:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        TimeRemainingColumn(),
         TextColumn("{task.fields[info]}"),
         console=console,
         disable=quiet or not console.is_terminal,
@@ -101,11 +104,15 @@ def make_progress(quiet: bool) -> Progress:
 class RichReporter(Display):
     """The live display of a sampling run: records, denoising steps, ALM iterations."""
 
+    LOG_EVERY_S = 10.0  # without a terminal: a plain progress line at most this often
+
     def __init__(self, quiet: bool):
         self.progress = make_progress(quiet)
+        self.quiet = quiet
         self.overall: TaskID | None = None
         self.denoise: TaskID | None = None
         self.projection: TaskID | None = None
+        self.label, self.total, self.started, self.logged = "", 0, 0.0, 0.0
 
     def __enter__(self) -> RichReporter:
         self.progress.__enter__()
@@ -115,6 +122,8 @@ class RichReporter(Display):
         self.progress.__exit__(*exc)
 
     def run_started(self, label: str, total: int) -> None:
+        self.label, self.total = label, total
+        self.started = self.logged = time.perf_counter()
         # The run's row first, its batch's rows under it.
         self.overall = self.progress.add_task(label, total=total, info="")
         self.denoise = self.progress.add_task("  denoising", total=None, info="")
@@ -122,6 +131,15 @@ class RichReporter(Display):
 
     def records_done(self, done: int, info: str) -> None:
         self.progress.update(self.overall, completed=done, info=info)
+        now = time.perf_counter()
+        live = self.progress.live.is_started
+        if self.quiet or live or (now - self.logged < self.LOG_EVERY_S and done < self.total):
+            return
+        # No terminal (a log file, a pipe): one plain line with the rate and what is left.
+        self.logged = now
+        rate = done / max(now - self.started, 1e-9)
+        left = f", about {(self.total - done) / rate:.0f} s left" if done < self.total else ""
+        log(f"{self.label} {done}/{self.total} ({rate:.2f}/s{left}){', ' + info if info else ''}")
 
     def step(self, info: StepInfo) -> None:
         if info.index == 0:  # a new batch: its own elapsed time

@@ -414,7 +414,7 @@ def run_molecules(job: MoleculeJob, console: Console, display: Display | None = 
     note = satisfaction_note(run.constraints, summary.total, violating, run.spec.method)
     console.print(
         f"{summary.total} molecules in {elapsed:.1f}s ({summary.total / elapsed:.1f}/s, "
-        f"{run.spec.sampling.steps} steps, {job.device}): valid {summary.validity:.1%}, unique "
+        f"{run.spec.sampling.steps} steps, {run.device}): valid {summary.validity:.1%}, unique "
         f"{unique} of valid, novel {novelty} of unique valid; mean QED "
         f"{summary.mean_qed or 'n/a'}, mean SA {summary.mean_sa or 'n/a'} [{CANONICALIZER}]"
         f"{note}",
@@ -531,7 +531,7 @@ def run_text(job: TextJob, console: Console, display: Display | None = None) -> 
     note = satisfaction_note(run.constraints, written, violating, run.spec.method)
     console.print(
         f"{written} samples ({len(run.prompts)} prompt(s) x {job.n}, {run.length} tokens, "
-        f"{run.spec.sampling.steps} steps, {job.device}) in {elapsed:.1f}s, "
+        f"{run.spec.sampling.steps} steps, {run.device}) in {elapsed:.1f}s, "
         f"{seconds / max(written, 1):.2f}s per sample{note}",
         markup=False,
         soft_wrap=True,

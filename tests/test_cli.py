@@ -370,3 +370,14 @@ def test_device_auto_is_the_cpu_without_cuda():
     from cdd_cli.models.registry import resolve_device
 
     assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_without_a_terminal_progress_is_plain_lines(uniform_model_dir: Path):
+    args = ["molecules", "--model", str(uniform_model_dir), "-n", "4", "--batch-size", "2"]
+    result = runner.invoke(app, args)  # CliRunner's stderr is no terminal
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("molecules 4/4 (") and "/s)" in lines[0] and "valid" in lines[0]
+    assert lines[-1].startswith("4 molecules in ")  # the summary
+    quiet = runner.invoke(app, [*args, "-q"])
+    assert [line for line in quiet.stderr.splitlines() if line.startswith("molecules ")] == []
