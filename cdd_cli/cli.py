@@ -262,7 +262,8 @@ def check_train_config(cfg: TrainConfig, out: Path, threads: int | None) -> None
         )
 
 
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
+FLAG = " "  # a flag takes no value: no "<bool>" beside it in the help
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.", metavar=FLAG)]
 
 
 def build_spec(
@@ -308,16 +309,24 @@ ConstraintOpt = Annotated[
     typer.Option("--constraint", "-c", help="Constraint type (repeatable; pair with --tau)."),
 ]
 TauOpt = Annotated[list[float], typer.Option("--tau", help="Threshold of each --constraint.")]
-ModelOpt = Annotated[Optional[str], typer.Option(help="Shipped name or HF-format directory.")]
+ModelOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        help="Shipped name, HF-format directory or hf://owner/name. \\[default: default-molecules "
+        "or default-text]"
+    ),
+]
 StepsOpt = Annotated[Optional[int], typer.Option(help="Denoising steps (model default).")]
-BatchOpt = Annotated[Optional[int], typer.Option("--batch-size", help="Samples per batch [64].")]
+BatchOpt = Annotated[
+    Optional[int], typer.Option("--batch-size", help="Samples per batch. \\[default: 64]")
+]
 OutputOpt = Annotated[str, typer.Option("-o", "--output", help="JSONL file (appended) or -.")]
 SpecOpt = Annotated[Optional[Path], typer.Option("--spec", help="YAML constraint spec.")]
 MethodOpt = Annotated[
     Optional[str],
     typer.Option(
         help="cdd (the projection engine), paper (the paper's algorithm as published), "
-        "reject (best-of-N) or unconstrained."
+        "reject (best-of-N) or unconstrained. \\[default: cdd, or the spec's]"
     ),
 ]
 
@@ -325,10 +334,11 @@ MethodOpt = Annotated[
 @app.command()
 def molecules(
     n: Annotated[
-        Optional[int], typer.Option("--num-samples", "-n", help="Number of molecules [16].")
+        Optional[int],
+        typer.Option("--num-samples", "-n", help="Number of molecules. \\[default: 16]"),
     ] = None,
     seed: Annotated[
-        Optional[int], typer.Option(help="Seed [0]; sample i uses (seed, 0, i).")
+        Optional[int], typer.Option(help="Sample i uses (seed, 0, i). \\[default: 0]")
     ] = None,
     model: ModelOpt = None,
     steps: StepsOpt = None,
@@ -339,7 +349,9 @@ def molecules(
     novel: Annotated[
         bool,
         typer.Option(
-            "--novel", help="Only molecules absent from the training set and earlier in the run."
+            "--novel",
+            help="Only molecules absent from the training set and earlier in the run.",
+            metavar=FLAG,
         ),
     ] = False,
     spec: SpecOpt = None,
@@ -374,13 +386,14 @@ def generate(
         typer.Option(help='JSONL file (or -), a line each: {"prompt": "...", "id": ...}.'),
     ] = None,
     n: Annotated[
-        Optional[int], typer.Option("--num-samples", "-n", help="Samples per prompt [4].")
+        Optional[int],
+        typer.Option("--num-samples", "-n", help="Samples per prompt. \\[default: 4]"),
     ] = None,
     length: Annotated[
-        Optional[int], typer.Option(help="Tokens to generate after the prompt [64].")
+        Optional[int], typer.Option(help="Tokens to generate after the prompt. \\[default: 64]")
     ] = None,
     seed: Annotated[
-        Optional[int], typer.Option(help="Seed [0]; sample i of prompt p uses (seed, p, i).")
+        Optional[int], typer.Option(help="Sample i of prompt p uses (seed, p, i). \\[default: 0]")
     ] = None,
     model: ModelOpt = None,
     steps: StepsOpt = None,
@@ -440,7 +453,8 @@ def eval_command(
     ] = None,
     threads: ThreadsOpt = None,
     pretty: Annotated[
-        bool, typer.Option("--pretty", help="Indented JSON (the default at a terminal).")
+        bool,
+        typer.Option("--pretty", help="Indented JSON (the default at a terminal).", metavar=FLAG),
     ] = False,
 ) -> None:
     """Summarise records: constraints, toxicity, fluency or molecule metrics; JSON on stdout."""
@@ -463,7 +477,9 @@ def validate(
     spec: Annotated[Path, typer.Argument(help="YAML spec to check.", metavar="SPEC")],
     length: Annotated[
         Optional[int],
-        typer.Option(help="Continuation tokens to check lexical constraints against [64]."),
+        typer.Option(
+            help="Continuation tokens to check lexical constraints against. \\[default: 64]"
+        ),
     ] = None,
 ) -> None:
     """Check a spec (keys, types, ranges, model, surrogates, lexical fit) without sampling."""
@@ -729,12 +745,16 @@ def train_surrogate_command(
         Optional[Path], typer.Option("--spec", help="A spec with the one constraint, its options.")
     ] = None,
     model: Annotated[
-        Optional[str], typer.Option(help="Diffusion model whose tokens to read [by domain].")
+        Optional[str],
+        typer.Option(
+            help="Diffusion model whose tokens to read. \\[default: the domain's shipped model]"
+        ),
     ] = None,
     data: Annotated[
         Optional[Path],
         typer.Option(
-            help="SMILES file (one a line) or .txt file/folder [molecules: the model's own]."
+            help="SMILES file (one a line) or .txt file/folder. "
+            "\\[default: molecules: the model's own]"
         ),
     ] = None,
     examples: Annotated[
@@ -742,7 +762,9 @@ def train_surrogate_command(
     ] = 20000,
     unscorable_as: Annotated[
         Optional[float],
-        typer.Option(help="Score of an output the judge cannot score [the plugin's worst=]."),
+        typer.Option(
+            help="Score of an output the judge cannot score. \\[default: the plugin's worst=]"
+        ),
     ] = None,
     steps: int = 3000,
     batch_size: int = 256,
@@ -786,7 +808,7 @@ def train_surrogate_command(
     run_guarded(body)
 
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON array, for scripts.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON array, for scripts.", metavar=FLAG)]
 
 
 @constraints_app.command("ls")
