@@ -2,7 +2,7 @@
 
 JSONL records go to stdout (or -o FILE); progress, logs and summaries go to stderr through one
 Rich console. Exit codes: 0 all records satisfy their constraints; 3 written but some violate;
-2 bad input (one line on stderr); 1 anything else.
+2 bad input (one line on stderr); 130 interrupted (one line: what was kept); 1 anything else.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from cdd_cli.errors import InputError
+from cdd_cli.errors import InputError, Interrupted
 from cdd_cli.reporting import Display
 
 if TYPE_CHECKING:
@@ -189,6 +189,8 @@ def run_guarded(body) -> None:
         raise fail(str(exc)) from None
     except KeyboardInterrupt:
         raise fail("interrupted", 130) from None
+    except Interrupted as exc:  # a run stopped by Ctrl-C: what it kept
+        raise fail(str(exc), 130) from None
     except BrokenPipeError:
         sys.stderr.close()  # the reader went away (e.g. `| head`); nothing more to say
         raise typer.Exit(0) from None

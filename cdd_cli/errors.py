@@ -3,3 +3,7 @@
 
 class InputError(Exception):
     """A user-facing problem with the input: bad flag, spec, checkpoint or prompt."""
+
+
+class Interrupted(Exception):
+    """Ctrl-C during a run: says what was kept (the CLI exits 130 with it)."""

@@ -37,7 +37,7 @@ from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, close
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.diffusion.processes import make_process
 from cdd_cli.diffusion.sampler import Sampler, sample_generator
-from cdd_cli.errors import InputError
+from cdd_cli.errors import InputError, Interrupted
 from cdd_cli.evaluate.molecules import (
     CANONICALIZER,
     MoleculeReport,
@@ -402,11 +402,17 @@ def run_molecules(job: MoleculeJob, console: Console, display: Display | None = 
     started = time.perf_counter()
     check_resolved_config(run.spec, job.output)
     config = partial(write_resolved_config, run.spec, job.output)
-    with JsonlWriter(job.output, config) as writer, display:
-        for row in run.records(job.n, display):
-            writer.write(row)
-            reports.append(MoleculeReport(**{f.name: row[f.name] for f in fields(MoleculeReport)}))
-            violating += row["satisfied"] is False
+    writer = JsonlWriter(job.output, config)
+    try:
+        with writer, display:
+            for row in run.records(job.n, display):
+                writer.write(row)
+                reports.append(
+                    MoleculeReport(**{f.name: row[f.name] for f in fields(MoleculeReport)})
+                )
+                violating += row["satisfied"] is False
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted: {writer.kept(job.n)}") from None
     elapsed = time.perf_counter() - started
     summary = summarise(reports)
     novelty = "n/a" if summary.novelty is None else f"{summary.novelty:.1%}"
@@ -521,12 +527,17 @@ def run_text(job: TextJob, console: Console, display: Display | None = None) -> 
     started = time.perf_counter()
     check_resolved_config(run.spec, job.output)
     config = partial(write_resolved_config, run.spec, job.output)
-    with JsonlWriter(job.output, config) as writer, display:
-        for row in run.records(job.n, display):
-            writer.write(row)
-            violating += row["satisfied"] is False
-            written += 1
-            seconds += row["seconds"]
+    writer = JsonlWriter(job.output, config)
+    try:
+        with writer, display:
+            for row in run.records(job.n, display):
+                writer.write(row)
+                violating += row["satisfied"] is False
+                written += 1
+                seconds += row["seconds"]
+    except KeyboardInterrupt:
+        total = job.n * len(run.prompts)
+        raise Interrupted(f"interrupted: {writer.kept(total)}") from None
     elapsed = time.perf_counter() - started
     note = satisfaction_note(run.constraints, written, violating, run.spec.method)
     console.print(

@@ -22,6 +22,7 @@ class JsonlWriter:
     def __init__(self, target: str, before_first: Callable[[], None] | None = None):
         self.target = target
         self.failed = False
+        self.written = 0
         self.before_first = before_first
         self.stream: IO[str] | None = sys.stdout if target == "-" else None
         self.owned = target != "-"
@@ -49,6 +50,7 @@ class JsonlWriter:
         try:
             stream.write(line)
             stream.flush()
+            self.written += 1
         except BrokenPipeError:
             raise  # the reader went away: handled by the CLI
         except OSError as exc:
@@ -62,6 +64,11 @@ class JsonlWriter:
             except OSError:
                 if not self.failed:  # the write already said why
                     raise InputError(f"-o {self.target}: cannot write (close failed)") from None
+
+    def kept(self, total: int) -> str:
+        """What a stopped run leaves: how many of `total` records, each a complete line."""
+        where = "to stdout" if self.target == "-" else f"in {self.target}"
+        return f"{self.written} of {total} records kept {where}, each a complete line"
 
     def __enter__(self) -> JsonlWriter:
         return self

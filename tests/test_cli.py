@@ -381,3 +381,26 @@ def test_without_a_terminal_progress_is_plain_lines(uniform_model_dir: Path):
     assert lines[-1].startswith("4 molecules in ")  # the summary
     quiet = runner.invoke(app, [*args, "-q"])
     assert [line for line in quiet.stderr.splitlines() if line.startswith("molecules ")] == []
+
+
+def test_ctrl_c_says_what_was_kept(tmp_path: Path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out.jsonl"
+    command = [sys.executable, "-m", "cdd_cli", "molecules", "-n", "100000", "--batch-size", "8"]
+    run = subprocess.Popen([*command, "-q", "-o", str(out)], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (out.exists() and out.read_text().count("\n")):
+        time.sleep(0.2)
+    run.send_signal(signal.SIGINT)
+    _, stderr = run.communicate(timeout=60)
+    lines = out.read_text().splitlines()
+    assert run.returncode == 130 and lines
+    assert [json.loads(line)["id"] for line in lines] == [f"0-{i}" for i in range(len(lines))]
+    assert stderr.splitlines() == [
+        f"cdd: error: interrupted: {len(lines)} of 100000 records kept in {out}, each a "
+        "complete line"
+    ]
