@@ -202,7 +202,7 @@ class Generation:
             d.seconds += base + projecting[i]
             # A molecule that does not parse satisfies nothing, whatever a judge says of it.
             d.satisfied = all(c.satisfied(values[i][c.name]) for c in self.constraints) and (
-                not self.molecules or canonical(texts[i]) is not None
+                not (self.molecules and self.constraints) or canonical(texts[i]) is not None
             )
             if hook is not None:
                 for key, value in hook.report(i).items():
@@ -255,15 +255,14 @@ def record(
 ) -> dict:
     """A sample's record: what it is, what the judges say, how it was made and by what
     (`model_revision`: the first 12 hex digits of the weights file's SHA-256)."""
-    model_name, revision = loaded.name, registry.weights_revision(loaded.directory)
     return {
         "id": f"{prompt.index}-{draw.index}",
         "prompt_id": prompt.id,  # the prompts file's `id` (null without one): a fixed schema
         "prompt": prompt.text,
         "text": draw.text,
         "seed": spec.sampling.seed,
-        "model": model_name,
-        "model_revision": revision,
+        "model": loaded.name,
+        "model_revision": loaded.revision,
         "method": spec.method,
         # null without constraints: nothing was asked, so nothing was satisfied or violated.
         "satisfied": draw.satisfied if constraints else None,
@@ -393,6 +392,22 @@ def check_batch_fits(batch_size: int, loaded: registry.LoadedModel) -> None:
         )
 
 
+def written_records(
+    spec: Spec, records: Iterator[dict], output: str, total: int, display: Display
+) -> Iterator[dict]:
+    """Each of `records` once it is written to `output` (its configuration beside it), inside
+    the live display; Ctrl-C becomes `Interrupted`, saying what was kept of `total`."""
+    check_resolved_config(spec, output)
+    writer = JsonlWriter(output, partial(write_resolved_config, spec, output))
+    try:
+        with writer, display:
+            for row in records:
+                writer.write(row)
+                yield row
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted: {writer.kept(total)}") from None
+
+
 def run_molecules(job: MoleculeJob, console: Console, display: Display | None = None) -> int:
     """Write the job's records to its output and summarise them on `console`."""
     run = prepare_molecules(job.spec, job.device)
@@ -400,19 +415,9 @@ def run_molecules(job: MoleculeJob, console: Console, display: Display | None = 
     reports: list[MoleculeReport] = []
     violating = 0
     started = time.perf_counter()
-    check_resolved_config(run.spec, job.output)
-    config = partial(write_resolved_config, run.spec, job.output)
-    writer = JsonlWriter(job.output, config)
-    try:
-        with writer, display:
-            for row in run.records(job.n, display):
-                writer.write(row)
-                reports.append(
-                    MoleculeReport(**{f.name: row[f.name] for f in fields(MoleculeReport)})
-                )
-                violating += row["satisfied"] is False
-    except KeyboardInterrupt:
-        raise Interrupted(f"interrupted: {writer.kept(job.n)}") from None
+    for row in written_records(run.spec, run.records(job.n, display), job.output, job.n, display):
+        reports.append(MoleculeReport(**{f.name: row[f.name] for f in fields(MoleculeReport)}))
+        violating += row["satisfied"] is False
     elapsed = time.perf_counter() - started
     summary = summarise(reports)
     novelty = "n/a" if summary.novelty is None else f"{summary.novelty:.1%}"
@@ -522,28 +527,20 @@ def run_text(job: TextJob, console: Console, display: Display | None = None) -> 
     """Write the job's records to its output and summarise them on `console`."""
     run = prepare_text(job.spec, job.device, job.prompts, job.length)
     display = display or Display()
-    violating = written = 0
+    violating = count = 0
     seconds = 0.0
     started = time.perf_counter()
-    check_resolved_config(run.spec, job.output)
-    config = partial(write_resolved_config, run.spec, job.output)
-    writer = JsonlWriter(job.output, config)
-    try:
-        with writer, display:
-            for row in run.records(job.n, display):
-                writer.write(row)
-                violating += row["satisfied"] is False
-                written += 1
-                seconds += row["seconds"]
-    except KeyboardInterrupt:
-        total = job.n * len(run.prompts)
-        raise Interrupted(f"interrupted: {writer.kept(total)}") from None
+    total = job.n * len(run.prompts)
+    for row in written_records(run.spec, run.records(job.n, display), job.output, total, display):
+        violating += row["satisfied"] is False
+        count += 1
+        seconds += row["seconds"]
     elapsed = time.perf_counter() - started
-    note = satisfaction_note(run.constraints, written, violating, run.spec.method)
+    note = satisfaction_note(run.constraints, count, violating, run.spec.method)
     console.print(
-        f"{written} samples ({len(run.prompts)} prompt(s) x {job.n}, {run.length} tokens, "
+        f"{count} samples ({len(run.prompts)} prompt(s) x {job.n}, {run.length} tokens, "
         f"{run.spec.sampling.steps} steps, {run.device}) in {elapsed:.1f}s, "
-        f"{seconds / max(written, 1):.2f}s per sample{note}",
+        f"{seconds / max(count, 1):.2f}s per sample{note}",
         markup=False,
         soft_wrap=True,
     )

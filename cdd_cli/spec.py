@@ -395,10 +395,10 @@ def _constraint(loc: _Located, node: yaml.Node, index: int) -> ConstraintSpec:
                 f"{loc.where(k)}: unknown key '{name}' for constraint "
                 f"'{spec.type}' (known: {', '.join(['type', *keys])})"
             )
-        elif loc.value(v) is None and not keys[name][1]:
+        elif (value := loc.value(v)) is None and not keys[name][1]:
             continue  # `key: null` (or `key:`) for an optional key: as if not written
         else:
-            spec.options[name] = _check_type(loc, v, name, loc.value(v), keys[name][0])
+            spec.options[name] = _check_type(loc, v, name, value, keys[name][0])
             if name == "surrogate" and not spec.options[name].strip():
                 raise InputError(f"{loc.where(v)}: key 'surrogate' is empty")
             if name == "surrogate" and not Path(spec.options[name]).expanduser().is_dir():

@@ -159,12 +159,15 @@ def repair_unit(plugin: ConstraintPlugin, tau: float) -> float:
     return 0.1 * width
 
 
-@dataclass(frozen=True)
-class JudgedPlugin(ExactConstraint):
-    guarded: Guarded | None = field(default=None, compare=False, repr=False)
+class FromPlugin:
+    """What a plugin's constraint takes from it, exact or differentiable: the guarded judge
+    and the repair step."""
+
+    guarded: Guarded
+    tau: float
 
     @property
-    def repair_unit(self) -> float:  # type: ignore[override]
+    def repair_unit(self) -> float:
         return repair_unit(self.guarded.plugin, self.tau)
 
     def judge(self, texts: list[str]) -> list[float | None]:
@@ -172,16 +175,14 @@ class JudgedPlugin(ExactConstraint):
 
 
 @dataclass(frozen=True)
-class SurrogatePlugin(DifferentiableConstraint):
+class JudgedPlugin(FromPlugin, ExactConstraint):
+    guarded: Guarded | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class SurrogatePlugin(FromPlugin, DifferentiableConstraint):
     guarded: Guarded | None = field(default=None, compare=False, repr=False)
     read: Callable[[Tokens], torch.Tensor] | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def repair_unit(self) -> float:  # type: ignore[override]
-        return repair_unit(self.guarded.plugin, self.tau)
-
-    def judge(self, texts: list[str]) -> list[float | None]:
-        return self.guarded.judge(texts)
 
     def surrogate(self, soft_tokens: Tokens) -> torch.Tensor:
         return self.read(soft_tokens[:, self.prompt_length :])

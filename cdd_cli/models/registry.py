@@ -107,6 +107,11 @@ class LoadedModel:
     tokenizer: Tokenizer
     meta: dict = field(default_factory=dict)
 
+    @functools.cached_property
+    def revision(self) -> str:
+        """Which weights these are (see `weights_revision`), read once per loaded model."""
+        return weights_revision(self.directory)
+
     @property
     def default_steps(self) -> int:
         return int(self.meta.get("default_sampling_steps") or 32)
