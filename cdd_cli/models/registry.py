@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +10,14 @@ from pathlib import Path
 import torch
 
 from cdd_cli.errors import InputError
-from cdd_cli.models.checkpoint import ModelConfig, load_model, read_config
+from cdd_cli.models.a2d import A2DConfig, A2DModel
+from cdd_cli.models.checkpoint import (
+    ModelConfig,
+    file_digest,
+    load_adapted,
+    load_model,
+    read_config,
+)
 from cdd_cli.models.dit import DiffusionModel
 from cdd_cli.models.tokenizers import Tokenizer, load_tokenizer
 
@@ -21,6 +27,7 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 SHIPPED = {
     "default-molecules": "qm9-udlm",
     "default-text": "text-mdlm",
+    "smollm2-a2d": "smollm2-a2d",
 }
 DEFAULT_FOR = {"molecules": "default-molecules", "text": "default-text"}
 
@@ -102,8 +109,8 @@ class LoadedModel:
 
     name: str
     directory: Path
-    config: ModelConfig
-    model: DiffusionModel
+    config: ModelConfig | A2DConfig
+    model: DiffusionModel | A2DModel
     tokenizer: Tokenizer
     meta: dict = field(default_factory=dict)
 
@@ -123,30 +130,22 @@ def load(name_or_dir: str | None, kind: str, device: str = "cpu") -> LoadedModel
     if name in SHIPPED and not (directory / "model.safetensors").is_file():
         raise InputError(f"shipped model {name} is missing from {directory} (broken install?)")
     config, meta = read_config(directory)
-    tokenizer = load_tokenizer(directory, config.vocab_size)
+    tokenizer = load_tokenizer(directory, config.vocab_size, special=meta)
     if len(tokenizer) != config.vocab_size:
         raise InputError(
             f"{directory}: tokenizer has {len(tokenizer)} tokens but config.json "
             f"says vocab_size {config.vocab_size}"
         )
-    model = load_model(directory, device, config)
+    if isinstance(config, A2DConfig):
+        model = load_adapted(directory, config, meta, device)
+    else:
+        model = load_model(directory, device, config)
     return LoadedModel(name, directory, config, model, tokenizer, meta)
 
 
 def weights_revision(directory: Path) -> str:
     """The first 12 hex digits of `model.safetensors`' SHA-256: which weights made a record."""
-    path = Path(directory) / "model.safetensors"
-    stat = path.stat()
-    return _digest(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
-
-
-@functools.cache
-def _digest(path: str, mtime_ns: int, size: int) -> str:  # once per file version
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()[:12]
+    return file_digest(Path(directory) / "model.safetensors")[:12]
 
 
 def shipped_models() -> list[tuple[str, Path]]:

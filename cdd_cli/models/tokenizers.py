@@ -128,28 +128,27 @@ class SmilesTokenizer:
         (Path(directory) / "tokenizer.json").write_text(json.dumps(payload, indent=1) + "\n")
 
 
-class Gpt2Tokenizer:
-    kind = "gpt2-bpe"
-    longest_token_bytes = 128  # GPT-2's longest token: a text of more bytes than 128 x N
-    # tokens cannot be N tokens or fewer
+class TextTokenizer:
+    """A byte-level BPE (`tokenizers`) with the diffusion model's mask and end-of-text ids."""
 
-    def __init__(self, files: Path = GPT2_FILES):
-        from tokenizers import ByteLevelBPETokenizer  # imported here: molecules never need it
+    kind = "text"
 
-        self.bpe = ByteLevelBPETokenizer(str(files / "vocab.json"), str(files / "merges.txt"))
-        self.eos_id = self.bos_id = 50256
-        self.mask_id = 50257
-        if self.bpe.get_vocab_size() != self.mask_id:
-            raise InputError(f"{files}: expected the 50,257-token GPT-2 vocabulary")
+    def __init__(self, bpe, eos_id: int, mask_id: int, size: int):
+        self.bpe = bpe
+        self.eos_id = self.bos_id = eos_id
+        self.mask_id = mask_id
+        self.size = size
+        # A text of more bytes than this x N cannot be N tokens or fewer.
+        self.longest_token_bytes = max(len(t) for t in bpe.get_vocab())
 
     def __len__(self) -> int:
-        return GPT2_VOCAB_SIZE
+        return self.size
 
     def encode(self, text: str) -> list[int]:
-        return self.bpe.encode(text).ids
+        return self.bpe.encode(text, add_special_tokens=False).ids
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        return [e.ids for e in self.bpe.encode_batch(texts)]
+        return [e.ids for e in self.bpe.encode_batch(texts, add_special_tokens=False)]
 
     def encode_padded(self, texts: list[str], max_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Ids [N, W] padded with EOS and the mask of real tokens, for classifiers; texts are
@@ -170,7 +169,7 @@ class Gpt2Tokenizer:
         return [self.token_text(i) for i in range(len(self))]
 
     def decode(self, ids: Iterable[int]) -> str:
-        """The text up to the first `<|endoftext|>`; masks (none after sampling) are dropped.
+        """The text up to the first end-of-text token; masks (none after sampling) are dropped.
 
         Text after an end-of-text token would belong to another document, so it is not shown.
         """
@@ -190,15 +189,55 @@ class Gpt2Tokenizer:
     def decode_batch(self, ids: torch.Tensor) -> list[str]:
         return [self.decode(row) for row in ids.tolist()]
 
+
+class Gpt2Tokenizer(TextTokenizer):
+    kind = "gpt2-bpe"
+
+    def __init__(self, files: Path = GPT2_FILES):
+        from tokenizers import ByteLevelBPETokenizer  # imported here: molecules never need it
+
+        bpe = ByteLevelBPETokenizer(str(files / "vocab.json"), str(files / "merges.txt"))
+        if bpe.get_vocab_size() != 50257:
+            raise InputError(f"{files}: expected the 50,257-token GPT-2 vocabulary")
+        super().__init__(bpe, eos_id=50256, mask_id=50257, size=GPT2_VOCAB_SIZE)
+
     def save(self, directory: Path) -> None:
         payload = {"type": self.kind, "mask_id": self.mask_id}
         (Path(directory) / "tokenizer.json").write_text(json.dumps(payload, indent=1) + "\n")
 
 
-Tokenizer = SmilesTokenizer | Gpt2Tokenizer
+class FileTokenizer(TextTokenizer):
+    """A Hugging Face `tokenizer.json` (the format of the `tokenizers` library), e.g. SmolLM2's;
+    its mask and end-of-text ids come from the model's config (`mask_id`, `prefix_id`)."""
+
+    kind = "tokenizers-file"
+
+    def __init__(self, path: Path, eos_id: int, mask_id: int):
+        from tokenizers import Tokenizer as BPE
+
+        try:
+            bpe = BPE.from_file(str(path))
+        except Exception as exc:  # the library raises plain Exceptions for bad files
+            raise InputError(f"{path}: not a tokenizers file ({str(exc)[:120]})") from None
+        size = bpe.get_vocab_size()
+        for name, value in (("end-of-text", eos_id), ("mask", mask_id)):
+            if not 0 <= value < size:
+                raise InputError(f"{path}: {name} id {value} outside the {size:,}-token vocabulary")
+        super().__init__(bpe, eos_id=eos_id, mask_id=mask_id, size=size)
+        self.path = path
+
+    def save(self, directory: Path) -> None:
+        (Path(directory) / "tokenizer.json").write_bytes(self.path.read_bytes())
 
 
-def load_tokenizer(directory: Path, vocab_size: int | None = None) -> Tokenizer:
+Tokenizer = SmilesTokenizer | TextTokenizer
+
+
+def load_tokenizer(
+    directory: Path, vocab_size: int | None = None, special: dict | None = None
+) -> Tokenizer:
+    """The tokenizer beside a checkpoint. `special`: the model config's `prefix_id` (end of
+    text) and `mask_id`, which a Hugging Face tokenizers file does not name itself."""
     path = Path(directory) / "tokenizer.json"
     if not path.is_file():
         if vocab_size == GPT2_VOCAB_SIZE:
@@ -209,6 +248,12 @@ def load_tokenizer(directory: Path, vocab_size: int | None = None) -> Tokenizer:
         )
     try:
         payload = json.loads(path.read_text())
+        if isinstance(payload, dict) and "model" in payload and "version" in payload:
+            if not special or not {"prefix_id", "mask_id"} <= special.keys():
+                raise InputError(
+                    f"{path}: a tokenizers file needs prefix_id and mask_id in config.json"
+                )
+            return FileTokenizer(path, int(special["prefix_id"]), int(special["mask_id"]))
         kind = payload["type"]
     except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise InputError(f"{path}: not a cdd tokenizer file ({exc})") from None

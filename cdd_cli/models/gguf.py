@@ -1,0 +1,142 @@
+"""A small reader for GGUF files (llama.cpp's format): metadata, tensors, dequantisation.
+
+Only what loading a base model needs, read straight from a memory map: the `gguf` package's
+reader builds a Python object per vocabulary entry (5-6 s for SmolLM2's 49,152 tokens and
+48,900 merges, on every run); here arrays of strings are skipped unless asked for, and the
+quantised blocks are expanded by torch. Layout per the GGUF specification (version 2 and 3,
+little-endian): header, key-value metadata, tensor infos, then the data, aligned.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+MAGIC = b"GGUF"
+SCALARS = {  # value type -> struct format
+    0: "<B",
+    1: "<b",
+    2: "<H",
+    3: "<h",
+    4: "<I",
+    5: "<i",
+    6: "<f",
+    7: "<?",
+    10: "<Q",
+    11: "<q",
+    12: "<d",
+}
+STRING, ARRAY = 8, 9
+
+# ggml tensor type -> (name, weights per block, bytes per block)
+TYPES = {
+    0: ("F32", 1, 4),
+    1: ("F16", 1, 2),
+    2: ("Q4_0", 32, 18),
+    3: ("Q4_1", 32, 20),
+    8: ("Q8_0", 32, 34),
+    30: ("BF16", 1, 2),
+}
+
+
+@dataclass
+class TensorInfo:
+    name: str
+    shape: tuple[int, ...]  # ggml order: the fastest-varying dimension first
+    type: int
+    offset: int
+
+
+class GGUFFile:
+    """`metadata` (key -> value; string arrays as their length unless `arrays` names them) and
+    `tensor(name)` as float32 in PyTorch's row-major order (`shape` reversed)."""
+
+    def __init__(self, path: Path, arrays: tuple[str, ...] = ()):
+        self.path = Path(path)
+        self.data = np.memmap(self.path, dtype=np.uint8, mode="r")
+        self.pos = 0
+        if bytes(self.data[:4]) != MAGIC:
+            raise ValueError(f"{path}: not a GGUF file")
+        self.pos = 4
+        version = self._scalar("<I")
+        if version not in (2, 3):
+            raise ValueError(f"{path}: GGUF version {version} (2 and 3 are read)")
+        n_tensors, n_values = self._scalar("<Q"), self._scalar("<Q")
+        self.metadata: dict[str, object] = {}
+        for _ in range(n_values):
+            key = self._string()
+            self.metadata[key] = self._value(self._scalar("<I"), keep=key in arrays)
+        self.tensors: dict[str, TensorInfo] = {}
+        for _ in range(n_tensors):
+            name = self._string()
+            dims = self._scalar("<I")
+            shape = tuple(self._scalar("<Q") for _ in range(dims))
+            self.tensors[name] = TensorInfo(name, shape, self._scalar("<I"), self._scalar("<Q"))
+        alignment = int(self.metadata.get("general.alignment", 32))
+        self.start = (self.pos + alignment - 1) // alignment * alignment
+
+    def _scalar(self, fmt: str):
+        size = struct.calcsize(fmt)
+        (value,) = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += size
+        return value
+
+    def _string(self) -> str:
+        length = self._scalar("<Q")
+        text = bytes(self.data[self.pos : self.pos + length]).decode("utf-8", errors="replace")
+        self.pos += length
+        return text
+
+    def _value(self, kind: int, keep: bool = True):
+        if kind in SCALARS:
+            return self._scalar(SCALARS[kind])
+        if kind == STRING:
+            return self._string()
+        if kind != ARRAY:
+            raise ValueError(f"{self.path}: unknown GGUF value type {kind}")
+        item, count = self._scalar("<I"), self._scalar("<Q")
+        if item in SCALARS and not keep:  # skipped in one jump
+            self.pos += count * struct.calcsize(SCALARS[item])
+            return count
+        if item == STRING and not keep:
+            for _ in range(count):
+                length = self._scalar("<Q")  # read first: it moves self.pos
+                self.pos += length
+            return count
+        return [self._value(item) for _ in range(count)]
+
+    def tensor(self, name: str) -> torch.Tensor:
+        info = self.tensors[name]
+        if info.type not in TYPES:
+            raise ValueError(f"{self.path}: tensor {name} has ggml type {info.type}, not read here")
+        kind, per_block, block_bytes = TYPES[info.type]
+        count = int(np.prod(info.shape))
+        start = self.start + info.offset
+        raw = np.asarray(self.data[start : start + count // per_block * block_bytes])
+        shape = tuple(reversed(info.shape))
+        # numpy, not torch, expands the blocks: its small-integer arithmetic is ~10x faster
+        # on CPU, which makes a 135M-parameter model's load take one second instead of ten.
+        if kind == "F32":
+            values = raw.view(np.float32).copy()
+        elif kind == "F16":
+            values = raw.view(np.float16).astype(np.float32)
+        elif kind == "BF16":  # the top half of a float32
+            values = (raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+        else:
+            blocks = raw.reshape(-1, block_bytes)
+            scale = blocks[:, :2].copy().view(np.float16).astype(np.float32)  # [N, 1]
+            if kind == "Q8_0":
+                values = blocks[:, 2:].copy().view(np.int8).astype(np.float32) * scale
+            else:  # 4-bit: low nibbles are weights 0-15, high nibbles 16-31
+                packed = blocks[:, 4:] if kind == "Q4_1" else blocks[:, 2:]
+                nibbles = np.stack([packed & 0x0F, packed >> 4], axis=1).reshape(-1, 32)
+                if kind == "Q4_1":
+                    low = blocks[:, 2:4].copy().view(np.float16).astype(np.float32)
+                    values = nibbles * scale + low
+                else:
+                    values = (nibbles.astype(np.float32) - 8) * scale
+        return torch.from_numpy(values.astype(np.float32, copy=False).reshape(shape))
