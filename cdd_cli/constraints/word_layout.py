@@ -71,7 +71,7 @@ import torch
 
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.lexical import split_words
-from cdd_cli.models.tokenizers import Gpt2Tokenizer
+from cdd_cli.models.tokenizers import TextTokenizer
 
 WORD, BARE, PUNCT, OPENER, BREAK = "word", "bare", "punct", "opener", "break"
 PLACED, END, AFTER_END, HIDDEN = "placed", "end", "after end", "hidden"
@@ -133,21 +133,22 @@ def is_punctuation(text: str, whitespace: bool = False) -> bool:
 
 
 @cache
-def token_classes(tokenizer: Gpt2Tokenizer) -> tuple[dict[str, torch.Tensor], dict[str, list]]:
+def token_classes(tokenizer: TextTokenizer) -> tuple[dict[str, torch.Tensor], dict[str, list]]:
     """Boolean masks over the vocabulary: the tokens of each role (END: end-of-text and line
     breaks alone), and the single tokens that spell each word, with or without its space."""
     classes = {r: torch.zeros(len(tokenizer), dtype=torch.bool) for r in (*WORD_ROLES, END)}
     classes |= {r: torch.zeros(len(tokenizer), dtype=torch.bool) for r in PUNCTUATION_ROLES}
     classes[END][tokenizer.eos_id] = True
     by_word: dict[str, list[int]] = {}
-    texts = {i: tokenizer.token_text(i) for i in range(tokenizer.mask_id) if i != tokenizer.eos_id}
+    special = (tokenizer.eos_id, tokenizer.mask_id)
+    texts = {i: tokenizer.token_text(i) for i in range(len(tokenizer)) if i not in special}
     vocabulary = set(texts.values())
     for token_id, text in texts.items():
         if re.fullmatch(r" [A-Za-z]+", text):
             classes[WORD][token_id] = True
             by_word.setdefault(text[1:], []).append(token_id)
         elif re.fullmatch(r"[A-Za-z]+", text):
-            # Only letters that GPT-2 also knows after a space ("The": " The") are a word of
+            # Only letters the vocabulary also knows after a space ("The": " The") are a word of
             # their own; the others ("ers", "ization") are pieces of longer words.
             if " " + text in vocabulary:
                 classes[BARE][token_id] = True
@@ -215,7 +216,7 @@ class WordLayout:
     def __init__(
         self,
         constraints: list,
-        tokenizer: Gpt2Tokenizer,
+        tokenizer: TextTokenizer,
         start: int,
         length: int,
     ):
