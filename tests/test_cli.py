@@ -391,12 +391,22 @@ def test_ctrl_c_says_what_was_kept(tmp_path: Path):
 
     out = tmp_path / "out.jsonl"
     command = [sys.executable, "-m", "cdd_cli", "molecules", "-n", "100000", "--batch-size", "8"]
-    run = subprocess.Popen([*command, "-q", "-o", str(out)], stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (out.exists() and out.read_text().count("\n")):
-        time.sleep(0.2)
-    run.send_signal(signal.SIGINT)
-    _, stderr = run.communicate(timeout=60)
+    # A shell that starts jobs in the background (nohup ... &) ignores SIGINT, and children
+    # inherit that; the child restores the default so that Python installs its handler.
+    run = subprocess.Popen(
+        [*command, "-q", "-o", str(out)],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (out.exists() and out.read_text().count("\n")):
+            time.sleep(0.2)
+        run.send_signal(signal.SIGINT)
+        _, stderr = run.communicate(timeout=60)
+    finally:
+        run.kill()  # never left running when an assertion or a timeout ends the test
     lines = out.read_text().splitlines()
     assert run.returncode == 130 and lines
     assert [json.loads(line)["id"] for line in lines] == [f"0-{i}" for i in range(len(lines))]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,22 +33,39 @@ SHIPPED_SURROGATES = {
 }
 
 
+def default_surrogate(kind: str, model: LoadedModel) -> Path:
+    """The model's own surrogate for `kind` where its config names one (`surrogates: {kind:
+    FOLDER}`, relative to the model's folder), else the shipped one."""
+    named = model.meta.get("surrogates")
+    if isinstance(named, dict) and isinstance(named.get(kind), str):
+        return (Path(model.directory) / named[kind]).resolve()
+    return SHIPPED_SURROGATES[kind]
+
+
+def read_surrogate_config(directory: Path) -> dict:
+    try:
+        raw = json.loads((Path(directory) / "config.json").read_text())
+    except (OSError, ValueError):
+        return {}  # load_surrogate says what is wrong with it
+    return raw if isinstance(raw, dict) else {}
+
+
 def _surrogate_for(spec: ConstraintSpec, model: LoadedModel, device: str):
     """The surrogate an entry names (`surrogate: DIR`), else the type's shipped one, checked
     to read the model's vocabulary and length."""
-    directory = Path(spec.options.get("surrogate") or SHIPPED_SURROGATES[spec.type])
+    directory = Path(spec.options.get("surrogate") or default_surrogate(spec.type, model))
     if not directory.is_dir():
         raise InputError(f"{spec.where}: surrogate folder {directory} not found")
-    theirs = load_tokenizer(directory)
+    theirs = load_tokenizer(directory, special=read_surrogate_config(directory))
     same = (
         theirs.vocab == getattr(model.tokenizer, "vocab", None)
         if isinstance(theirs, SmilesTokenizer)
-        else type(theirs) is type(model.tokenizer)
+        else theirs.same_vocabulary(model.tokenizer)
     )
     if not same:
         how = {
             "sa": f"`cdd train sa-surrogate --model {model.directory} --out DIR`",
-            "toxicity": "a GPT-2-tokenized model",
+            "toxicity": f"`cdd train toxicity-surrogate --model {model.name} --out DIR`",
         }.get(spec.type, f"`cdd train surrogate --constraint {spec.type} --model {model.name}`")
         raise InputError(
             f"{spec.where}: the {spec.type} surrogate in {directory} reads another vocabulary "

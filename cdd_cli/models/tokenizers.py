@@ -189,6 +189,18 @@ class TextTokenizer:
     def decode_batch(self, ids: torch.Tensor) -> list[str]:
         return [self.decode(row) for row in ids.tolist()]
 
+    def same_vocabulary(self, other: object) -> bool:
+        """Whether ids mean the same text in both (a surrogate trained on one reads the other)."""
+        if not isinstance(other, TextTokenizer):
+            return False
+        if other is self or (type(self) is Gpt2Tokenizer and type(other) is Gpt2Tokenizer):
+            return True
+        return (len(self), self.eos_id, self.mask_id) == (
+            len(other),
+            other.eos_id,
+            other.mask_id,
+        ) and self.bpe.get_vocab() == other.bpe.get_vocab()
+
 
 class Gpt2Tokenizer(TextTokenizer):
     kind = "gpt2-bpe"

@@ -17,7 +17,6 @@ tensors in float16) and `tokenizer.json`; the base weights are named, not copied
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time
@@ -27,13 +26,15 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
 from cdd_cli.errors import InputError
 from cdd_cli.models.a2d import A2DModel, is_adapted, load_base
+from cdd_cli.models.checkpoint import base_digest
+from cdd_cli.models.tokenizers import FileTokenizer
 from cdd_cli.train.resume import TrainingState
-from cdd_cli.train.text import HELD_OUT_EVERY, corpus_files
+from cdd_cli.train.text import prepare
 
 EOT_ID = 0  # SmolLM2's <|endoftext|>: document separator and the shift's prefix
 MASK_ID = 16  # SmolLM2's <empty_output>, a special token no text encodes to
@@ -52,48 +53,6 @@ class AdaptConfig:
     save_every: int = 200
     eval_every: int = 500
     seed: int = 0
-
-
-def tokenize_corpus(files: list[Path], tokenizer) -> torch.Tensor:
-    """One stream of ids: paragraphs joined by "\\n\\n", files ended by end-of-text."""
-    paragraph = tokenizer.encode("\n\n", add_special_tokens=False).ids
-    stream: list[int] = []
-    for path in files:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{path}: not UTF-8 text ({exc.reason})") from None
-        paragraphs = [p.strip() for p in text.replace("\r\n", "\n").split("\n\n") if p.strip()]
-        for encoding in tokenizer.encode_batch(paragraphs, add_special_tokens=False):
-            stream.extend(encoding.ids)
-            stream.extend(paragraph)
-        stream.append(EOT_ID)
-    return torch.tensor(stream, dtype=torch.int32)
-
-
-def prepare(
-    data: Path, length: int, out: Path, tokenizer, log: Callable[[str], None]
-) -> tuple[torch.Tensor, torch.Tensor, dict]:
-    """Train and held-out blocks [N, length], cached in OUT so a resumed run skips tokenizing."""
-    files = corpus_files(data)
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.name.encode())
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
-    meta = {"files": [p.name for p in files], "sha256": digest.hexdigest(), "length": length}
-    cache = out / "corpus.safetensors"
-    if cache.is_file() and json.loads((out / "corpus.json").read_text()) == meta:
-        tensors = load_file(str(cache))
-        return tensors["train"], tensors["held_out"], meta
-    log(f"tokenizing {len(files)} files from {data} ...")
-    stream = tokenize_corpus(files, tokenizer)
-    blocks = stream[: len(stream) // length * length].view(-1, length)
-    held = torch.arange(len(blocks)) % HELD_OUT_EVERY == HELD_OUT_EVERY - 1
-    train, held_out = blocks[~held].contiguous(), blocks[held].contiguous()
-    out.mkdir(parents=True, exist_ok=True)
-    save_file({"train": train, "held_out": held_out}, str(cache))
-    (out / "corpus.json").write_text(json.dumps(meta, indent=1) + "\n")
-    return train, held_out, meta
 
 
 def masked_loss(
@@ -147,19 +106,28 @@ class Trained(nn.Module):
         )
 
 
-def build_model(base: Path, cfg: AdaptConfig, device: str) -> A2DModel:
-    from cdd_cli.models.a2d import read_gguf_llama
+def build_model(base: Path, cfg: AdaptConfig, device: str, vocab_size: int) -> A2DModel:
+    from cdd_cli.models.a2d import read_base
 
     try:
-        base_cfg, weights = read_gguf_llama(base)
+        base_cfg, weights = read_base(base)
     except (OSError, ValueError, KeyError) as exc:
-        raise InputError(f"--base {base}: not a readable llama GGUF ({exc})") from None
+        raise InputError(
+            f"--base {base}: not a llama GGUF or Hugging Face Llama folder ({exc})"
+        ) from None
+    if base_cfg.vocab_size != vocab_size:
+        raise InputError(
+            f"--base {base}: a vocabulary of {base_cfg.vocab_size:,} tokens; adaptation reads "
+            f"SmolLM2's tokenizer ({vocab_size:,}), so the base must use it too"
+        )
     base_cfg.mask_id, base_cfg.prefix_id, base_cfg.logit_shift = MASK_ID, EOT_ID, cfg.logit_shift
     model = A2DModel(base_cfg)
     load_base(model, weights)
     with torch.no_grad():  # a masked position starts out reading end-of-text's embedding
         model.mask_embedding.copy_(weights["model.embed_tokens.weight"][EOT_ID])
-    model.add_adapters(cfg.lora_rank, float(cfg.lora_rank))
+    with torch.random.fork_rng():  # the adapters' initial A from the run's seed alone
+        torch.manual_seed(cfg.seed)
+        model.add_adapters(cfg.lora_rank, float(cfg.lora_rank))
     for name, param in model.named_parameters():
         param.requires_grad_(is_adapted(name))
     model.to(device)
@@ -183,20 +151,12 @@ def export(model: A2DModel, base: Path, out: Path, extra: dict) -> Path:
         "model_type": "a2d",
         "noise": "masked",
         "architectures": ["A2DModel"],
-        "base": {"file": base.name, "sha256": file_sha256(base)},
+        "base": {"file": base.name, "path": str(base.resolve()), "sha256": base_digest(base)},
         "torch_dtype": "float16",
         **extra,
     }
     (folder / "config.json").write_text(json.dumps(config, indent=1) + "\n")
     return folder
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def train_adapt(
@@ -210,16 +170,14 @@ def train_adapt(
     max_minutes: float | None = None,
     tokenizer_file: Path | None = None,
 ) -> dict:
-    from tokenizers import Tokenizer
-
     started = time.monotonic()
     tokenizer_file = tokenizer_file or default_tokenizer_file()
-    tokenizer = Tokenizer.from_file(str(tokenizer_file))
+    tokenizer = FileTokenizer(tokenizer_file, eos_id=EOT_ID, mask_id=MASK_ID)
     train, held_out, meta = prepare(data, cfg.length, out, tokenizer, log)
     if not len(train) or not len(held_out):
         raise InputError(f"--data {data}: too little text for blocks of --length {cfg.length}")
     log(f"corpus: {train.numel():,} training and {held_out.numel():,} held-out tokens")
-    model = build_model(base, cfg, device)
+    model = build_model(base, cfg, device, len(tokenizer))
     trained = Trained(model)
     optimizer = torch.optim.AdamW(
         trained.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=0.0
@@ -234,7 +192,7 @@ def train_adapt(
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
     data_rng = torch.Generator().manual_seed(cfg.seed)
     noise_rng = torch.Generator(device=device).manual_seed(cfg.seed + 1)
-    settings = {**asdict(cfg), "base_sha256": file_sha256(base), "corpus": meta["sha256"]}
+    settings = {**asdict(cfg), "base_sha256": base_digest(base), "corpus": meta["sha256"]}
     settings.pop("save_every"), settings.pop("eval_every")
     order = torch.randperm(len(train), generator=data_rng)
     state = TrainingState(

@@ -20,11 +20,10 @@ from cdd_cli.diffusion.processes import MaskedProcess
 from cdd_cli.diffusion.sampler import Sampler, sample_generator
 from cdd_cli.errors import InputError
 from cdd_cli.models.dit import DiffusionModel
-from cdd_cli.models.tokenizers import Gpt2Tokenizer
+from cdd_cli.models.tokenizers import Gpt2Tokenizer, TextTokenizer
 from cdd_cli.train.diffusion import TrainConfig, Trainer, held_out_loss
 
 HELD_OUT_EVERY = 20
-PARAGRAPH = 628  # GPT-2's "\n\n"
 
 
 def corpus_files(folder: Path, flag: str = "--data") -> list[Path]:
@@ -34,7 +33,8 @@ def corpus_files(folder: Path, flag: str = "--data") -> list[Path]:
     return files
 
 
-def tokenize_corpus(files: list[Path], tokenizer: Gpt2Tokenizer) -> torch.Tensor:
+def tokenize_corpus(files: list[Path], tokenizer: TextTokenizer) -> torch.Tensor:
+    paragraph = tokenizer.encode("\n\n")  # GPT-2: [628]
     stream: list[int] = []
     for path in files:
         try:
@@ -44,13 +44,14 @@ def tokenize_corpus(files: list[Path], tokenizer: Gpt2Tokenizer) -> torch.Tensor
         paragraphs = [p.strip() for p in text.replace("\r\n", "\n").split("\n\n") if p.strip()]
         for ids in tokenizer.encode_batch(paragraphs):
             stream.extend(ids)
-            stream.append(PARAGRAPH)
-        stream[-1] = tokenizer.eos_id
+            stream.extend(paragraph)
+        del stream[-len(paragraph) :]  # a file's last paragraph ends with end-of-text
+        stream.append(tokenizer.eos_id)
     return torch.tensor(stream, dtype=torch.int32)
 
 
 def prepare(
-    data: Path, length: int, out: Path, tokenizer: Gpt2Tokenizer, log: Callable[[str], None]
+    data: Path, length: int, out: Path, tokenizer: TextTokenizer, log: Callable[[str], None]
 ) -> tuple[torch.Tensor, torch.Tensor, dict]:
     """Train and held-out blocks [N, length], cached in OUT so a resumed run skips tokenizing."""
     files = corpus_files(data)

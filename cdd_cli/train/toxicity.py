@@ -1,10 +1,13 @@
-"""`cdd train toxicity-surrogate`: a soft-token toxicity classifier over the GPT-2 vocabulary.
+"""`cdd train toxicity-surrogate`: a soft-token toxicity classifier over a text vocabulary.
+
+GPT-2's by default; `--model NAME` trains one for that text model's tokenizer (SmolLM2's for
+`smollm2-a2d`), since the classifier reads the model's soft tokens through its own embedding.
 
 Data: Davidson et al.'s labelled tweets (`labeled_data.csv`); classes 0 (hate speech) and 1
 (offensive) are toxic, 2 (neither) is not. A fixed hash of the tweet text puts 10% in a test
 split, which is also where the toxicity bench takes its held-out prompts from (`split_of`).
 
-The classifier reads any GPT-2-tokenized diffusion model's soft tokens through its own
+The GPT-2 classifier reads any GPT-2-tokenized diffusion model's soft tokens through its own
 embedding table, so one surrogate serves our model and mdlm-owt alike. During training half of
 the batches see soft tokens: each position's embedding is mixed with that of a random token
 (the ALM projection feeds such mixtures), without materialising [B, L, V] tensors.
@@ -35,7 +38,7 @@ import torch.nn.functional as F
 
 from cdd_cli.errors import InputError
 from cdd_cli.models.surrogate import SoftTokenRegressor, SurrogateConfig, save_surrogate
-from cdd_cli.models.tokenizers import GPT2_VOCAB_SIZE, Gpt2Tokenizer
+from cdd_cli.models.tokenizers import Gpt2Tokenizer, TextTokenizer
 from cdd_cli.train.resume import TrainingState
 
 TEST_PERCENT = 10
@@ -72,7 +75,7 @@ def pad(x: torch.Tensor, width: int, value: int | bool) -> torch.Tensor:
     return torch.nn.functional.pad(x, (0, width - x.shape[1]), value=value)
 
 
-def corpus_spans(folder: Path, tokenizer: Gpt2Tokenizer, count: int, seed: int) -> list[str]:
+def corpus_spans(folder: Path, tokenizer: TextTokenizer, count: int, seed: int) -> list[str]:
     """`count` random spans of 8-64 tokens from the .txt files of `folder`, as text."""
     from cdd_cli.train.text import corpus_files, tokenize_corpus
 
@@ -123,9 +126,10 @@ def train_toxicity_surrogate(
     log: Callable[[str], None],
     on_step: Callable[[int, float], None],
     save_every: int = 200,
+    tokenizer: TextTokenizer | None = None,
 ) -> dict:
     """Train (or resume, from OUT's train state) and save the classifier in OUT."""
-    tokenizer = Gpt2Tokenizer()
+    tokenizer = tokenizer or Gpt2Tokenizer()
     tweets = read_davidson(data)
     train = [t for t in tweets if split_of(t.text) == "train"]
     test = [t for t in tweets if split_of(t.text) == "test"]
@@ -159,7 +163,7 @@ def train_toxicity_surrogate(
             f"{held:,} held out"
         )
     torch.manual_seed(seed)
-    config = SurrogateConfig(vocab_size=GPT2_VOCAB_SIZE, max_length=MAX_LENGTH, target="toxicity")
+    config = SurrogateConfig(vocab_size=len(tokenizer), max_length=MAX_LENGTH, target="toxicity")
     model = SoftTokenRegressor(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     gen = torch.Generator().manual_seed(seed)
@@ -173,6 +177,8 @@ def train_toxicity_surrogate(
         "batch_size": batch_size,
         "lr": lr,
         "seed": seed,
+        "tokenizer": tokenizer.kind,
+        "vocab_size": len(tokenizer),
     }
     state = TrainingState(model, optimizer, {"batches": gen}, settings)
     if state.resume(out):
@@ -191,7 +197,7 @@ def train_toxicity_surrogate(
             x = model.embed(ids)
             if step % 2:  # soft tokens: mass c on the true token, 1 - c on a random one
                 c = torch.empty(len(ids), 1, 1).uniform_(0.4, 1.0, generator=gen)
-                other = torch.randint(GPT2_VOCAB_SIZE - 1, ids.shape, generator=gen)
+                other = torch.randint(len(tokenizer) - 1, ids.shape, generator=gen)
                 x = c * x + (1 - c) * model.embed(other)
             loss = F.binary_cross_entropy_with_logits(model.score(x, mask), y)
             optimizer.zero_grad(set_to_none=True)
@@ -229,7 +235,9 @@ def train_toxicity_surrogate(
         out,
         {
             "output": "logit",  # the constraint's score is sigmoid(output), in [0, 1]
-            "tokenizer": Gpt2Tokenizer.kind,
+            "tokenizer": tokenizer.kind,
+            "prefix_id": tokenizer.eos_id,  # read with a tokenizers file (FileTokenizer)
+            "mask_id": tokenizer.mask_id,
             "training_data": "davidson labeled_data.csv (t-davidson @ cb50f7e)"
             + ("" if corpus is None else f" + {corpus_spans_count} spans of {corpus.name}/"),
             "epochs": epochs,
