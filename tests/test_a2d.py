@@ -127,7 +127,41 @@ def adapted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert first.exit_code == 0, first.output
     assert json.loads((resumed / "train_state.json").read_text())["step"] == 1
     assert runner.invoke(app, [*common, "--out", str(resumed)]).exit_code == 0
-    return {"base": base, "straight": straight / "model", "resumed": resumed / "model"}
+    return {
+        "base": base,
+        "corpus": corpus,
+        "straight": straight / "model",
+        "resumed": resumed / "model",
+        "common": common,
+    }
+
+
+def with_option(args: list[str], flag: str, value: str) -> list[str]:
+    at = args.index(flag)
+    return [*args[: at + 1], value, *args[at + 2 :]]
+
+
+def test_a_run_goes_on_from_a_float16_export_alone(adapted, tmp_path: Path):
+    run = tmp_path / "run"
+    (run / "model").mkdir(parents=True)
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        (run / "model" / name).write_bytes((adapted["straight"] / name).read_bytes())
+    common = with_option(adapted["common"], "--max-steps", "6")
+    result = runner.invoke(app, [*common, "--out", str(run)])
+    assert result.exit_code == 0, result.output
+    assert "warm start from the float16 export" in result.output and "at step 4" in result.output
+    config = json.loads((run / "model" / "config.json").read_text())
+    assert config["training_steps"] == 6
+    history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    assert [h["step"] for h in history] == [6]  # no step-0 evaluation: it started at 4
+
+    wrong = tmp_path / "wrong"
+    (wrong / "model").mkdir(parents=True)
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        (wrong / "model" / name).write_bytes((adapted["straight"] / name).read_bytes())
+    common = with_option(adapted["common"], "--lora-rank", "8")
+    result = runner.invoke(app, [*common, "--out", str(wrong)])
+    assert result.exit_code == 2 and "an adapter of rank 4, not --lora-rank 8" in result.output
 
 
 def test_an_adaptation_resumed_from_its_save_ends_with_the_same_weights(adapted):

@@ -205,6 +205,12 @@ def train_adapt(
     )
     if state.resume(out):
         log(f"resuming {out} at step {state.step}")
+    elif (out / "model" / "model.safetensors").is_file():
+        state.step = warm_start(model, out / "model")
+        log(
+            f"warm start from the float16 export in {out}/model at step {state.step} "
+            "(fresh AdamW moments and data order)"
+        )
     extra = {
         "tokenizer": "smollm2-bpe",
         "training_data": meta["files"],
@@ -270,6 +276,21 @@ def train_adapt(
             log(f"--max-minutes {max_minutes} reached at step {state.step}: saved, rerun resumes")
             break
     return history[-1] if history else {}
+
+
+def warm_start(model: A2DModel, exported: Path) -> int:
+    """Load an exported adapter (the float16 `OUT/model` a run leaves, or a shipped copy of
+    it): how a run goes on where its full state did not travel. Returns its step count."""
+    from cdd_cli.models.checkpoint import load_checked
+
+    config = json.loads((exported / "config.json").read_text())
+    if config.get("lora_rank") != model.cfg.lora_rank:
+        raise InputError(
+            f"{exported}: an adapter of rank {config.get('lora_rank')}, not --lora-rank "
+            f"{model.cfg.lora_rank}"
+        )
+    load_checked(lambda: model, exported / "model.safetensors", A2DModel.adapter_state)
+    return int(config.get("training_steps") or 0)
 
 
 def default_tokenizer_file() -> Path:
