@@ -130,6 +130,7 @@ def build_model(base: Path, cfg: AdaptConfig, device: str, vocab_size: int) -> A
         model.add_adapters(cfg.lora_rank, float(cfg.lora_rank))
     for name, param in model.named_parameters():
         param.requires_grad_(is_adapted(name))
+    model.cfg.model_length = cfg.length  # the length it learns: sampling's default and most
     model.to(device)
     if device.startswith("cuda"):  # frozen weights in bfloat16: half the memory traffic
         for param in model.parameters():
@@ -214,7 +215,6 @@ def train_adapt(
     extra = {
         "tokenizer": "smollm2-bpe",
         "training_data": meta["files"],
-        "length": cfg.length,
         "default_sampling_steps": 64,
     }
     history: list[dict] = []
