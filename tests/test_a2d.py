@@ -20,6 +20,7 @@ from cdd_cli.train.adapt import EOT_ID, MASK_ID, default_tokenizer_file
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parent.parent
+MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 
 
 def test_gguf_reader_expands_every_type_it_reads_as_the_gguf_package_does(tmp_path: Path):
@@ -136,6 +137,12 @@ def adapted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
+def copy_model(source: Path, target: Path, names: tuple[str, ...] = MODEL_FILES) -> None:
+    target.mkdir(parents=True)
+    for name in names:
+        (target / name).write_bytes((source / name).read_bytes())
+
+
 def with_option(args: list[str], flag: str, value: str) -> list[str]:
     at = args.index(flag)
     return [*args[: at + 1], value, *args[at + 2 :]]
@@ -143,9 +150,7 @@ def with_option(args: list[str], flag: str, value: str) -> list[str]:
 
 def test_a_run_goes_on_from_a_float16_export_alone(adapted, tmp_path: Path):
     run = tmp_path / "run"
-    (run / "model").mkdir(parents=True)
-    for name in ("config.json", "model.safetensors", "tokenizer.json"):
-        (run / "model" / name).write_bytes((adapted["straight"] / name).read_bytes())
+    copy_model(adapted["straight"], run / "model")
     common = with_option(adapted["common"], "--max-steps", "6")
     result = runner.invoke(app, [*common, "--out", str(run)])
     assert result.exit_code == 0, result.output
@@ -156,9 +161,7 @@ def test_a_run_goes_on_from_a_float16_export_alone(adapted, tmp_path: Path):
     assert [h["step"] for h in history] == [6]  # no step-0 evaluation: it started at 4
 
     wrong = tmp_path / "wrong"
-    (wrong / "model").mkdir(parents=True)
-    for name in ("config.json", "model.safetensors", "tokenizer.json"):
-        (wrong / "model" / name).write_bytes((adapted["straight"] / name).read_bytes())
+    copy_model(adapted["straight"], wrong / "model")
     common = with_option(adapted["common"], "--lora-rank", "8")
     result = runner.invoke(app, [*common, "--out", str(wrong)])
     assert result.exit_code == 2 and "an adapter of rank 4, not --lora-rank 8" in result.output
@@ -195,9 +198,7 @@ def test_an_adapted_model_samples_text_under_a_lexical_constraint(adapted, tmp_p
 
 def test_an_adapter_on_other_base_weights_is_refused_in_one_line(adapted, tmp_path: Path):
     model = tmp_path / "model"
-    model.mkdir()
-    for name in ("model.safetensors", "tokenizer.json"):
-        (model / name).write_bytes((adapted["straight"] / name).read_bytes())
+    copy_model(adapted["straight"], model, ("model.safetensors", "tokenizer.json"))
     config = json.loads((adapted["straight"] / "config.json").read_text())
     config["base"]["sha256"] = "0" * 64
     (model / "config.json").write_text(json.dumps(config))
@@ -214,9 +215,7 @@ def test_an_adapter_on_other_base_weights_is_refused_in_one_line(adapted, tmp_pa
 
 def test_an_adapter_missing_tensors_is_refused_by_name(adapted, tmp_path: Path):
     model = tmp_path / "model"
-    model.mkdir()
-    for name in ("config.json", "tokenizer.json"):
-        (model / name).write_bytes((adapted["straight"] / name).read_bytes())
+    copy_model(adapted["straight"], model, ("config.json", "tokenizer.json"))
     tensors = load_file(str(adapted["straight"] / "model.safetensors"))
     dropped = sorted(k for k in tensors if "lora_A" in k)[0]
     del tensors[dropped]
