@@ -974,7 +974,7 @@ def models_ls(as_json: JsonOpt = False) -> None:
         for name, directory in shipped_models():
             weights = directory / "model.safetensors"
             rows.append((name, "diffusion model", weights, directory))
-        for folder in ("qm9-sa-surrogate", "toxicity-surrogate"):
+        for folder in ("qm9-sa-surrogate", "toxicity-surrogate", "toxicity-surrogate-smollm2"):
             rows.append(
                 (folder, "surrogate", ASSETS / folder / "model.safetensors", ASSETS / folder)
             )
