@@ -674,7 +674,7 @@ def train_adapt_command(
     """Adapt a pretrained autoregressive LM into a masked diffusion LM (low-rank adapters)."""
 
     def body() -> None:
-        from cdd_cli.evaluate.text import smollm2_gguf
+        from cdd_cli.models.gguf import smollm2_gguf
         from cdd_cli.models.registry import resolve_device
         from cdd_cli.train.adapt import AdaptConfig, train_adapt
 

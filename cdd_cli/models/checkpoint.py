@@ -283,7 +283,7 @@ def locate_base(directory: Path, base: object, where: str) -> Path:
     if isinstance(base.get("path"), str):
         candidates.append(Path(base["path"]))
     try:
-        from cdd_cli.evaluate.text import smollm2_gguf
+        from cdd_cli.models.gguf import smollm2_gguf
 
         candidates.append(smollm2_gguf().parent / name)
     except InputError:

