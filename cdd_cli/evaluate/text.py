@@ -72,7 +72,7 @@ def distinct_n(texts: Sequence[str], n: int) -> float:
 
 
 @contextlib.contextmanager
-def _faster_gguf_loading() -> Iterator[None]:
+def gguf_read_once() -> Iterator[None]:
     """Let transformers parse the GGUF once instead of three times while we load it.
 
     transformers re-reads the file for the config, the tokenizer and the weights, and rebuilds
@@ -140,7 +140,7 @@ def _load_smollm2() -> tuple[Any, Any]:
     try:
         # transformers draws its dequantisation bar with plain tqdm, which the switch above
         # does not reach; errors still surface as exceptions.
-        with _faster_gguf_loading(), contextlib.redirect_stderr(io.StringIO()):
+        with gguf_read_once(), contextlib.redirect_stderr(io.StringIO()):
             folder, name = str(path.parent), path.name
             # A local folder: local_files_only makes sure no hub is asked, whatever imported
             # huggingface_hub before HF_HUB_OFFLINE was set.
