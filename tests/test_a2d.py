@@ -276,3 +276,20 @@ def test_the_shipped_adapter_samples_under_its_own_toxicity_surrogate(tmp_path: 
     assert result.exit_code == 2
     assert "reads another vocabulary than model smollm2-a2d" in result.output
     assert "cdd train toxicity-surrogate --model smollm2-a2d" in result.output
+
+
+def test_merged_adapters_compute_what_the_separate_ones_do():
+    cfg = A2DConfig(vocab_size=64, hidden_dim=16, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=32)
+    torch.manual_seed(0)
+    model = A2DModel(cfg)
+    model.add_adapters(4, 8.0)
+    for name, param in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(param, std=0.1)  # B starts at zero: make the adapters count
+    tokens = torch.randint(64, (2, 9))
+    with torch.no_grad():
+        separate = model(tokens)
+        model.merge_adapters()
+        merged = model(tokens)
+    assert not any("lora_" in k for k in model.state_dict())
+    assert torch.allclose(separate, merged, atol=1e-5)

@@ -200,6 +200,19 @@ class A2DModel(nn.Module):
                         setattr(parent, name, LoRALinear(base, rank, alpha))
         self.cfg.lora_rank, self.cfg.lora_alpha = rank, alpha
 
+    @torch.no_grad()
+    def merge_adapters(self) -> None:
+        """Fold each adapter into its base weight (W + scale B A) for sampling: the same
+        function, one matmul per layer instead of three. Training needs them apart."""
+        for layer in self.model.layers:
+            for parent in (layer.self_attn, layer.mlp):
+                for name in LINEAR_NAMES:
+                    module = getattr(parent, name, None)
+                    if isinstance(module, LoRALinear):
+                        delta = module.scale * (module.lora_B.float() @ module.lora_A.float())
+                        module.base.weight += delta.to(module.base.weight.dtype)
+                        setattr(parent, name, module.base)
+
     def hidden(self, tokens: torch.Tensor, causal: bool = False) -> torch.Tensor:
         """Final-norm hidden states [B, L(+1 with the prefix), d]."""
         cfg = self.cfg
