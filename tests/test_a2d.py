@@ -293,3 +293,11 @@ def test_merged_adapters_compute_what_the_separate_ones_do():
         merged = model(tokens)
     assert not any("lora_" in k for k in model.state_dict())
     assert torch.allclose(separate, merged, atol=1e-5)
+
+
+def test_eval_knows_which_models_its_perplexity_judge_is_the_base_of(adapted):
+    from cdd_cli.evaluate.report import built_on_smollm2
+
+    # The tiny adapter's base is a folder, not the judge's GGUF; the shipped one's is the GGUF.
+    names = {"smollm2-a2d", "default-text", str(adapted["straight"]), "/no/such/model"}
+    assert built_on_smollm2(names) == {"smollm2-a2d"}

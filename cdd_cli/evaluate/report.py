@@ -11,11 +11,13 @@ SA, as recorded.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from cdd_cli.errors import InputError
 from cdd_cli.records import read_jsonl
@@ -185,7 +187,33 @@ def text_report(
             "corpus": round(corpus_perplexity(results), 2),
             "median_sample": round(statistics.median(per_sample), 2) if per_sample else None,
         }
+        adapted = sorted(built_on_smollm2({str(r.get("model")) for r in records}))
+        if adapted:
+            # A judge scores its own adaptation too kindly: the number is not independent.
+            report["fluency"]["perplexity"]["independent"] = False
+            log(
+                f"perplexity: SmolLM2 is the base of {', '.join(adapted)}, so it is no "
+                "independent judge of these records (bench/fluency_table.py uses Gemma-3-270M)"
+            )
     return report
+
+
+def built_on_smollm2(models: set[str]) -> set[str]:
+    """The models among `models` (shipped names or local folders) adapted from the GGUF that
+    `cdd eval` judges perplexity with."""
+    from cdd_cli.models.gguf import SMOLLM2_FILE
+    from cdd_cli.models.registry import ASSETS, SHIPPED
+
+    found = set()
+    for name in models:
+        folder = ASSETS / SHIPPED[name] if name in SHIPPED else Path(name)
+        try:
+            base = json.loads((folder / "config.json").read_text()).get("base")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(base, dict) and base.get("file") == SMOLLM2_FILE:
+            found.add(name)
+    return found
 
 
 def shipped_toxicity_scores(texts: list[str]) -> tuple[str, list[float | None]]:
