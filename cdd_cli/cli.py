@@ -720,13 +720,10 @@ def train_adapt_command(
 
 def text_tokenizer_of(model: str):
     """A text model's tokenizer, read without loading its weights."""
-    from cdd_cli.models.checkpoint import read_config
-    from cdd_cli.models.registry import resolve_directory
-    from cdd_cli.models.tokenizers import TextTokenizer, load_tokenizer
+    from cdd_cli.models.registry import read_model, resolve_directory
+    from cdd_cli.models.tokenizers import TextTokenizer
 
-    directory = resolve_directory(model)
-    config, raw = read_config(directory)
-    tokenizer = load_tokenizer(directory, config.vocab_size, special=raw)
+    tokenizer = read_model(resolve_directory(model))[2]
     if not isinstance(tokenizer, TextTokenizer):
         raise InputError(f"--model {model}: not a text model (its tokenizer reads SMILES)")
     return tokenizer

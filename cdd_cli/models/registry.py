@@ -129,6 +129,16 @@ def load(name_or_dir: str | None, kind: str, device: str = "cpu") -> LoadedModel
     directory = resolve_directory(name)
     if name in SHIPPED and not (directory / "model.safetensors").is_file():
         raise InputError(f"shipped model {name} is missing from {directory} (broken install?)")
+    config, meta, tokenizer = read_model(directory)
+    if isinstance(config, A2DConfig):
+        model = load_adapted(directory, config, meta, device)
+    else:
+        model = load_model(directory, device, config)
+    return LoadedModel(name, directory, config, model, tokenizer, meta)
+
+
+def read_model(directory: Path) -> tuple[ModelConfig | A2DConfig, dict, Tokenizer]:
+    """A model folder's config, raw config and tokenizer (checked to agree), no weights."""
     config, meta = read_config(directory)
     tokenizer = load_tokenizer(directory, config.vocab_size, special=meta)
     if len(tokenizer) != config.vocab_size:
@@ -136,11 +146,7 @@ def load(name_or_dir: str | None, kind: str, device: str = "cpu") -> LoadedModel
             f"{directory}: tokenizer has {len(tokenizer)} tokens but config.json "
             f"says vocab_size {config.vocab_size}"
         )
-    if isinstance(config, A2DConfig):
-        model = load_adapted(directory, config, meta, device)
-    else:
-        model = load_model(directory, device, config)
-    return LoadedModel(name, directory, config, model, tokenizer, meta)
+    return config, meta, tokenizer
 
 
 def weights_revision(directory: Path) -> str:

@@ -11,6 +11,7 @@ EOS), 50257 is `<mask>`, V = 50258. A checkpoint without `tokenizer.json` whose 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -138,8 +139,12 @@ class TextTokenizer:
         self.eos_id = self.bos_id = eos_id
         self.mask_id = mask_id
         self.size = size
-        # A text of more bytes than this x N cannot be N tokens or fewer.
-        self.longest_token_bytes = max(len(t) for t in bpe.get_vocab())
+
+    @functools.cached_property
+    def longest_token_bytes(self) -> int:
+        """A text of more bytes than this x N cannot be N tokens or fewer (byte-level: one
+        character of a token's text is one byte)."""
+        return max(len(t) for t in self.bpe.get_vocab())
 
     def __len__(self) -> int:
         return self.size

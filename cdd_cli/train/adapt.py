@@ -17,6 +17,7 @@ tensors in float16) and `tokenizer.json`; the base weights are named, not copied
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -25,19 +26,21 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from safetensors.torch import save_file
 from torch import nn
 
+from cdd_cli.diffusion.schedule import LogLinearSchedule
 from cdd_cli.errors import InputError
 from cdd_cli.models.a2d import A2DModel, is_adapted, load_base
 from cdd_cli.models.checkpoint import base_digest
 from cdd_cli.models.tokenizers import FileTokenizer
+from cdd_cli.train.diffusion import diffusion_loss, stratified_t
 from cdd_cli.train.resume import TrainingState
 from cdd_cli.train.text import prepare
 
 EOT_ID = 0  # SmolLM2's <|endoftext|>: document separator and the shift's prefix
 MASK_ID = 16  # SmolLM2's <empty_output>, a special token no text encodes to
+SCHEDULE = LogLinearSchedule()  # only its sigma reaches the model, which ignores it
 
 
 @dataclass
@@ -58,21 +61,10 @@ class AdaptConfig:
 def masked_loss(
     model: A2DModel, x0: torch.Tensor, t: torch.Tensor, generator: torch.Generator
 ) -> torch.Tensor:
-    """MDLM's loss per token: masked positions' cross-entropy / t, over all B * L tokens."""
+    """MDLM's loss per token (`diffusion_loss`), each position masked with probability t."""
     hit = torch.rand(x0.shape, generator=generator, device=x0.device) < t[:, None]
     x_t = torch.where(hit, torch.full_like(x0, MASK_ID), x0)
-    logits = model(x_t, where=hit).float()
-    logits[:, MASK_ID] = -torch.inf
-    nll = F.cross_entropy(logits, x0[hit], reduction="none")
-    weight = 1.0 / t[:, None].expand_as(x0)[hit]
-    return (nll * weight).sum() / x0.numel()
-
-
-def stratified_t(batch: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:
-    """One t per row, spread evenly over (0, 1] (lower variance than independent draws)."""
-    u = torch.rand((), generator=generator, device=device)
-    t = (u + torch.arange(batch, device=device) / batch) % 1.0
-    return t.clamp(min=1e-3)
+    return diffusion_loss(model, x0, t, x_t, "masked", MASK_ID, SCHEDULE)
 
 
 @torch.no_grad()
@@ -93,7 +85,7 @@ def autocast(device: str):
     # bfloat16 matmuls on a GPU; the CPU stays in float32 (bfloat16 is slower there).
     if device.startswith("cuda"):
         return torch.autocast("cuda", dtype=torch.bfloat16)
-    return torch.autocast("cpu", enabled=False)
+    return contextlib.nullcontext()
 
 
 class Trained(nn.Module):
@@ -231,7 +223,8 @@ def train_adapt(
                 "tokens_seen": state.step * cfg.batch_size * cfg.length,
             },
         )
-        (out / "model" / "tokenizer.json").write_bytes(tokenizer_file.read_bytes())
+        if not (out / "model" / "tokenizer.json").is_file():
+            (out / "model" / "tokenizer.json").write_bytes(tokenizer_file.read_bytes())
 
     def evaluate() -> None:
         model.eval()
@@ -239,7 +232,8 @@ def train_adapt(
         model.train()
         history.append({"step": state.step, "held_out_loss": round(value, 4)})
         log(f"step {state.step}: held-out loss {value:.4f}")
-        (out / "history.jsonl").open("a").write(json.dumps(history[-1]) + "\n")
+        with (out / "history.jsonl").open("a") as f:
+            f.write(json.dumps(history[-1]) + "\n")
 
     model.train()
     if state.step == 0:
