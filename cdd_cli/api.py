@@ -79,9 +79,11 @@ def Toxicity(
     return constraint("toxicity", tau=tau, margin=margin, surrogate=surrogate, scope=scope)
 
 
-def Novelty() -> ConstraintSpec:
-    """Not in the model's training set nor earlier in the run (canonical SMILES)."""
-    return constraint("novelty")
+def Novelty(reference: str | Path | None = None) -> ConstraintSpec:
+    """Not known (canonical SMILES) nor earlier in the run. `reference`: "training" (the
+    model's training molecules), "all" (those and its held-out ones; the default where the
+    model ships them) or a SMILES file of your own library."""
+    return constraint("novelty", reference=None if reference is None else str(reference))
 
 
 def WordAt(position: int, word: str) -> ConstraintSpec:

@@ -832,6 +832,59 @@ def train_sa_surrogate_command(
     run_guarded(body)
 
 
+@train_app.command("property-surrogate")
+def train_property_surrogate_command(
+    out: Annotated[
+        Path,
+        typer.Option(help="Folder for the surrogate and its train state (a rerun resumes)."),
+    ],
+    model: Annotated[
+        str, typer.Option(help="Diffusion model whose tokens and molecules to use.")
+    ] = "default-molecules",
+    steps: int = 3000,
+    batch_size: int = 256,
+    lr: float = 2e-3,
+    hidden_dim: int = 64,
+    n_layers: int = 2,
+    seed: int = 0,
+    molecules: Annotated[
+        Optional[int], typer.Option(help="Train on the first N molecules only. \\[default: all]")
+    ] = None,
+    threads: ThreadsOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Train the multi-property surrogate (QED, logP, weight, H-bond counts, rotatable bonds,
+    rings, TPSA; RDKit labels) over a molecule model's vocabulary: the projection of the
+    property constraints (`surrogates: {properties: DIR}` in the model's config, or
+    `surrogate: DIR` in a spec entry)."""
+
+    def body() -> None:
+        from cdd_cli.models.registry import resolve_directory
+        from cdd_cli.train.properties import train_property_surrogate
+
+        if steps < 4:
+            raise InputError(f"--steps must be at least 4, got {steps}")
+        if molecules is not None and molecules < 1:
+            raise InputError(f"--molecules must be at least 1, got {molecules}")
+        check_training_options(
+            out, threads, lr, batch_size=batch_size, hidden_dim=hidden_dim, n_layers=n_layers
+        )
+        if hidden_dim % 4:
+            raise InputError(f"--hidden-dim must split into the surrogate's 4 heads: {hidden_dim}")
+        set_threads(threads)
+        directory = resolve_directory(model)
+        for name in ("reference.smi.gz", "heldout.smi.gz", "tokenizer.json", "config.json"):
+            if not (directory / name).is_file():
+                raise InputError(f"{directory}: no {name} (train with `cdd train molecules`)")
+        settings = {"steps": steps, "batch_size": batch_size, "lr": lr, "hidden_dim": hidden_dim}
+        settings |= {"n_layers": n_layers, "seed": seed}
+        progress, on_step = training_progress(quiet, "property surrogate", steps, 500)
+        with progress:
+            train_property_surrogate(directory, out, settings, log, on_step, molecules)
+
+    run_guarded(body)
+
+
 @train_app.command("surrogate")
 def train_surrogate_command(
     out: Annotated[

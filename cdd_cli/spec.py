@@ -22,6 +22,7 @@ import yaml
 
 from cdd_cli import plugins
 from cdd_cli.errors import InputError
+from cdd_cli.evaluate.properties import PROPERTIES, smarts_pattern
 from cdd_cli.plugins import ConstraintPlugin
 from cdd_cli.settings import (
     MAX_SEED,
@@ -68,6 +69,8 @@ class Spec:
                 c.setdefault(key, value)
             if "surrogate" in c:
                 c["surrogate"] = absolute_folder(c["surrogate"])
+            if c.get("reference") not in (None, "training", "all"):
+                c["reference"] = str(Path(c["reference"]).expanduser().resolve())
         return {
             "model": absolute_folder(self.model),
             "method": self.method,
@@ -99,7 +102,15 @@ CONSTRAINT_KEYS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "surrogate": ((str,), False),
         "margin": ((int, float), False),
     },
-    "novelty": {},
+    "novelty": {
+        # What "known" means: the model's training molecules, those and its held-out ones
+        # (`all`), or a SMILES file of the user's own library.
+        "reference": ((str,), False),
+    },
+    **{name: {} for name in PROPERTIES},  # filled below from the property table
+    "substructure": {"smarts": ((str,), True), "present": ((bool,), False)},
+    "lipinski": {"max_violations": ((int,), False)},
+    "pains": {},
     "toxicity": {
         "tau": ((int, float), True),
         "surrogate": ((str,), False),
@@ -115,9 +126,22 @@ CONSTRAINT_KEYS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "word_count": {"min": ((int,), False), "max": ((int,), False), "equals": ((int,), False)},
     "count": {"letter": ((str,), False), "word": ((str,), False)},
 }
+for _name, _property in PROPERTIES.items():
+    CONSTRAINT_KEYS[_name] = {
+        **{bound: ((int, float), False) for bound in _property.bounds},
+        "surrogate": ((str,), False),
+        "margin": ((int, float), False),
+        **({"weight": ((str,), False)} if _name == "mw" else {}),
+        **({"aromatic": ((bool,), False)} if _name == "rings" else {}),
+    }
 DESCRIPTIONS = {
     "sa": "RDKit's synthetic accessibility score (1 easy .. 10 hard) at most tau",
-    "novelty": "not in the model's training set nor earlier in the run (canonical SMILES)",
+    "novelty": "not in the reference (reference: training, all, or a SMILES file) nor earlier "
+    "in the run (canonical SMILES)",
+    **{name: p.description for name, p in PROPERTIES.items()},
+    "substructure": "the SMARTS pattern present (present: false: absent)",
+    "lipinski": "Lipinski's rule of five, at most max_violations (default 0) of its limits broken",
+    "pains": "no PAINS alert (RDKit's FilterCatalog, families A-C)",
     "toxicity": "the shipped classifier's probability that the text is toxic at most tau",
     "word_at": "this word at this 1-based word position of the continuation",
     "include": "each of these words somewhere in the continuation",
@@ -134,10 +158,16 @@ RANGES = {"sa": (1.0, 10.0), "toxicity": (0.0, 1.0)}
 # for toxicity); scope: what the toxicity judge reads, the continuation or prompt and all.
 OPTION_DEFAULTS: dict[str, dict[str, Any]] = {
     "sa": {"margin": 0.0},
+    **{name: {"margin": 0.0} for name in PROPERTIES},
+    "mw": {"weight": "average", "margin": 0.0},
+    "rings": {"aromatic": False, "margin": 0.0},
+    "substructure": {"present": True},
+    "lipinski": {"max_violations": 0},
     "toxicity": {"margin": 0.05, "scope": "continuation"},
 }
 # Types whose options no flag can give (count reads its question from the prompt).
-SPEC_ONLY = ("word_at", "include", "exclude", "word_count")
+SPEC_ONLY = ("word_at", "include", "exclude", "word_count", "substructure")
+WEIGHTS = ("average", "exact")
 BUILTIN = frozenset(CONSTRAINT_KEYS)
 Keys = dict[str, tuple[tuple[type, ...], bool]]
 
@@ -186,7 +216,7 @@ def takes_tau(name: str) -> bool:
     plugin = plugin_of(name)
     if plugin is not None:
         return plugin.tau_default is None
-    return "tau" in CONSTRAINT_KEYS.get(name, {"tau": None})
+    return name in PROPERTIES or "tau" in CONSTRAINT_KEYS.get(name, {"tau": None})
 
 
 def tau_range(name: str) -> tuple[float, float] | None:
@@ -300,6 +330,7 @@ def check_constraint(c: ConstraintSpec) -> None:
                 f"{c.where}: key 'tau': {c.tau} is outside [{low:g}, {high:g}] for '{c.type}'"
             )
     check_lexical_options(c)
+    check_molecule_options(c)
     check_plugin_options(c)
     if c.options.get("scope", "continuation") not in SCOPES:
         raise InputError(f"{c.where}: key 'scope' must be one of {', '.join(SCOPES)}")
@@ -322,6 +353,38 @@ def check_plugin_options(c: ConstraintSpec) -> None:
             f"{c.where}: plugin '{c.type}' ({package}) failed checking its options "
             f"({type(exc).__name__}: {plugins.one_line(exc)})"
         ) from None
+
+
+def check_molecule_options(c: ConstraintSpec) -> None:
+    """A property entry's bounds (at least one, inside the property's domain, min <= max);
+    a SMARTS RDKit reads; a rule-of-five allowance of 0-3 broken limits."""
+    o = c.options
+    if c.type in PROPERTIES:
+        prop = PROPERTIES[c.type]
+        given = {b: o[b] for b in prop.bounds if b in o}
+        if not given:
+            raise InputError(f"{c.where}: '{c.type}' needs {' or '.join(prop.bounds)}")
+        low, high = prop.domain
+        for bound, value in given.items():
+            if not low <= value <= high:
+                within = f"[{low:g}, {high:g}]" if high < math.inf else f">= {low:g}"
+                raise InputError(
+                    f"{c.where}: key '{bound}': {value:g} is outside {within} for '{c.type}'"
+                )
+        if given.get("min", -math.inf) > given.get("max", math.inf):
+            raise InputError(f"{c.where}: min {given['min']:g} > max {given['max']:g}")
+        if o.get("weight", "average") not in WEIGHTS:
+            raise InputError(f"{c.where}: key 'weight' must be one of {', '.join(WEIGHTS)}")
+    if c.type == "substructure" and smarts_pattern(o["smarts"]) is None:
+        raise InputError(f"{c.where}: key 'smarts': RDKit cannot read {o['smarts']!r} as SMARTS")
+    if c.type == "lipinski" and not 0 <= o.get("max_violations", 0) <= 3:
+        raise InputError(f"{c.where}: key 'max_violations' must be in [0, 3] (4 allows anything)")
+    if c.type == "novelty" and "reference" in o:
+        reference = o["reference"]
+        if reference not in ("training", "all") and not Path(reference).expanduser().is_file():
+            raise InputError(
+                f"{c.where}: key 'reference': {reference!r} is neither training, all nor a file"
+            )
 
 
 def check_lexical_options(c: ConstraintSpec) -> None:
@@ -573,6 +636,8 @@ def constraint_from_flags(name: str, tau: float | None) -> ConstraintSpec:
             "FILE (`cdd constraints ls` lists the keys)"
         )
     options = {} if tau is None else {"tau": tau}
+    if name in PROPERTIES and tau is not None:  # --tau is the property's natural bound
+        options = {PROPERTIES[name].flag: tau}
     spec = ConstraintSpec(name, options, f"--constraint {name}")
     check_constraint(spec)
     return spec

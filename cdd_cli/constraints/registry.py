@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,12 +12,14 @@ from cdd_cli.constraints.base import Constraint
 from cdd_cli.constraints.lexical import lexical_from_spec
 from cdd_cli.constraints.novelty import NoveltyConstraint
 from cdd_cli.constraints.plugin import plugin_constraint
+from cdd_cli.constraints.properties import exact_molecule_constraint, property_bounds
 from cdd_cli.constraints.sa import SAConstraint, rdkit_sa
 from cdd_cli.constraints.toxicity import ToxicityConstraint
 from cdd_cli.errors import InputError
-from cdd_cli.evaluate.reference import model_reference
+from cdd_cli.evaluate.properties import PROPERTIES, variant
+from cdd_cli.evaluate.reference import novelty_reference
 from cdd_cli.models.registry import ASSETS, LoadedModel
-from cdd_cli.models.surrogate import load_surrogate
+from cdd_cli.models.surrogate import SoftTokenRegressor, load_surrogate
 from cdd_cli.models.tokenizers import SmilesTokenizer, TextTokenizer, load_tokenizer
 from cdd_cli.spec import (
     BUILTIN,
@@ -30,7 +33,9 @@ from cdd_cli.spec import (
 SHIPPED_SURROGATES = {
     "sa": ASSETS / "qm9-sa-surrogate",
     "toxicity": ASSETS / "toxicity-surrogate",
+    "properties": ASSETS / "qm9-property-surrogate",
 }
+EXACT_MOLECULE_TYPES = ("substructure", "lipinski", "pains")
 
 
 def default_surrogate(kind: str, model: LoadedModel) -> Path:
@@ -50,10 +55,13 @@ def read_surrogate_config(directory: Path) -> dict:
     return raw if isinstance(raw, dict) else {}
 
 
-def _surrogate_for(spec: ConstraintSpec, model: LoadedModel, device: str):
-    """The surrogate an entry names (`surrogate: DIR`), else the type's shipped one, checked
-    to read the model's vocabulary and length."""
-    directory = Path(spec.options.get("surrogate") or default_surrogate(spec.type, model))
+def _surrogate_for(
+    spec: ConstraintSpec, model: LoadedModel, device: str, kind: str | None = None
+) -> SoftTokenRegressor:
+    """The surrogate an entry names (`surrogate: DIR`), else the shipped one of `kind` (the
+    entry's type by default), checked to read the model's vocabulary and length."""
+    kind = kind or spec.type
+    directory = Path(spec.options.get("surrogate") or default_surrogate(kind, model))
     if not directory.is_dir():
         raise InputError(f"{spec.where}: surrogate folder {directory} not found")
     theirs = load_tokenizer(directory, special=read_surrogate_config(directory))
@@ -66,15 +74,16 @@ def _surrogate_for(spec: ConstraintSpec, model: LoadedModel, device: str):
         how = {
             "sa": f"`cdd train sa-surrogate --model {model.directory} --out DIR`",
             "toxicity": f"`cdd train toxicity-surrogate --model {model.name} --out DIR`",
-        }.get(spec.type, f"`cdd train surrogate --constraint {spec.type} --model {model.name}`")
+            "properties": f"`cdd train property-surrogate --model {model.directory} --out DIR`",
+        }.get(kind, f"`cdd train surrogate --constraint {spec.type} --model {model.name}`")
         raise InputError(
-            f"{spec.where}: the {spec.type} surrogate in {directory} reads another vocabulary "
+            f"{spec.where}: the {kind} surrogate in {directory} reads another vocabulary "
             f"than model {model.name}; use {how} (a surrogate of your own: `surrogate: DIR`)"
         )
     surrogate = load_surrogate(directory, device)
     if surrogate.config.max_length < model.config.model_length:
         raise InputError(
-            f"{spec.where}: the {spec.type} surrogate in {directory} reads at most "
+            f"{spec.where}: the {kind} surrogate in {directory} reads at most "
             f"{surrogate.config.max_length} tokens; model {model.name} makes "
             f"{model.config.model_length}"
         )
@@ -86,6 +95,7 @@ def build_constraints(
 ) -> list[Constraint]:
     built: list[Constraint] = []
     text_model = isinstance(model.tokenizer, TextTokenizer)
+    nets: dict[str, SoftTokenRegressor | None] = {}  # property surrogates, one load a folder
     for spec in specs:
         if text_model != (domain_of(spec.type) == "text"):
             needs = "a text model (`cdd generate`)" if not text_model else "molecules"
@@ -113,13 +123,15 @@ def build_constraints(
                 )
             )
         elif spec.type == "novelty":
-            reference = model_reference(model.directory)
-            if reference is None:
-                raise InputError(
-                    f"{spec.where}: model {model.name} has no reference set "
-                    f"({model.directory}/reference.smi.gz) to judge novelty against"
-                )
-            built.append(NoveltyConstraint(reference=reference))
+            reference, known = novelty_reference(model, options.get("reference"), spec.where)
+            built.append(
+                NoveltyConstraint(reference=reference, judge_name=f"canonical-lookup in {known}")
+            )
+        elif spec.type in PROPERTIES:
+            net = _property_surrogate(spec, options, model, device, nets)
+            built += property_bounds(spec.type, options, net)
+        elif spec.type in EXACT_MOLECULE_TYPES:
+            built.append(exact_molecule_constraint(spec.type, options))
         elif spec.type == "toxicity":
             built.append(
                 ToxicityConstraint(
@@ -135,6 +147,46 @@ def build_constraints(
         else:  # spec validation admits only implemented types
             raise InputError(f"{spec.where}: constraint type '{spec.type}' is not available")
     return unique_names(built)
+
+
+def _property_surrogate(
+    spec: ConstraintSpec,
+    options: dict,
+    model: LoadedModel,
+    device: str,
+    nets: dict[str, SoftTokenRegressor | None],
+) -> SoftTokenRegressor | None:
+    """The multi-property surrogate that projects a property entry: the one it names
+    (`surrogate: DIR`, which must fit), else the model's or the shipped one where it reads
+    the model's tokens, else None (the exact search stages alone). A bound that no molecule
+    the surrogate was trained on reaches is refused as infeasible."""
+    named = options.get("surrogate")
+    key = str(named or default_surrogate("properties", model))
+    if key not in nets:
+        try:
+            nets[key] = _surrogate_for(spec, model, device, "properties")
+        except InputError:
+            if named:
+                raise
+            nets[key] = None  # another model's vocabulary: no projection, still certified
+    net = nets[key]
+    quantity = variant(spec.type, options)
+    if net is None:
+        return None
+    if quantity not in (net.config.targets or []):
+        if named:
+            raise InputError(f"{spec.where}: the surrogate in {named} does not predict {quantity}")
+        return None
+    seen = read_surrogate_config(Path(key)).get("label_range", {}).get(quantity)
+    if isinstance(seen, list) and len(seen) == 2:
+        low, high = seen
+        if options.get("min", -math.inf) > high or options.get("max", math.inf) < low:
+            raise InputError(
+                f"{spec.where}: {quantity} in [{options.get('min', '-inf')}, "
+                f"{options.get('max', 'inf')}] looks infeasible for model {model.name}: no "
+                f"molecule it was trained on is in it ({quantity} ranges over [{low:g}, {high:g}])"
+            )
+    return net
 
 
 def unique_names(constraints: list[Constraint]) -> list[Constraint]:

@@ -11,6 +11,7 @@ import functools
 import gzip
 import hashlib
 import os
+import warnings
 from pathlib import Path
 
 from cdd_cli.errors import InputError
@@ -71,3 +72,110 @@ def model_reference(directory: Path) -> frozenset[str] | None:
 @functools.lru_cache(maxsize=8)
 def _reference(path: Path, mtime_ns: int, size: int) -> frozenset[str] | None:
     return load_reference(path)
+
+
+def heldout_reference(directory: Path) -> frozenset[str] | None:
+    """The canonical held-out molecules a model folder ships (`heldout.smi.gz`), or None."""
+    path = Path(directory) / "heldout.smi.gz"
+    if not path.is_file():
+        return None
+    stat = path.stat()
+    return _reference(path.resolve(), stat.st_mtime_ns, stat.st_size)
+
+
+def novelty_reference(model, choice: str | None, where: str) -> tuple[frozenset[str], str]:
+    """What a novelty constraint calls known, and how the record names it. `choice`:
+    "training" (the model's training molecules), "all" (those and its held-out ones), or a
+    SMILES file; None: "all" where the model ships held-out molecules, else "training"."""
+    directory = Path(model.directory)
+    if choice not in (None, "training", "all"):
+        path = Path(choice).expanduser().resolve()
+        return library(path), str(path)
+    training = model_reference(directory)
+    if training is None:
+        raise InputError(
+            f"{where}: model {model.name} ships no training molecules ({directory}/"
+            "reference.smi.gz) to judge novelty against; give `reference: FILE` (a SMILES file)"
+        )
+    heldout = heldout_reference(directory)
+    if choice == "training" or (choice is None and heldout is None):
+        return training, f"training ({len(training):,} molecules)"
+    if heldout is None:
+        raise InputError(
+            f"{where}: reference all: model {model.name} ships no held-out molecules "
+            f"({directory}/heldout.smi.gz); use reference: training"
+        )
+    both = training | heldout
+    return both, f"all: training + held-out ({len(both):,} molecules)"
+
+
+def library_lines(path: Path) -> list[str]:
+    """The SMILES of a user's file: one a line, the first field (whitespace or comma
+    separated; a name or other columns may follow), blank and # lines skipped; gzip'd or
+    not. A cdd reference file is read as such."""
+    try:
+        raw = path.read_bytes()
+        raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise InputError(f"{path}: cannot read the reference ({exc})") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 (byte {exc.start})") from None
+    smiles = []
+    for line in text.splitlines():
+        field = line.strip().replace(",", " ").split(maxsplit=1)
+        if field and not field[0].startswith("#"):
+            smiles.append(field[0])
+    return smiles
+
+
+def _canonical_chunk(smiles: list[str]) -> list[str | None]:
+    return [canonical(s) for s in smiles]
+
+
+def canonicalise_all(smiles: list[str]) -> list[str | None]:
+    """`canonical` of each, over every core for a large set (RDKit: ~0.1 ms a molecule)."""
+    workers = min(os.cpu_count() or 1, 16)
+    if workers == 1 or len(smiles) < 20_000:
+        return _canonical_chunk(smiles)
+    import multiprocessing
+
+    size = -(-len(smiles) // (workers * 8))
+    chunks = [smiles[i : i + size] for i in range(0, len(smiles), size)]
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        return [c for part in pool.map(_canonical_chunk, chunks) for c in part]
+
+
+@functools.lru_cache(maxsize=4)
+def _library(path: Path, mtime_ns: int, size: int) -> frozenset[str]:
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    cached = cache_dir() / f"library-{digest}-{CANONICALIZER}.smi.gz"
+    if cached.is_file():
+        return frozenset(read_smiles(cached)[1])
+    lines = library_lines(path)
+    found = canonicalise_all(lines)
+    known = sorted({c for c in found if c is not None})
+    if not known:
+        raise InputError(f"{path}: no SMILES RDKit can read (one SMILES a line)")
+    unread = sum(c is None for c in found)
+    if unread:
+        warnings.warn(
+            f"{path}: {unread:,} of {len(lines):,} lines are not SMILES RDKit reads; skipped",
+            stacklevel=2,
+        )
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        write_smiles(cached, known, f"{path} canonicalised")
+    except OSError:
+        pass  # a read-only home only costs the canonicalisation next time
+    return frozenset(known)
+
+
+def library(path: Path) -> frozenset[str]:
+    """A user's SMILES file as canonical SMILES: canonicalised once (in parallel), cached
+    under the user's cache folder by the file's SHA-256 and the RDKit version."""
+    if not path.is_file():
+        raise InputError(f"{path}: no such reference file")
+    stat = path.stat()
+    return _library(path, stat.st_mtime_ns, stat.st_size)

@@ -8,6 +8,7 @@ It is stored like the diffusion models: `config.json` + `model.safetensors` (+ t
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,16 @@ class SurrogateConfig:
     n_layers: int = 2
     n_heads: int = 4
     model_type: str = "cdd-surrogate"
+    # A multi-property surrogate: one output per named quantity ([B, K] instead of [B]), each
+    # predicted in units of its label's spread (`scale`) about its mean (`shift`), so that a
+    # molecular weight and a QED weigh alike in training.
+    targets: list[str] | None = None
+    shift: list[float] | None = None
+    scale: list[float] | None = None
+
+    @property
+    def outputs(self) -> int:
+        return 1 if self.targets is None else len(self.targets)
 
 
 class SelfAttention(nn.Module):
@@ -130,7 +141,11 @@ class SoftTokenRegressor(nn.Module):
         self.positions = nn.Parameter(torch.randn(config.max_length, d) * 0.02)
         self.encoder = Encoder(d, config.n_heads, config.n_layers)
         self.norm = nn.LayerNorm(d)
-        self.head = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))
+        self.head = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, config.outputs))
+        if config.targets is not None:
+            # Plain attributes, not weights: they come from config.json.
+            self.shift = torch.tensor(config.shift or [0.0] * config.outputs)
+            self.scale = torch.tensor(config.scale or [1.0] * config.outputs)
 
     def embed(self, tokens: Tokens) -> torch.Tensor:
         """[B, L, d] from ids [B, L], probabilities [B, L, V] or SparseTokens."""
@@ -148,15 +163,25 @@ class SoftTokenRegressor(nn.Module):
         return self.embedding[tokens]
 
     def score(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Score per sequence [B] from embedded tokens; `mask` [B, L] marks real tokens
-        (padded batches of texts of different lengths)."""
+        """Score per sequence [B] (a multi-property surrogate: [B, K], in the labels' units)
+        from embedded tokens; `mask` [B, L] marks real tokens (padded batches of texts of
+        different lengths)."""
         x = self.norm(self.encoder(x + self.positions[: x.shape[1]], mask))
         if mask is None:
             pooled = x.mean(dim=1)
         else:
             weights = mask.to(x.dtype)[..., None]
             pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp_min(1.0)
-        return self.head(pooled).squeeze(-1)
+        out = self.head(pooled)
+        if self.config.targets is None:
+            return out.squeeze(-1)
+        return out * self.scale.to(out) + self.shift.to(out)
+
+    def normalised(self, tokens: Tokens, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """A multi-property surrogate's outputs [B, K] before scale and shift (training)."""
+        return (self(tokens, mask) - self.shift.to(self.head[-1].weight)) / self.scale.to(
+            self.head[-1].weight
+        )
 
     def forward(self, tokens: Tokens, mask: torch.Tensor | None = None) -> torch.Tensor:
         return self.score(self.embed(tokens), mask)
@@ -183,6 +208,23 @@ def check_surrogate_config(config: SurrogateConfig, path: Path) -> None:
         raise InputError(
             f"{path}: hidden_dim {config.hidden_dim} does not split into {config.n_heads} heads"
         )
+    if config.targets is None:
+        return
+    targets = config.targets
+    if not (isinstance(targets, list) and targets and all(isinstance(t, str) for t in targets)):
+        raise InputError(f"{path}: field targets should be a list of names, got {targets!r}")
+    for name in ("shift", "scale"):
+        values = getattr(config, name)
+        numbers = isinstance(values, list) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            for v in values
+        )
+        if not numbers or len(values) != len(targets):
+            raise InputError(
+                f"{path}: field {name} should be {len(targets)} numbers (one a target)"
+            )
+    if any(v <= 0 for v in config.scale):
+        raise InputError(f"{path}: field scale should be positive numbers")
 
 
 def load_surrogate(directory: Path, device: str = "cpu") -> SoftTokenRegressor:

@@ -122,7 +122,7 @@ class Fit:
     """One surrogate's training run: data, sizes and the loop's settings (resumed by them)."""
 
     ids: torch.Tensor  # [N, L] token rows
-    labels: torch.Tensor  # [N] judge scores
+    labels: torch.Tensor  # [N] judge scores, or [N, K] for `targets` (NaN: no label)
     vocab_size: int
     target: str
     steps: int
@@ -134,6 +134,29 @@ class Fit:
     settings: dict  # what a resumed run must share, beyond the sizes above
     lengths: torch.Tensor | None = None  # [N] real tokens a row (None: every row is whole)
     save_every: int = 250
+    targets: list[str] | None = None  # a multi-property surrogate's outputs, by name
+
+
+def label_spread(labels: torch.Tensor) -> tuple[list[float], list[float]]:
+    """Per column of [N, K] labels (NaN: none), mean and standard deviation."""
+    shift, scale = [], []
+    for column in labels.T:
+        known = column[~column.isnan()]
+        shift.append(round(float(known.mean()), 6))
+        scale.append(round(max(float(known.std()), 1e-3), 6))
+    return shift, scale
+
+
+def regression_loss(model: SoftTokenRegressor, inputs, mask, labels: torch.Tensor):
+    """Smooth L1 to the labels; a multi-property surrogate's in units of each label's spread,
+    over the labels that exist."""
+    if model.config.targets is None:
+        return F.smooth_l1_loss(model(inputs, mask), labels)
+    config = model.config
+    target = (labels - torch.tensor(config.shift)) / torch.tensor(config.scale)
+    known = ~target.isnan()
+    pred = model.normalised(inputs, mask)
+    return F.smooth_l1_loss(pred[known], target[known])
 
 
 def fit(run: Fit, out: Path, log: Callable[[str], None], on_step: Callable[[int, float], None]):
@@ -144,6 +167,9 @@ def fit(run: Fit, out: Path, log: Callable[[str], None], on_step: Callable[[int,
     config = SurrogateConfig(
         run.vocab_size, length, run.target, hidden_dim=run.hidden_dim, n_layers=run.n_layers
     )
+    if run.targets is not None:
+        config.targets = list(run.targets)
+        config.shift, config.scale = label_spread(run.labels)
     model = SoftTokenRegressor(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=run.lr, weight_decay=0.01)
     # Warm-up: 5% of the steps, at least 2 (OneCycleLR divides by zero on a shorter phase).
@@ -167,7 +193,7 @@ def fit(run: Fit, out: Path, log: Callable[[str], None], on_step: Callable[[int,
         index = torch.randint(len(run.ids), (run.batch_size,), generator=gen)
         inputs = relax(run.ids[index], run.vocab_size, gen)
         mask = None if run.lengths is None else torch.arange(length) < run.lengths[index, None]
-        loss = F.smooth_l1_loss(model(inputs, mask), run.labels[index])
+        loss = regression_loss(model, inputs, mask, run.labels[index])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
