@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from rdkit import Chem, RDLogger, rdBase
 from rdkit.Chem import QED
@@ -21,6 +22,9 @@ RDLogger.DisableLog("rdApp.*")  # invalid samples are expected; RDKit's warnings
 CANONICALIZER = f"rdkit-{rdBase.rdkitVersion}"
 
 
+# Several judges read each string the searches try (novelty, a substructure, a property):
+# parsed once. The molecules are shared: no caller may change one.
+@lru_cache(maxsize=4096)
 def parse(smiles: str) -> tuple[str, Chem.Mol] | None:
     """(canonical SMILES, the molecule read back from it), or None when RDKit cannot parse
     the SMILES (the empty string counts as invalid) or cannot read back its own canonical

@@ -176,5 +176,8 @@ def substructure_matches(smarts: str, smiles: str) -> int | None:
 
 def clear_caches() -> None:
     """Forget every cached verdict (a benchmark arm stands for a run of its own)."""
+    from cdd_cli.evaluate.molecules import parse as parse_smiles
+
     for cached in (molecule_property, pains_alerts, lipinski_violations, substructure_matches):
         cached.cache_clear()
+    parse_smiles.cache_clear()
