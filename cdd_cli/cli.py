@@ -1024,7 +1024,8 @@ def models_ls(as_json: JsonOpt = False) -> None:
         for name, directory in shipped_models():
             weights = directory / "model.safetensors"
             rows.append((name, "diffusion model", weights, directory))
-        for folder in ("qm9-sa-surrogate", "toxicity-surrogate", "toxicity-surrogate-smollm2"):
+        surrogates = ("qm9-sa-surrogate", "qm9-property-surrogate", "toxicity-surrogate")
+        for folder in (*surrogates, "toxicity-surrogate-smollm2"):
             rows.append(
                 (folder, "surrogate", ASSETS / folder / "model.safetensors", ASSETS / folder)
             )

@@ -289,14 +289,32 @@ def record(
 
 
 def satisfaction_note(
-    constraints: list[Constraint], total: int, violating: int, method: str
+    constraints: list[Constraint],
+    total: int,
+    violating: int,
+    method: str,
+    held: dict[str, int] | None = None,
 ) -> str:
-    """The summary's clause on constraints ("" without any)."""
+    """The summary's clause on constraints ("" without any). `held`: per constraint name, how
+    many records satisfy it; one no record satisfies is named as looking infeasible."""
     if not constraints:
         return ""
     labels = ", ".join(c.label() for c in constraints)
     judges = ", ".join(sorted({c.judge_name for c in constraints}))
-    return f"; {total - violating}/{total} satisfy {labels} ({method}, judged by {judges})"
+    note = f"; {total - violating}/{total} satisfy {labels} ({method}, judged by {judges})"
+    never = [c.label() for c in constraints if held is not None and not held.get(c.name)]
+    if never and total:
+        note += (
+            f"; no sample satisfies {', '.join(never)}: it looks infeasible for this model "
+            "(check its bounds against what the model makes)"
+        )
+    return note
+
+
+def tally_held(held: dict[str, int], row: dict) -> None:
+    """Count, per constraint name, the records that satisfy it."""
+    for name, verdict in (row.get("constraints") or {}).items():
+        held[name] = held.get(name, 0) + bool(verdict["satisfied"])
 
 
 def check_resolved_config(spec: Spec, output: str) -> None:
@@ -415,14 +433,16 @@ def run_molecules(job: MoleculeJob, console: Console, display: Display | None = 
     reports: list[MoleculeReport] = []
     violating = 0
     started = time.perf_counter()
+    held: dict[str, int] = {}
     for row in written_records(run.spec, run.records(job.n, display), job.output, job.n, display):
         reports.append(MoleculeReport(**{f.name: row[f.name] for f in fields(MoleculeReport)}))
         violating += row["satisfied"] is False
+        tally_held(held, row)
     elapsed = time.perf_counter() - started
     summary = summarise(reports)
     novelty = "n/a" if summary.novelty is None else f"{summary.novelty:.1%}"
     unique = f"{summary.uniqueness:.1%}" if summary.valid else "n/a"  # as `cdd eval` says null
-    note = satisfaction_note(run.constraints, summary.total, violating, run.spec.method)
+    note = satisfaction_note(run.constraints, summary.total, violating, run.spec.method, held)
     console.print(
         f"{summary.total} molecules in {elapsed:.1f}s ({summary.total / elapsed:.1f}/s, "
         f"{run.spec.sampling.steps} steps, {run.device}): valid {summary.validity:.1%}, unique "
@@ -531,12 +551,14 @@ def run_text(job: TextJob, console: Console, display: Display | None = None) -> 
     seconds = 0.0
     started = time.perf_counter()
     total = job.n * len(run.prompts)
+    held: dict[str, int] = {}
     for row in written_records(run.spec, run.records(job.n, display), job.output, total, display):
         violating += row["satisfied"] is False
+        tally_held(held, row)
         count += 1
         seconds += row["seconds"]
     elapsed = time.perf_counter() - started
-    note = satisfaction_note(run.constraints, count, violating, run.spec.method)
+    note = satisfaction_note(run.constraints, count, violating, run.spec.method, held)
     console.print(
         f"{count} samples ({len(run.prompts)} prompt(s) x {job.n}, {run.length} tokens, "
         f"{run.spec.sampling.steps} steps, {run.device}) in {elapsed:.1f}s, "

@@ -289,3 +289,20 @@ def test_the_readme_property_spec_validates(tmp_path: Path):
     assert "ok (7 constraint(s), model default-molecules)" in result.stderr
     resolved = result.stdout
     assert "present: false" in resolved and "max_violations: 0" in resolved
+
+
+def test_a_constraint_no_sample_meets_is_named_in_the_summary(tmp_path: Path):
+    """QM9's vocabulary has no chlorine: every record violates, none hangs, and the summary
+    says which constraint looks infeasible."""
+    spec = tmp_path / "chlorine.yaml"
+    spec.write_text(
+        "constraints:\n  - {type: substructure, smarts: '[Cl]'}\n  - {type: mw, max: 500}\n"
+        "search: {max_nodes: 50}\nrepair: {max_redraws: 0}\nsampling: {batch_size: 2}\n"
+    )
+    out = tmp_path / "out.jsonl"
+    result = runner.invoke(app, ["molecules", "--spec", str(spec), "-n", "2", "-o", str(out)])
+    assert result.exit_code == 3, result.stderr
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 2 and not any(r["satisfied"] for r in records)
+    assert "no sample satisfies [Cl]: it looks infeasible" in result.stderr
+    assert "mw <= 500: it looks" not in result.stderr  # mw is met wherever a molecule parses

@@ -11,6 +11,7 @@ import functools
 import gzip
 import hashlib
 import os
+import sys
 import warnings
 from pathlib import Path
 
@@ -131,11 +132,20 @@ def library_lines(path: Path) -> list[str]:
 
 
 def _canonical_chunk(smiles: list[str]) -> list[str | None]:
-    return [canonical(s) for s in smiles]
+    """RDKit canonical SMILES of each (None: unreadable). Unlike `canonical`, the result is
+    not read back: a form RDKit cannot read back never equals a generated molecule's (those
+    are read back), and skipping it saves a third of the time."""
+    from rdkit import Chem
+
+    out: list[str | None] = []
+    for s in smiles:
+        mol = Chem.MolFromSmiles(s) if s else None
+        out.append(Chem.MolToSmiles(mol) if mol is not None and mol.GetNumAtoms() else None)
+    return out
 
 
 def canonicalise_all(smiles: list[str]) -> list[str | None]:
-    """`canonical` of each, over every core for a large set (RDKit: ~0.1 ms a molecule)."""
+    """`_canonical_chunk` of all, over every core for a large set (~0.1 ms a molecule)."""
     workers = min(os.cpu_count() or 1, 16)
     if workers == 1 or len(smiles) < 20_000:
         return _canonical_chunk(smiles)
@@ -154,6 +164,13 @@ def _library(path: Path, mtime_ns: int, size: int) -> frozenset[str]:
     if cached.is_file():
         return frozenset(read_smiles(cached)[1])
     lines = library_lines(path)
+    if len(lines) > 100_000:  # about 0.1 ms a molecule a core: say why the wait
+        print(
+            f"cdd: canonicalising {len(lines):,} SMILES of {path} with RDKit, once (cached in "
+            f"{cache_dir()})",
+            file=sys.stderr,
+            flush=True,
+        )
     found = canonicalise_all(lines)
     known = sorted({c for c in found if c is not None})
     if not known:
