@@ -35,7 +35,7 @@ class SearchSettings:
     """The best-first flip search (`projection/search.py`); spec key `search`."""
 
     top_k: int = 4  # alternatives considered per position
-    max_nodes: int = 2000  # candidate sequences judged per sample and step
+    max_nodes: int | None = None  # candidate sequences judged per sample and step
     project_from: float | None = None  # search steps from this fraction of the way on
 
 
@@ -43,7 +43,7 @@ class SearchSettings:
 class RepairSettings:
     """Certification: samples the judge rejects are redrawn with a tighter surrogate bound."""
 
-    max_redraws: int = 3
+    max_redraws: int | None = None
     margin_step: float = 0.25
 
 

@@ -557,12 +557,15 @@ def check_settings(spec: Spec, where: str) -> None:
             "projection.support must be >= 0 (0: the whole vocabulary)",
         ),
         (search.top_k >= 1, "search.top_k must be >= 1"),
-        (search.max_nodes >= 1, "search.max_nodes must be >= 1"),
+        (given(search.max_nodes, (search.max_nodes or 0) >= 1), "search.max_nodes must be >= 1"),
         (
             given(search.project_from, 0 <= (search.project_from or 0) <= 1),
             "search.project_from must be in [0, 1]",
         ),
-        (spec.repair.max_redraws >= 0, "repair.max_redraws must be >= 0"),
+        (
+            given(spec.repair.max_redraws, (spec.repair.max_redraws or 0) >= 0),
+            "repair.max_redraws must be >= 0",
+        ),
         (spec.repair.margin_step >= 0, "repair.margin_step must be >= 0"),
         (spec.reject.max_attempts >= 1, "reject.max_attempts must be >= 1"),
         (spec.sampling.batch_size >= 1, "sampling.batch_size must be >= 1"),

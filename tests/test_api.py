@@ -66,7 +66,7 @@ def test_text_records_equal_the_clis():
         (lambda: cdd.WordAt(position=0, word="whale"), "1-based"),
         (lambda: cdd.WordCount(), "word_count needs min, max or equals"),
         (lambda: cdd.constraint("sa", tau=3, colour="red"), "unknown option 'colour'"),
-        (lambda: cdd.constraint("qed", tau=0.5), "unknown constraint type 'qed'"),
+        (lambda: cdd.constraint("qed2", tau=0.5), "unknown constraint type 'qed2'"),
         (lambda: cdd.molecules(constraints=["sa"]), "expected values such as cdd.SA"),
         (lambda: cdd.molecules(n=0), "n must be positive"),
         (lambda: cdd.molecules(method="best"), "method must be one of"),

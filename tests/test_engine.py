@@ -58,7 +58,7 @@ def test_paper_projects_every_step_and_cdd_only_the_last(
     settings = explicit(project_from=0.0 if preset == "paper" else 0.95, max_outer_iters=3)
     gens = [sample_generator(2, 0, i) for i in range(3)]
     job = engine.Job([constraint], [], process.fixed_positions, gens, loaded.tokenizer.decode)
-    hook = engine.PRESETS[preset](job, settings, SearchSettings(project_from=0.9))
+    hook = engine.PRESETS[preset](job, settings, SearchSettings(project_from=0.9, max_nodes=2000))
     calls = count_alm_calls(monkeypatch)
     sampler.sample(gens, 12, hook)
     if preset == "paper":  # the 5 ancestral steps and the noise removal, whole batches
@@ -70,8 +70,8 @@ def test_paper_projects_every_step_and_cdd_only_the_last(
 
 def test_paper_stages_are_the_papers_and_cdd_has_all_eight():
     job = engine.Job([CarbonCount(tau=3.0)], [], lambda x: x == -1, [], lambda ids: "")
-    paper = engine.paper(job, explicit(), SearchSettings(project_from=0.0))
-    cdd = engine.cdd(job, explicit(), SearchSettings(project_from=0.9))
+    paper = engine.paper(job, explicit(), SearchSettings(project_from=0.0, max_nodes=2000))
+    cdd = engine.cdd(job, explicit(), SearchSettings(project_from=0.9, max_nodes=2000))
     names = [type(s).__name__ for s in paper.stages]
     assert names == ["ClosedForms", "ALM", "KeepClosedForms", "FlipSearch"]
     assert [type(s).__name__ for s in cdd.stages] == [

@@ -46,7 +46,7 @@ def test_known_molecule_is_projected_to_a_novel_valid_one():
         probs,
         torch.ones(12, dtype=torch.bool),
         lambda ids: novelty.accepts(tok.decode(ids)),
-        SearchSettings(),
+        SearchSettings(max_nodes=2000),
     )
     assert result.ids is not None and result.nodes >= 2
     text = tok.decode(result.ids)
@@ -66,7 +66,9 @@ def test_search_order_is_by_total_flip_cost():
         seen.append(ids)
         return False
 
-    best_first(probs, torch.ones(3, dtype=torch.bool), record, SearchSettings(top_k=2))
+    best_first(
+        probs, torch.ones(3, dtype=torch.bool), record, SearchSettings(top_k=2, max_nodes=2000)
+    )
 
     def cost(ids):
         return sum(float(probs[i].max() - probs[i, v]) for i, v in enumerate(ids))
@@ -145,9 +147,9 @@ def test_a_truncation_pays_for_every_token_it_removes():
         return "N" in text or len(text) <= 2
 
     movable = torch.ones(12, dtype=torch.bool)
-    plain = best_first(probs, movable, accept, SearchSettings())
+    plain = best_first(probs, movable, accept, SearchSettings(max_nodes=2000))
     assert tok.decode(plain.ids) == "CC"
-    read = best_first(probs, movable, accept, SearchSettings(), tok)
+    read = best_first(probs, movable, accept, SearchSettings(max_nodes=2000), tok)
     assert tok.decode(read.ids) == "CNCCCO"
     assert read.ids == tok.encode("CNCCCO", 12)
 
@@ -238,7 +240,9 @@ def test_a_fixed_token_the_argmax_does_not_read_keeps_the_search_going():
     probs[5] /= probs[5].sum()
     movable = torch.ones(10, dtype=torch.bool)
     movable[5] = False
-    result = best_first(probs, movable, lambda ids: "N" in tok.decode(ids), SearchSettings(), tok)
+    result = best_first(
+        probs, movable, lambda ids: "N" in tok.decode(ids), SearchSettings(max_nodes=2000), tok
+    )
     assert tok.decode(result.ids) == "CNO" and result.nodes <= 3
     assert result.ids[5] == tok.index["C"]
 

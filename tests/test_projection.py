@@ -71,7 +71,7 @@ def cdd_engine(
         reader,
         well_formed,
     )
-    return engine.cdd(job, settings, SearchSettings(project_from=0.9))
+    return engine.cdd(job, settings, SearchSettings(project_from=0.9, max_nodes=2000))
 
 
 def carbon_heavy(batch: int, length: int = 12, vocab: int = 35) -> torch.Tensor:

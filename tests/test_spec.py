@@ -136,7 +136,7 @@ sampling: {steps: 16, batch_size: 8, seed: 3, n: 10}
         ("constraints:\n  - type: sa\n    tau: '3.5'\n", r"got '3.5' \(a quoted string"),
         ("model: ''\n", "spec.yaml:1: key 'model' is empty"),
         ("constraints:\n  - type: sa\n    tau: 3\n    surrogate: ''\n", "'surrogate' is empty"),
-        ("constraints:\n  - type: novelty\n    tau: 3\n", r"\(known: type\)"),
+        ("constraints:\n  - type: novelty\n    tau: 3\n", r"\(known: type, reference\)"),
     ],
 )
 def test_bad_specs_name_file_line_and_key(tmp_path: Path, text: str, expected: str):
