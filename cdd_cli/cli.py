@@ -323,6 +323,14 @@ BatchOpt = Annotated[
     Optional[int], typer.Option("--batch-size", help="Samples per batch. \\[default: 64]")
 ]
 OutputOpt = Annotated[str, typer.Option("-o", "--output", help="JSONL file (appended) or -.")]
+ResumeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--resume",
+        help="Finish an interrupted run: write only the records -o FILE lacks.",
+        metavar=FLAG,
+    ),
+]
 SpecOpt = Annotated[Optional[Path], typer.Option("--spec", help="YAML constraint spec.")]
 MethodOpt = Annotated[
     Optional[str],
@@ -359,6 +367,7 @@ def molecules(
     spec: SpecOpt = None,
     method: MethodOpt = None,
     output: OutputOpt = "-",
+    resume: ResumeOpt = False,
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
@@ -371,7 +380,7 @@ def molecules(
         resolved = build_spec(
             spec, model, constraint, tau, method, steps, batch_size, seed, n, novel
         )
-        job = MoleculeJob(n=resolved.sampling.n or 16, spec=resolved, device=device, output=output)
+        job = MoleculeJob(resolved.sampling.n or 16, resolved, device, output, resume)
         code = run_molecules(job, console, RichReporter(quiet))
         raise typer.Exit(code)
 
@@ -406,6 +415,7 @@ def generate(
     spec: SpecOpt = None,
     method: MethodOpt = None,
     output: OutputOpt = "-",
+    resume: ResumeOpt = False,
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
@@ -434,6 +444,7 @@ def generate(
             output=output,
             prompts=given,
             length=length,
+            resume=resume,
         )
         raise typer.Exit(run_text(job, console, RichReporter(quiet)))
 

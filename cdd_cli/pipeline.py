@@ -23,7 +23,7 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from functools import partial
 from pathlib import Path
@@ -51,7 +51,7 @@ from cdd_cli.models.tokenizers import SmilesTokenizer, TextTokenizer
 from cdd_cli.projection.engine import PRESETS, Job
 from cdd_cli.projection.presets import fill_model_defaults
 from cdd_cli.prompts import PromptInput
-from cdd_cli.records import JsonlWriter
+from cdd_cli.records import JsonlWriter, cut_torn_tail, existing_records
 from cdd_cli.reporting import Display, Reporter
 from cdd_cli.spec import Spec, dump
 
@@ -64,6 +64,7 @@ class MoleculeJob:
     spec: Spec
     device: str
     output: str
+    resume: bool = False  # write only the records `output` lacks
 
 
 @dataclass
@@ -74,6 +75,7 @@ class TextJob:
     output: str
     prompts: list[PromptInput | None]  # [None]: unconditional
     length: int | None  # None: DEFAULT_LENGTH, or what the model's length leaves room for
+    resume: bool = False  # write only the records `output` lacks
 
 
 @dataclass(frozen=True)
@@ -225,7 +227,7 @@ class Generation:
                     scores[c.name] = [None] * len(ids)
         return [{k: v[i] for k, v in scores.items()} for i in range(len(ids))]
 
-    def run(self, indices: range, prompt: Prompt | None = None) -> list[Draw]:
+    def run(self, indices: Sequence[int], prompt: Prompt | None = None) -> list[Draw]:
         prompt = prompt or Prompt()
         draws = [Draw(i) for i in indices]
         pending = draws
@@ -317,9 +319,73 @@ def tally_held(held: dict[str, int], row: dict) -> None:
         held[name] = held.get(name, 0) + bool(verdict["satisfied"])
 
 
+@dataclass
+class Resumed:
+    """What an output file already holds of this run (`--resume`): the record ids written
+    for its seed, and the texts of those that satisfied the constraints (novelty's memory of
+    the run: later samples must differ from them)."""
+
+    ids: set[str] = field(default_factory=set)
+    satisfied: list[str] = field(default_factory=list)
+
+    def restore(self, constraints: list[Constraint]) -> None:
+        for c in constraints:
+            c.remember(self.satisfied)
+
+
+def say(console: Console):
+    def line(message: str) -> None:
+        console.print(message, markup=False, soft_wrap=True)
+
+    return line
+
+
+def resume_from(output: str, seed: int, ids: list[str], resume: bool, say) -> Resumed:
+    """The records of this run (`ids` of `seed`) already in `output`: refused without
+    `--resume`, skipped with it. A torn last line (a kill or a full disk mid-write) is
+    dropped with `--resume` (and said), refused without."""
+    existing = existing_records(output)
+    if existing.torn_bytes:
+        if not resume:
+            raise InputError(
+                f"-o {output}: ends with an incomplete record (a run stopped mid-write); add "
+                "--resume to drop it and finish the run"
+            )
+        cut_torn_tail(output, existing.torn_bytes)
+        say(f"-o {output}: dropped an incomplete last line ({existing.torn_bytes} bytes)")
+    done = {i for i in ids if (seed, i) in existing.keys}
+    if done and not resume:
+        raise InputError(
+            f"-o {output}: already holds {len(done)} of this run's {len(ids)} records (seed "
+            f"{seed}); add --resume to write only the missing ones, or choose another file"
+        )
+    if done:
+        say(f"-o {output}: resuming: {len(done)} of {len(ids)} records already there")
+    return Resumed(done, existing.satisfied.get(seed, []))
+
+
+def first_difference(ours: object, theirs: object, where: str = "") -> str | None:
+    """The dotted key of the first value that differs between two plain-data configurations
+    (None where they are equal)."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        for key in [*ours, *(k for k in theirs if k not in ours)]:
+            found = first_difference(ours.get(key), theirs.get(key), f"{where}{key}.")
+            if found:
+                return found
+        return None
+    if isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
+        for index, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+            found = first_difference(a, b, f"{where.rstrip('.')}[{index}].")
+            if found:
+                return found
+        return None
+    return None if ours == theirs else where.rstrip(".") or "the configuration"
+
+
 def check_resolved_config(spec: Spec, output: str) -> None:
     """An output file that holds records must hold records of this configuration (sampling
-    aside: more samples, other seeds): refused before any sampling otherwise."""
+    aside but for its steps: more samples, other seeds, another batch size): refused before
+    any sampling otherwise, naming the first setting that differs."""
     out, beside = Path(output), Path(f"{output}.config.yaml")
     if output == "-" or not out.is_file() or not out.stat().st_size or not beside.is_file():
         return
@@ -329,12 +395,19 @@ def check_resolved_config(spec: Spec, output: str) -> None:
         earlier = None
 
     def setup(config: dict) -> dict:
-        return {k: v for k, v in config.items() if k != "sampling"}
+        sampling = config.get("sampling")
+        steps = sampling.get("steps") if isinstance(sampling, dict) else None
+        return {**{k: v for k, v in config.items() if k != "sampling"}, "sampling.steps": steps}
 
-    if not isinstance(earlier, dict) or setup(earlier) != setup(spec.resolved()):
+    differs = (
+        "the configuration"
+        if not isinstance(earlier, dict)
+        else first_difference(setup(spec.resolved()), setup(earlier))
+    )
+    if differs:
         raise InputError(
-            f"-o {output}: holds records made with other settings ({beside}); write to "
-            "another file, or remove both to start over"
+            f"-o {output}: holds records made with other settings ({differs} differs, see "
+            f"{beside}); write to another file, or remove both to start over"
         )
 
 
@@ -358,24 +431,32 @@ class MoleculeRun:
     constraints: list[Constraint]
     device: str
 
-    def records(self, n: int, reporter: Reporter | None = None) -> Iterator[dict]:
-        """The records of molecules 0 .. n - 1, each as soon as it is final."""
+    def records(
+        self, n: int, reporter: Reporter | None = None, done: Resumed | None = None
+    ) -> Iterator[dict]:
+        """The records of molecules 0 .. n - 1, each as soon as it is final; with `done`,
+        those not already written (an interrupted run resumed)."""
         check_batch_fits(min(self.spec.sampling.batch_size, n), self.loaded)
         reporter = reporter or Reporter()
         spec, reference = self.spec, model_reference(self.loaded.directory)
         generation = Generation(spec, self.loaded, self.constraints, spec.sampling.steps, reporter)
+        done = done or Resumed()
+        done.restore(self.constraints)
+        todo = [i for i in range(n) if f"0-{i}" not in done.ids]
         reporter.run_started("molecules", n)
         valid = violating = 0
-        for start in range(0, n, spec.sampling.batch_size):
-            indices = range(start, min(start + spec.sampling.batch_size, n))
+        count = n - len(todo)
+        for start in range(0, len(todo), spec.sampling.batch_size):
+            indices = todo[start : start + spec.sampling.batch_size]
             for draw in generation.run(indices):
                 report = describe(draw.text, reference)
                 valid += report.valid
                 violating += not draw.satisfied
                 yield record(draw, self.constraints, spec, self.loaded, Prompt(), report.fields())
-            tally = f"valid {valid}/{indices.stop}"
+            count += len(indices)
+            tally = f"valid {valid}/{count - (n - len(todo))}"
             reporter.records_done(
-                indices.stop, tally + (f", violating {violating}" if self.constraints else "")
+                count, tally + (f", violating {violating}" if self.constraints else "")
             )
 
 
@@ -423,18 +504,29 @@ def written_records(
                 writer.write(row)
                 yield row
     except KeyboardInterrupt:
-        raise Interrupted(f"interrupted: {writer.kept(total)}") from None
+        finish = "" if output == "-" else f"; finish it with: {resume_command()}"
+        raise Interrupted(f"interrupted: {writer.kept(total)}{finish}") from None
+
+
+def resume_command() -> str:
+    """This command line with --resume (the command that finishes an interrupted run)."""
+    args = [a for a in sys.argv[1:] if a != "--resume"]
+    return shlex.join(["cdd", *args, "--resume"]).replace("\n", " ")
 
 
 def run_molecules(job: MoleculeJob, console: Console, display: Display | None = None) -> int:
     """Write the job's records to its output and summarise them on `console`."""
     run = prepare_molecules(job.spec, job.device)
     display = display or Display()
+    check_resolved_config(run.spec, job.output)
+    ids = [f"0-{i}" for i in range(job.n)]
+    done = resume_from(job.output, run.spec.sampling.seed, ids, job.resume, say(console))
     reports: list[MoleculeReport] = []
     violating = 0
     started = time.perf_counter()
     held: dict[str, int] = {}
-    for row in written_records(run.spec, run.records(job.n, display), job.output, job.n, display):
+    rows = run.records(job.n, display, done)
+    for row in written_records(run.spec, rows, job.output, job.n, display):
         reports.append(MoleculeReport(**{f.name: row[f.name] for f in fields(MoleculeReport)}))
         violating += row["satisfied"] is False
         tally_held(held, row)
@@ -501,20 +593,26 @@ class TextRun:
     prompts: list[Prompt]
     length: int  # continuation tokens
 
-    def records(self, n: int, reporter: Reporter | None = None) -> Iterator[dict]:
-        """`n` records per prompt, each as soon as it is final."""
+    def records(
+        self, n: int, reporter: Reporter | None = None, done: Resumed | None = None
+    ) -> Iterator[dict]:
+        """`n` records per prompt, each as soon as it is final; with `done`, those not
+        already written (an interrupted run resumed)."""
         check_batch_fits(min(self.spec.sampling.batch_size, n), self.loaded)
         reporter = reporter or Reporter()
         spec = self.spec
         generation = Generation(
             spec, self.loaded, self.constraints, spec.sampling.steps, reporter, self.length
         )
+        done = done or Resumed()
         reporter.run_started("samples", n * len(self.prompts))
-        violating = written = 0
+        violating = 0
+        written = len(done.ids)
         for prompt in self.prompts:
             told = [c.with_prompt(prompt.text or "", len(prompt.ids)) for c in self.constraints]
-            for start in range(0, n, spec.sampling.batch_size):
-                indices = range(start, min(start + spec.sampling.batch_size, n))
+            todo = [i for i in range(n) if f"{prompt.index}-{i}" not in done.ids]
+            for start in range(0, len(todo), spec.sampling.batch_size):
+                indices = todo[start : start + spec.sampling.batch_size]
                 for draw in generation.run(indices, prompt):
                     violating += not draw.satisfied
                     written += 1
@@ -547,12 +645,17 @@ def run_text(job: TextJob, console: Console, display: Display | None = None) -> 
     """Write the job's records to its output and summarise them on `console`."""
     run = prepare_text(job.spec, job.device, job.prompts, job.length)
     display = display or Display()
+    check_resolved_config(run.spec, job.output)
+    ids = [f"{p.index}-{i}" for p in run.prompts for i in range(job.n)]
+    done = resume_from(job.output, run.spec.sampling.seed, ids, job.resume, say(console))
     violating = count = 0
     seconds = 0.0
     started = time.perf_counter()
     total = job.n * len(run.prompts)
     held: dict[str, int] = {}
-    for row in written_records(run.spec, run.records(job.n, display), job.output, total, display):
+    for row in written_records(
+        run.spec, run.records(job.n, display, done), job.output, total, display
+    ):
         violating += row["satisfied"] is False
         tally_held(held, row)
         count += 1

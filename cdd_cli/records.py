@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import stat
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -25,31 +28,34 @@ class JsonlWriter:
         self.written = 0
         self.before_first = before_first
         self.stream: IO[str] | None = sys.stdout if target == "-" else None
+        self.fd: int | None = None  # the output file, appended to without a buffer
         self.owned = target != "-"
         if self.owned:
             check_output_file(target)
 
-    def open(self) -> IO[str]:
+    def open(self) -> IO[str] | int:
         if self.before_first is not None:
             self.before_first()
             self.before_first = None
-        if self.stream is None:
+        if self.stream is None and self.fd is None:
             try:
-                self.stream = Path(self.target).open("a", encoding="utf-8")  # noqa: SIM115
+                self.fd = os.open(self.target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             except OSError as exc:
                 raise InputError(
                     f"-o {self.target}: cannot open for appending ({exc.strerror})"
                 ) from None
-        return self.stream
+        return self.stream if self.stream is not None else self.fd
 
     def write(self, record: dict) -> None:
         # Strict JSON: a NaN or infinity is a defect upstream, never a record.
         line = json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n"
-        stream = self.open()
-        # One write call per record, so a reader never sees half a line from us.
+        target = self.open()
         try:
-            stream.write(line)
-            stream.flush()
+            if isinstance(target, int):
+                self.write_whole(target, line.encode("utf-8"))
+            else:  # stdout: one write call per record, so a reader never sees half a line
+                target.write(line)
+                target.flush()
             self.written += 1
         except BrokenPipeError:
             raise  # the reader went away: handled by the CLI
@@ -57,13 +63,27 @@ class JsonlWriter:
             self.failed = True
             raise InputError(f"-o {self.target}: cannot write ({exc.strerror})") from None
 
+    def write_whole(self, fd: int, data: bytes) -> None:
+        """Append `data` whole or not at all: a write cut short (a full disk) is cut back to
+        where the file ended, so no torn record is left for a later append to bury."""
+        end = os.fstat(fd).st_size
+        try:
+            done = 0
+            while done < len(data):
+                done += os.write(fd, data[done:])
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, end)
+            raise
+
     def close(self) -> None:
-        if self.owned and self.stream is not None:
+        if self.owned and self.fd is not None:
             try:
-                self.stream.close()
+                os.close(self.fd)
             except OSError:
                 if not self.failed:  # the write already said why
                     raise InputError(f"-o {self.target}: cannot write (close failed)") from None
+            self.fd = None
 
     def kept(self, total: int) -> str:
         """What a stopped run leaves: how many of `total` records, each a complete line."""
@@ -104,6 +124,50 @@ def check_output_file(target: str) -> None:
                 f"-o {target}: exists and does not hold cdd records; appending would mix them "
                 "into it (choose another file)"
             )
+
+
+@dataclass
+class Existing:
+    """What an output file already holds: the keys (seed, id) of its complete records, the
+    satisfied texts of each seed (novelty's run memory), and the size of a torn last line (a
+    kill or full disk mid-write; 0 when the file ends with a whole record)."""
+
+    keys: set[tuple[int, str]]
+    satisfied: dict[int, list[str]]
+    torn_bytes: int
+
+
+def existing_records(target: str) -> Existing:
+    """The records already in `target` (none for stdout or a file not there yet)."""
+    path = Path(target)
+    if target == "-" or not path.is_file():
+        return Existing(set(), {}, 0)
+    data = path.read_bytes()
+    whole = data[: data.rfind(b"\n") + 1]
+    keys: set[tuple[int, str]] = set()
+    satisfied: dict[int, list[str]] = {}
+    for number, line in enumerate(whole.decode("utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            key = (int(record["seed"]), str(record["id"]))
+        except (ValueError, KeyError, TypeError, RecursionError):
+            raise InputError(
+                f"-o {target}:{number}: not a cdd record; choose another file"
+            ) from None
+        if key in keys:
+            raise InputError(f"-o {target}:{number}: a second record {key[1]} of seed {key[0]}")
+        keys.add(key)
+        if record.get("satisfied"):
+            satisfied.setdefault(key[0], []).append(str(record.get("text", "")))
+    return Existing(keys, satisfied, len(data) - len(whole))
+
+
+def cut_torn_tail(target: str, torn_bytes: int) -> None:
+    """Drop the incomplete last line a kill or a full disk left."""
+    with Path(target).open("rb+") as f:
+        f.truncate(f.seek(0, os.SEEK_END) - torn_bytes)
 
 
 def read_jsonl(source: str, what: str) -> list[tuple[str, dict]]:

@@ -1,0 +1,147 @@
+"""Interrupted runs finished with --resume: records keyed by (seed, id), torn tails repaired,
+other settings refused, and the result equal to an uninterrupted run's."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cdd_cli.cli import app
+from cdd_cli.errors import InputError
+from cdd_cli.records import JsonlWriter, existing_records
+
+runner = CliRunner()
+MOLECULES = ["molecules", "-q", "-n", "8", "--batch-size", "3", "-c", "sa", "--tau", "4", "--novel"]
+
+
+def same_records(a: Path, b: Path) -> bool:
+    """Equal records, in any order, timing fields (seconds, created) aside."""
+
+    def rows(path: Path) -> list[str]:
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        for r in records:
+            del r["seconds"], r["created"]
+            if r["projection"]:
+                del r["projection"]["seconds"]
+        return sorted(json.dumps(r) for r in records)
+
+    return rows(a) == rows(b)
+
+
+def test_a_rerun_is_refused_and_a_resumed_run_ends_as_an_uninterrupted_one(tmp_path: Path):
+    whole, part = tmp_path / "whole.jsonl", tmp_path / "part.jsonl"
+    assert runner.invoke(app, [*MOLECULES, "-o", str(whole)]).exit_code == 0
+    again = runner.invoke(app, [*MOLECULES, "-o", str(whole)])
+    assert again.exit_code == 2
+    assert "already holds 8 of this run's 8 records (seed 0); add --resume" in again.stderr
+    # A kill mid-write: three whole records and part of the fourth.
+    lines = whole.read_text().splitlines(keepends=True)
+    part.write_text("".join(lines[:3]) + lines[3][:50])
+    (tmp_path / "part.jsonl.config.yaml").write_bytes(
+        (tmp_path / "whole.jsonl.config.yaml").read_bytes()
+    )
+    torn = runner.invoke(app, [*MOLECULES, "-o", str(part)])
+    assert torn.exit_code == 2 and "ends with an incomplete record" in torn.stderr
+    resumed = runner.invoke(app, [*MOLECULES, "-o", str(part), "--resume"])
+    assert resumed.exit_code == 0, resumed.stderr
+    assert "dropped an incomplete last line (50 bytes)" in resumed.stderr
+    assert "resuming: 3 of 8 records already there" in resumed.stderr
+    assert same_records(whole, part)
+    # Nothing left to do: a second resume writes nothing.
+    assert runner.invoke(app, [*MOLECULES, "-o", str(part), "--resume"]).exit_code == 0
+    assert same_records(whole, part)
+
+
+def test_resume_refuses_other_settings_naming_the_first(tmp_path: Path):
+    out = tmp_path / "out.jsonl"
+    base = ["molecules", "-q", "-n", "2", "-o", str(out)]
+    assert runner.invoke(app, [*base, "-c", "sa", "--tau", "4"]).exit_code == 0
+    for changed, differs in (
+        (["-c", "sa", "--tau", "4", "--steps", "8"], "sampling.steps differs"),
+        (["-c", "sa", "--tau", "3"], "constraints[0].tau differs"),
+    ):
+        result = runner.invoke(app, [*base, "--resume", *changed])
+        assert result.exit_code == 2
+        assert differs in result.stderr, result.stderr
+    # Another seed is another set of records: no overlap, nothing to resume or refuse.
+    other = runner.invoke(app, [*base, "-c", "sa", "--tau", "4", "--seed", "5"])
+    assert other.exit_code == 0, other.stderr
+    assert len(existing_records(str(out)).keys) == 4
+
+
+def test_a_full_disk_leaves_no_torn_record(tmp_path: Path, monkeypatch):
+    out = tmp_path / "out.jsonl"
+    writer = JsonlWriter(str(out))
+    writer.write({"id": "0-0", "seed": 0, "text": "C"})
+    size = out.stat().st_size
+    real_write = os.write
+
+    def full_after_half(fd: int, data: bytes) -> int:
+        if len(data) > 8:
+            real_write(fd, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full_after_half)
+    with pytest.raises(InputError, match="cannot write \\(No space left on device\\)"):
+        writer.write({"id": "0-1", "seed": 0, "text": "CC" * 50})
+    monkeypatch.setattr(os, "write", real_write)
+    writer.close()
+    assert out.stat().st_size == size and out.read_text().endswith("\n")
+    assert existing_records(str(out)).torn_bytes == 0
+
+
+def test_text_runs_resume_per_prompt(tmp_path: Path, text_model_dir: Path):
+    args = ["generate", "-q", "--model", str(text_model_dir), "-n", "3", "--length", "8"]
+    args += ["--batch-size", "2", "--prompt", "The whale"]
+    whole, part = tmp_path / "whole.jsonl", tmp_path / "part.jsonl"
+    assert runner.invoke(app, [*args, "-o", str(whole)]).exit_code == 0
+    lines = whole.read_text().splitlines(keepends=True)
+    part.write_text(lines[1])  # record 0-1 only: 0-0 and 0-2 are missing
+    (tmp_path / "part.jsonl.config.yaml").write_bytes(
+        (tmp_path / "whole.jsonl.config.yaml").read_bytes()
+    )
+    resumed = runner.invoke(app, [*args, "-o", str(part), "--resume"])
+    assert resumed.exit_code == 0, resumed.stderr
+    assert same_records(whole, part)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT])
+def test_killed_at_a_random_moment_then_resumed(tmp_path: Path, signum: int):
+    args = [sys.executable, "-m", "cdd_cli", "molecules", "-q", "-n", "24", "--batch-size", "2"]
+    args += ["-c", "sa", "--tau", "3.5", "--threads", "1"]
+    whole, part = tmp_path / "whole.jsonl", tmp_path / "part.jsonl"
+    subprocess.run([*args, "-o", str(whole)], check=True, capture_output=True, timeout=300)
+    process = subprocess.Popen(
+        [*args, "-o", str(part)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (part.is_file() and part.stat().st_size) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(random.Random(signum).uniform(0.0, 0.5))
+        process.send_signal(signum)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    kept = len(existing_records(str(part)).keys)
+    assert 0 < kept <= 24
+    if signum == signal.SIGINT and process.returncode == 130:
+        assert b"--resume" in stderr  # the exact command that finishes the run
+    done = subprocess.run(
+        [*args, "-o", str(part), "--resume"], capture_output=True, timeout=300, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert same_records(whole, part)
