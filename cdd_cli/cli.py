@@ -323,6 +323,29 @@ BatchOpt = Annotated[
     Optional[int], typer.Option("--batch-size", help="Samples per batch. \\[default: 64]")
 ]
 OutputOpt = Annotated[str, typer.Option("-o", "--output", help="JSONL file (appended) or -.")]
+ShardOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--shard",
+        help="I/N: write only sample k with k % N == I (merge the N files with `cdd merge`).",
+        metavar="I/N",
+    ),
+]
+
+
+def parse_shard(text: str | None) -> tuple[int, int]:
+    if text is None:
+        return (0, 1)
+    index, _, count = text.partition("/")
+    try:
+        shard = (int(index), int(count))
+    except ValueError:
+        shard = (-1, 0)
+    if not 0 <= shard[0] < shard[1]:
+        raise InputError(f"--shard must be I/N with 0 <= I < N, got {text!r}")
+    return shard
+
+
 ResumeOpt = Annotated[
     bool,
     typer.Option(
@@ -368,6 +391,7 @@ def molecules(
     method: MethodOpt = None,
     output: OutputOpt = "-",
     resume: ResumeOpt = False,
+    shard: ShardOpt = None,
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
@@ -380,7 +404,8 @@ def molecules(
         resolved = build_spec(
             spec, model, constraint, tau, method, steps, batch_size, seed, n, novel
         )
-        job = MoleculeJob(resolved.sampling.n or 16, resolved, device, output, resume)
+        resolved.sampling.n = resolved.sampling.n or 16  # the resolved config names it
+        job = MoleculeJob(resolved.sampling.n, resolved, device, output, resume, parse_shard(shard))
         code = run_molecules(job, console, RichReporter(quiet))
         raise typer.Exit(code)
 
@@ -416,6 +441,7 @@ def generate(
     method: MethodOpt = None,
     output: OutputOpt = "-",
     resume: ResumeOpt = False,
+    shard: ShardOpt = None,
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
@@ -437,16 +463,35 @@ def generate(
         else:
             given = [None]
         resolved = build_spec(spec, model, constraint, tau, method, steps, batch_size, seed, n)
+        resolved.sampling.n = resolved.sampling.n or 4
         job = TextJob(
-            n=resolved.sampling.n or 4,
+            n=resolved.sampling.n,
             spec=resolved,
             device=device,
             output=output,
             prompts=given,
             length=length,
             resume=resume,
+            shard=parse_shard(shard),
         )
         raise typer.Exit(run_text(job, console, RichReporter(quiet)))
+
+    run_guarded(body)
+
+
+@app.command()
+def merge(
+    out: Annotated[str, typer.Argument(help="The merged JSONL file (new or empty), or -.")],
+    shards: Annotated[list[Path], typer.Argument(help="The shards' JSONL files.")],
+) -> None:
+    """Merge the shards of one run (`--shard I/N`) into one file sorted by seed, prompt and
+    sample; refuses mixed configurations, duplicate records and missing ones."""
+
+    def body() -> None:
+        from cdd_cli.shards import merge_shards
+
+        written = merge_shards(out, shards)
+        console.print(f"{written} records from {len(shards)} shard(s) in {out}", markup=False)
 
     run_guarded(body)
 

@@ -65,6 +65,7 @@ class MoleculeJob:
     device: str
     output: str
     resume: bool = False  # write only the records `output` lacks
+    shard: tuple[int, int] = (0, 1)  # (I, N): this process writes samples k with k % N == I
 
 
 @dataclass
@@ -76,6 +77,7 @@ class TextJob:
     prompts: list[PromptInput | None]  # [None]: unconditional
     length: int | None  # None: DEFAULT_LENGTH, or what the model's length leaves room for
     resume: bool = False  # write only the records `output` lacks
+    shard: tuple[int, int] = (0, 1)  # (I, N): this process writes samples k with k % N == I
 
 
 @dataclass(frozen=True)
@@ -320,17 +322,26 @@ def tally_held(held: dict[str, int], row: dict) -> None:
 
 
 @dataclass
-class Resumed:
-    """What an output file already holds of this run (`--resume`): the record ids written
-    for its seed, and the texts of those that satisfied the constraints (novelty's memory of
-    the run: later samples must differ from them)."""
+class Share:
+    """What this process writes of a run: its shard of the samples (`--shard I/N`: sample k
+    of the run, counted over prompts, when k % N == I; interleaved, so cheap and costly
+    samples spread evenly), less the records its output file already holds (`--resume`),
+    with the texts of those that satisfied the constraints (novelty's memory of the run)."""
 
     ids: set[str] = field(default_factory=set)
     satisfied: list[str] = field(default_factory=list)
+    shard: tuple[int, int] = (0, 1)
 
     def restore(self, constraints: list[Constraint]) -> None:
         for c in constraints:
             c.remember(self.satisfied)
+
+    def mine(self, k: int) -> bool:
+        return k % self.shard[1] == self.shard[0]
+
+    def wants(self, k: int, id: str) -> bool:
+        """Whether this process writes sample k of the run, whose record id is `id`."""
+        return self.mine(k) and id not in self.ids
 
 
 def say(console: Console):
@@ -340,10 +351,14 @@ def say(console: Console):
     return line
 
 
-def resume_from(output: str, seed: int, ids: list[str], resume: bool, say) -> Resumed:
-    """The records of this run (`ids` of `seed`) already in `output`: refused without
+def resume_from(
+    output: str, seed: int, ids: list[str], resume: bool, say, shard: tuple[int, int] = (0, 1)
+) -> Share:
+    """The share of a run this process writes: `ids` (of `seed`, the run's record ids in
+    sample order) in its `shard`, less the records already in `output`: refused without
     `--resume`, skipped with it. A torn last line (a kill or a full disk mid-write) is
     dropped with `--resume` (and said), refused without."""
+    ids = [i for k, i in enumerate(ids) if k % shard[1] == shard[0]]
     existing = existing_records(output)
     if existing.torn_bytes:
         if not resume:
@@ -361,7 +376,7 @@ def resume_from(output: str, seed: int, ids: list[str], resume: bool, say) -> Re
         )
     if done:
         say(f"-o {output}: resuming: {len(done)} of {len(ids)} records already there")
-    return Resumed(done, existing.satisfied.get(seed, []))
+    return Share(done, existing.satisfied.get(seed, []), shard)
 
 
 def first_difference(ours: object, theirs: object, where: str = "") -> str | None:
@@ -432,20 +447,21 @@ class MoleculeRun:
     device: str
 
     def records(
-        self, n: int, reporter: Reporter | None = None, done: Resumed | None = None
+        self, n: int, reporter: Reporter | None = None, share: Share | None = None
     ) -> Iterator[dict]:
-        """The records of molecules 0 .. n - 1, each as soon as it is final; with `done`,
-        those not already written (an interrupted run resumed)."""
+        """The records of molecules 0 .. n - 1, each as soon as it is final; with `share`,
+        this process's shard of them not already written (an interrupted run resumed)."""
         check_batch_fits(min(self.spec.sampling.batch_size, n), self.loaded)
         reporter = reporter or Reporter()
         spec, reference = self.spec, model_reference(self.loaded.directory)
         generation = Generation(spec, self.loaded, self.constraints, spec.sampling.steps, reporter)
-        done = done or Resumed()
-        done.restore(self.constraints)
-        todo = [i for i in range(n) if f"0-{i}" not in done.ids]
-        reporter.run_started("molecules", n)
+        share = share or Share()
+        share.restore(self.constraints)
+        todo = [i for i in range(n) if share.wants(i, f"0-{i}")]
+        total = sum(share.mine(i) for i in range(n))
+        reporter.run_started("molecules", total)
         valid = violating = 0
-        count = n - len(todo)
+        count = total - len(todo)
         for start in range(0, len(todo), spec.sampling.batch_size):
             indices = todo[start : start + spec.sampling.batch_size]
             for draw in generation.run(indices):
@@ -454,7 +470,7 @@ class MoleculeRun:
                 violating += not draw.satisfied
                 yield record(draw, self.constraints, spec, self.loaded, Prompt(), report.fields())
             count += len(indices)
-            tally = f"valid {valid}/{count - (n - len(todo))}"
+            tally = f"valid {valid}/{count - (total - len(todo))}"
             reporter.records_done(
                 count, tally + (f", violating {violating}" if self.constraints else "")
             )
@@ -520,12 +536,13 @@ def run_molecules(job: MoleculeJob, console: Console, display: Display | None = 
     display = display or Display()
     check_resolved_config(run.spec, job.output)
     ids = [f"0-{i}" for i in range(job.n)]
-    done = resume_from(job.output, run.spec.sampling.seed, ids, job.resume, say(console))
+    seed = run.spec.sampling.seed
+    share = resume_from(job.output, seed, ids, job.resume, say(console), job.shard)
     reports: list[MoleculeReport] = []
     violating = 0
     started = time.perf_counter()
     held: dict[str, int] = {}
-    rows = run.records(job.n, display, done)
+    rows = run.records(job.n, display, share)
     for row in written_records(run.spec, rows, job.output, job.n, display):
         reports.append(MoleculeReport(**{f.name: row[f.name] for f in fields(MoleculeReport)}))
         violating += row["satisfied"] is False
@@ -594,23 +611,25 @@ class TextRun:
     length: int  # continuation tokens
 
     def records(
-        self, n: int, reporter: Reporter | None = None, done: Resumed | None = None
+        self, n: int, reporter: Reporter | None = None, share: Share | None = None
     ) -> Iterator[dict]:
-        """`n` records per prompt, each as soon as it is final; with `done`, those not
-        already written (an interrupted run resumed)."""
+        """`n` records per prompt, each as soon as it is final; with `share`, this
+        process's shard of them not already written (an interrupted run resumed)."""
         check_batch_fits(min(self.spec.sampling.batch_size, n), self.loaded)
         reporter = reporter or Reporter()
         spec = self.spec
         generation = Generation(
             spec, self.loaded, self.constraints, spec.sampling.steps, reporter, self.length
         )
-        done = done or Resumed()
-        reporter.run_started("samples", n * len(self.prompts))
+        share = share or Share()
+        share.restore(self.constraints)
+        reporter.run_started("samples", sum(map(share.mine, range(n * len(self.prompts)))))
         violating = 0
-        written = len(done.ids)
+        written = len(share.ids)
         for prompt in self.prompts:
             told = [c.with_prompt(prompt.text or "", len(prompt.ids)) for c in self.constraints]
-            todo = [i for i in range(n) if f"{prompt.index}-{i}" not in done.ids]
+            first = prompt.index * n  # the prompt's first sample, counted over the run
+            todo = [i for i in range(n) if share.wants(first + i, f"{prompt.index}-{i}")]
             for start in range(0, len(todo), spec.sampling.batch_size):
                 indices = todo[start : start + spec.sampling.batch_size]
                 for draw in generation.run(indices, prompt):
@@ -647,14 +666,15 @@ def run_text(job: TextJob, console: Console, display: Display | None = None) -> 
     display = display or Display()
     check_resolved_config(run.spec, job.output)
     ids = [f"{p.index}-{i}" for p in run.prompts for i in range(job.n)]
-    done = resume_from(job.output, run.spec.sampling.seed, ids, job.resume, say(console))
+    seed = run.spec.sampling.seed
+    share = resume_from(job.output, seed, ids, job.resume, say(console), job.shard)
     violating = count = 0
     seconds = 0.0
     started = time.perf_counter()
     total = job.n * len(run.prompts)
     held: dict[str, int] = {}
     for row in written_records(
-        run.spec, run.records(job.n, display, done), job.output, total, display
+        run.spec, run.records(job.n, display, share), job.output, total, display
     ):
         violating += row["satisfied"] is False
         tally_held(held, row)

@@ -103,8 +103,7 @@ class SubstructureConstraint(ExactConstraint):
 
     def judge(self, texts: list[str]) -> list[float | None]:
         return [
-            None if (n := substructure_matches(self.smarts, t)) is None else float(n)
-            for t in texts
+            None if (n := substructure_matches(self.smarts, t)) is None else float(n) for t in texts
         ]
 
     def label(self) -> str:

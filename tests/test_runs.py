@@ -145,3 +145,37 @@ def test_killed_at_a_random_moment_then_resumed(tmp_path: Path, signum: int):
     )
     assert done.returncode == 0, done.stderr
     assert same_records(whole, part)
+
+
+def test_shards_merge_into_the_one_process_run(tmp_path: Path, text_model_dir: Path):
+    args = ["generate", "-q", "--model", str(text_model_dir), "-n", "3", "--length", "6"]
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"prompt": "The whale"}\n{"prompt": "A ship"}\n')
+    args += ["--prompts", str(prompts)]
+    one, merged = tmp_path / "one.jsonl", tmp_path / "merged.jsonl"
+    assert runner.invoke(app, [*args, "-o", str(one)]).exit_code == 0
+    shards = [tmp_path / f"shard{i}.jsonl" for i in range(3)]
+    for i, shard in enumerate(shards):  # each with its own batch size: it changes nothing
+        extra = ["--shard", f"{i}/3", "--batch-size", str(i + 1)]
+        assert runner.invoke(app, [*args, *extra, "-o", str(shard)]).exit_code == 0
+    # Interleaved: samples k = 3 p + i of the run go to shard k % 3.
+    assert sorted(existing_records(str(shards[1])).keys) == [(0, "0-1"), (0, "1-1")]
+    short = runner.invoke(app, ["merge", str(merged), *map(str, shards[:2])])
+    assert short.exit_code == 2 and "the shards lack 2 record(s), e.g. 0-2" in short.stderr
+    twice = runner.invoke(app, ["merge", str(merged), str(shards[0]), str(shards[0])])
+    assert twice.exit_code == 2 and "is also at" in twice.stderr
+    result = runner.invoke(app, ["merge", str(merged), *map(str, shards)])
+    assert result.exit_code == 0, result.stderr
+    assert one.read_text().count("\n") == 6 and same_records(one, merged)
+    ids = [json.loads(line)["id"] for line in merged.read_text().splitlines()]
+    assert ids == ["0-0", "0-1", "0-2", "1-0", "1-1", "1-2"]
+    other = tmp_path / "other.jsonl"
+    assert (
+        runner.invoke(app, [*args, "--steps", "3", "--shard", "2/3", "-o", str(other)]).exit_code
+        == 0
+    )
+    mixed = runner.invoke(
+        app, ["merge", str(tmp_path / "m2.jsonl"), *map(str, shards[:2]), str(other)]
+    )
+    assert mixed.exit_code == 2 and "another configuration" in mixed.stderr
+    assert "sampling.steps" in mixed.stderr
