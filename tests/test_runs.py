@@ -118,7 +118,9 @@ def test_text_runs_resume_per_prompt(tmp_path: Path, text_model_dir: Path):
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT])
 def test_killed_at_a_random_moment_then_resumed(tmp_path: Path, signum: int):
     args = [sys.executable, "-m", "cdd_cli", "molecules", "-q", "-n", "24", "--batch-size", "2"]
-    args += ["-c", "sa", "--tau", "3.5", "--threads", "1"]
+    # Exact judges only: where the ALM projects, a resumed batch's other samples can change a
+    # sample's floating-point sums (README), and the kill moment decides the batches.
+    args += ["-c", "pains", "-c", "lipinski", "--threads", "1"]
     whole, part = tmp_path / "whole.jsonl", tmp_path / "part.jsonl"
     subprocess.run([*args, "-o", str(whole)], check=True, capture_output=True, timeout=300)
     process = subprocess.Popen(
