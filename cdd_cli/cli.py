@@ -842,6 +842,39 @@ def train_toxicity_surrogate_command(
     run_guarded(body)
 
 
+def molecule_surrogate_run(
+    out: Path,
+    model: str,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    hidden_dim: int,
+    n_layers: int,
+    threads: int | None,
+) -> Path:
+    """A molecule surrogate's training options checked, threads set; the model's folder,
+    which must hold its training and held-out molecules."""
+    from cdd_cli.models.registry import resolve_directory
+    from cdd_cli.models.surrogate import SurrogateConfig
+
+    if steps < 4:
+        raise InputError(f"--steps must be at least 4, got {steps}")
+    check_training_options(
+        out, threads, lr, batch_size=batch_size, hidden_dim=hidden_dim, n_layers=n_layers
+    )
+    heads = SurrogateConfig.n_heads
+    if hidden_dim % heads:
+        raise InputError(
+            f"--hidden-dim must split into the surrogate's {heads} heads: {hidden_dim}"
+        )
+    set_threads(threads)
+    directory = resolve_directory(model)
+    for name in ("reference.smi.gz", "heldout.smi.gz", "tokenizer.json", "config.json"):
+        if not (directory / name).is_file():
+            raise InputError(f"{directory}: no {name} (train with `cdd train molecules`)")
+    return directory
+
+
 @train_app.command("sa-surrogate")
 def train_sa_surrogate_command(
     out: Annotated[
@@ -863,26 +896,11 @@ def train_sa_surrogate_command(
     """Train the SA surrogate (RDKit SA labels) over a molecule model's vocabulary."""
 
     def body() -> None:
-
-        from cdd_cli.models.registry import resolve_directory
-        from cdd_cli.models.surrogate import SurrogateConfig
         from cdd_cli.train.surrogate import train_sa_surrogate
 
-        if steps < 4:
-            raise InputError(f"--steps must be at least 4, got {steps}")
-        check_training_options(
-            out, threads, lr, batch_size=batch_size, hidden_dim=hidden_dim, n_layers=n_layers
+        directory = molecule_surrogate_run(
+            out, model, steps, batch_size, lr, hidden_dim, n_layers, threads
         )
-        heads = SurrogateConfig.n_heads
-        if hidden_dim % heads:
-            raise InputError(
-                f"--hidden-dim must split into the surrogate's {heads} heads: {hidden_dim}"
-            )
-        set_threads(threads)
-        directory = resolve_directory(model)
-        for name in ("reference.smi.gz", "heldout.smi.gz", "tokenizer.json", "config.json"):
-            if not (directory / name).is_file():
-                raise InputError(f"{directory}: no {name} (train with `cdd train molecules`)")
         progress, on_step = training_progress(quiet, "sa surrogate", steps, 500)
         with progress:
             train_sa_surrogate(
@@ -919,23 +937,13 @@ def train_property_surrogate_command(
     `surrogate: DIR` in a spec entry)."""
 
     def body() -> None:
-        from cdd_cli.models.registry import resolve_directory
         from cdd_cli.train.properties import train_property_surrogate
 
-        if steps < 4:
-            raise InputError(f"--steps must be at least 4, got {steps}")
         if molecules is not None and molecules < 1:
             raise InputError(f"--molecules must be at least 1, got {molecules}")
-        check_training_options(
-            out, threads, lr, batch_size=batch_size, hidden_dim=hidden_dim, n_layers=n_layers
+        directory = molecule_surrogate_run(
+            out, model, steps, batch_size, lr, hidden_dim, n_layers, threads
         )
-        if hidden_dim % 4:
-            raise InputError(f"--hidden-dim must split into the surrogate's 4 heads: {hidden_dim}")
-        set_threads(threads)
-        directory = resolve_directory(model)
-        for name in ("reference.smi.gz", "heldout.smi.gz", "tokenizer.json", "config.json"):
-            if not (directory / name).is_file():
-                raise InputError(f"{directory}: no {name} (train with `cdd train molecules`)")
         settings = {"steps": steps, "batch_size": batch_size, "lr": lr, "hidden_dim": hidden_dim}
         settings |= {"n_layers": n_layers, "seed": seed}
         progress, on_step = training_progress(quiet, "property surrogate", steps, 500)
