@@ -18,6 +18,7 @@ continuation (the record's `text`), told the prompt for scopes that include it.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import shlex
@@ -336,12 +337,19 @@ class Share:
         for c in constraints:
             c.remember(self.satisfied)
 
-    def mine(self, k: int) -> bool:
-        return k % self.shard[1] == self.shard[0]
+    def count(self, first: int, stop: int) -> int:
+        """How many of samples first .. stop - 1 of the run are in this shard."""
+        index, shards = self.shard
+        return len(range(first + (index - first) % shards, stop, shards))
 
-    def wants(self, k: int, id: str) -> bool:
-        """Whether this process writes sample k of the run, whose record id is `id`."""
-        return self.mine(k) and id not in self.ids
+    def batches(self, first: int, n: int, prompt: str, size: int) -> Iterator[list[int]]:
+        """The prompt's samples this process writes (the run's samples first .. first +
+        n - 1, record ids PROMPT-i), `size` at a time, never all held at once."""
+        index, shards = self.shard
+        start = (index - first) % shards
+        wanted = (i for i in range(start, n, shards) if f"{prompt}-{i}" not in self.ids)
+        while batch := list(itertools.islice(wanted, size)):
+            yield batch
 
 
 def say(console: Console):
@@ -352,13 +360,27 @@ def say(console: Console):
 
 
 def resume_from(
-    output: str, seed: int, ids: list[str], resume: bool, say, shard: tuple[int, int] = (0, 1)
+    output: str,
+    seed: int,
+    shape: tuple[int, int],
+    resume: bool,
+    say,
+    shard: tuple[int, int] = (0, 1),
 ) -> Share:
-    """The share of a run this process writes: `ids` (of `seed`, the run's record ids in
-    sample order) in its `shard`, less the records already in `output`: refused without
-    `--resume`, skipped with it. A torn last line (a kill or a full disk mid-write) is
-    dropped with `--resume` (and said), refused without."""
-    ids = [i for k, i in enumerate(ids) if k % shard[1] == shard[0]]
+    """The share of a run of `shape` (prompts, samples per prompt) and `seed` that this
+    process writes: the samples of its `shard`, less the records already in `output`:
+    refused without `--resume`, skipped with it. A torn last line (a kill or a full disk
+    mid-write) is dropped with `--resume` (and said), refused without."""
+    prompts, n = shape
+    total = len(range(shard[0], prompts * n, shard[1]))
+
+    def ours(record_id: str) -> bool:
+        prompt, _, sample = record_id.partition("-")
+        if not (prompt.isdigit() and sample.isdigit()):
+            return False
+        p, i = int(prompt), int(sample)
+        return p < prompts and i < n and (p * n + i) % shard[1] == shard[0]
+
     existing = existing_records(output)
     if existing.torn_bytes:
         if not resume:
@@ -368,14 +390,14 @@ def resume_from(
             )
         cut_torn_tail(output, existing.torn_bytes)
         say(f"-o {output}: dropped an incomplete last line ({existing.torn_bytes} bytes)")
-    done = {i for i in ids if (seed, i) in existing.keys}
+    done = {i for s, i in existing.keys if s == seed and ours(i)}
     if done and not resume:
         raise InputError(
-            f"-o {output}: already holds {len(done)} of this run's {len(ids)} records (seed "
+            f"-o {output}: already holds {len(done)} of this run's {total} records (seed "
             f"{seed}); add --resume to write only the missing ones, or choose another file"
         )
     if done:
-        say(f"-o {output}: resuming: {len(done)} of {len(ids)} records already there")
+        say(f"-o {output}: resuming: {len(done)} of {total} records already there")
     return Share(done, existing.satisfied.get(seed, []), shard)
 
 
@@ -457,20 +479,19 @@ class MoleculeRun:
         generation = Generation(spec, self.loaded, self.constraints, spec.sampling.steps, reporter)
         share = share or Share()
         share.restore(self.constraints)
-        todo = [i for i in range(n) if share.wants(i, f"0-{i}")]
-        total = sum(share.mine(i) for i in range(n))
+        total = share.count(0, n)
         reporter.run_started("molecules", total)
-        valid = violating = 0
-        count = total - len(todo)
-        for start in range(0, len(todo), spec.sampling.batch_size):
-            indices = todo[start : start + spec.sampling.batch_size]
+        valid = violating = made = 0
+        count = total - len(share.ids)
+        for indices in share.batches(0, n, "0", spec.sampling.batch_size):
             for draw in generation.run(indices):
                 report = describe(draw.text, reference)
                 valid += report.valid
                 violating += not draw.satisfied
                 yield record(draw, self.constraints, spec, self.loaded, Prompt(), report.fields())
             count += len(indices)
-            tally = f"valid {valid}/{count - (total - len(todo))}"
+            made += len(indices)
+            tally = f"valid {valid}/{made}"
             reporter.records_done(
                 count, tally + (f", violating {violating}" if self.constraints else "")
             )
@@ -535,9 +556,8 @@ def run_molecules(job: MoleculeJob, console: Console, display: Display | None = 
     run = prepare_molecules(job.spec, job.device)
     display = display or Display()
     check_resolved_config(run.spec, job.output)
-    ids = [f"0-{i}" for i in range(job.n)]
     seed = run.spec.sampling.seed
-    share = resume_from(job.output, seed, ids, job.resume, say(console), job.shard)
+    share = resume_from(job.output, seed, (1, job.n), job.resume, say(console), job.shard)
     reports: list[MoleculeReport] = []
     violating = 0
     started = time.perf_counter()
@@ -623,15 +643,13 @@ class TextRun:
         )
         share = share or Share()
         share.restore(self.constraints)
-        reporter.run_started("samples", sum(map(share.mine, range(n * len(self.prompts)))))
+        reporter.run_started("samples", share.count(0, n * len(self.prompts)))
         violating = 0
         written = len(share.ids)
         for prompt in self.prompts:
             told = [c.with_prompt(prompt.text or "", len(prompt.ids)) for c in self.constraints]
             first = prompt.index * n  # the prompt's first sample, counted over the run
-            todo = [i for i in range(n) if share.wants(first + i, f"{prompt.index}-{i}")]
-            for start in range(0, len(todo), spec.sampling.batch_size):
-                indices = todo[start : start + spec.sampling.batch_size]
+            for indices in share.batches(first, n, str(prompt.index), spec.sampling.batch_size):
                 for draw in generation.run(indices, prompt):
                     violating += not draw.satisfied
                     written += 1
@@ -665,9 +683,9 @@ def run_text(job: TextJob, console: Console, display: Display | None = None) -> 
     run = prepare_text(job.spec, job.device, job.prompts, job.length)
     display = display or Display()
     check_resolved_config(run.spec, job.output)
-    ids = [f"{p.index}-{i}" for p in run.prompts for i in range(job.n)]
     seed = run.spec.sampling.seed
-    share = resume_from(job.output, seed, ids, job.resume, say(console), job.shard)
+    shape = (len(run.prompts), job.n)
+    share = resume_from(job.output, seed, shape, job.resume, say(console), job.shard)
     violating = count = 0
     seconds = 0.0
     started = time.perf_counter()

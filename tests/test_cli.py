@@ -74,28 +74,18 @@ def test_molecules_writes_one_record_per_sample(uniform_model_dir: Path):
 def test_output_file_is_appended_and_batch_size_does_not_change_records(
     uniform_model_dir: Path, tmp_path: Path
 ):
-    out = tmp_path / "out.jsonl"
-    for batch_size in ("1", "3"):
+    out, other = tmp_path / "out.jsonl", tmp_path / "other.jsonl"
+    args = ["molecules", "--model", str(uniform_model_dir), "--quiet"]
+    for n, batch_size, target in (("3", "1", out), ("3", "3", other), ("5", "2", out)):
+        resume = ["--resume"] if n == "5" else []
         result = runner.invoke(
-            app,
-            [
-                "molecules",
-                "-n",
-                "3",
-                "--model",
-                str(uniform_model_dir),
-                "--batch-size",
-                batch_size,
-                "-o",
-                str(out),
-                "--quiet",
-            ],
+            app, [*args, "-n", n, "--batch-size", batch_size, "-o", str(target), *resume]
         )
         assert result.exit_code == 0, result.stderr
         assert result.stdout == ""
-    records = records_of(out.read_text())
-    assert len(records) == 6
-    assert [r["text"] for r in records[:3]] == [r["text"] for r in records[3:]]
+    records = records_of(out.read_text())  # the first 3, then the 2 the resumed run lacked
+    assert [r["id"] for r in records] == ["0-0", "0-1", "0-2", "0-3", "0-4"]
+    assert [r["text"] for r in records[:3]] == [r["text"] for r in records_of(other.read_text())]
 
 
 def one_error_line(result) -> str:
@@ -412,5 +402,6 @@ def test_ctrl_c_says_what_was_kept(tmp_path: Path):
     assert [json.loads(line)["id"] for line in lines] == [f"0-{i}" for i in range(len(lines))]
     assert stderr.splitlines() == [
         f"cdd: error: interrupted: {len(lines)} of 100000 records kept in {out}, each a "
-        "complete line"
+        f"complete line; finish it with: cdd molecules -n 100000 --batch-size 8 -q -o {out} "
+        "--resume"
     ]
