@@ -30,6 +30,13 @@ from cdd_cli.projection.presets import fill_model_defaults
 from cdd_cli.spec import Spec, constraint_from_flags, load_spec
 
 
+def filled_search(loaded: registry.LoadedModel) -> dict:
+    """The search settings cdd ran with (the model's defaults filled in)."""
+    spec = Spec()
+    fill_model_defaults(spec, loaded)
+    return spec.resolved()["search"]
+
+
 def run(
     method: str, loaded: registry.LoadedModel, args: argparse.Namespace
 ) -> tuple[list[Draw], float]:
@@ -109,7 +116,7 @@ def main() -> None:
         "threads": torch.get_num_threads(),
         "machine": platform.machine(),
         "canonicalizer": CANONICALIZER,
-        "search": Spec().resolved()["search"],
+        "search": filled_search(loaded),
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
