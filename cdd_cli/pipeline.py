@@ -482,7 +482,7 @@ class MoleculeRun:
         total = share.count(0, n)
         reporter.run_started("molecules", total)
         valid = violating = made = 0
-        count = total - len(share.ids)
+        count = len(share.ids)  # records already written (a resumed run)
         for indices in share.batches(0, n, "0", spec.sampling.batch_size):
             for draw in generation.run(indices):
                 report = describe(draw.text, reference)
