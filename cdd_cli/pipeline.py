@@ -24,7 +24,7 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from functools import partial
 from pathlib import Path
@@ -352,7 +352,9 @@ class Share:
             yield batch
 
 
-def say(console: Console):
+def say(console: Console) -> Callable[[str], None]:
+    """One plain line on `console` (stderr) per message."""
+
     def line(message: str) -> None:
         console.print(message, markup=False, soft_wrap=True)
 
@@ -364,7 +366,7 @@ def resume_from(
     seed: int,
     shape: tuple[int, int],
     resume: bool,
-    say,
+    say: Callable[[str], None],
     shard: tuple[int, int] = (0, 1),
 ) -> Share:
     """The share of a run of `shape` (prompts, samples per prompt) and `seed` that this

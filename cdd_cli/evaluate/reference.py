@@ -14,9 +14,13 @@ import os
 import sys
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import CANONICALIZER, canonical
+
+if TYPE_CHECKING:
+    from cdd_cli.models.registry import LoadedModel
 
 REFERENCE_HEADER = "# cdd-reference v1"
 
@@ -84,7 +88,9 @@ def heldout_reference(directory: Path) -> frozenset[str] | None:
     return _reference(path.resolve(), stat.st_mtime_ns, stat.st_size)
 
 
-def novelty_reference(model, choice: str | None, where: str) -> tuple[frozenset[str], str]:
+def novelty_reference(
+    model: LoadedModel, choice: str | None, where: str
+) -> tuple[frozenset[str], str]:
     """What a novelty constraint calls known, and how the record names it. `choice`:
     "training" (the model's training molecules), "all" (those and its held-out ones), or a
     SMILES file; None: "all" where the model ships held-out molecules, else "training"."""
