@@ -29,7 +29,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from cdd_cli.errors import InputError, Interrupted
+from cdd_cli.errors import InputError, Interrupted, Terminated
 from cdd_cli.reporting import Display
 
 if TYPE_CHECKING:
@@ -187,10 +187,12 @@ def run_guarded(body) -> None:
         raise  # typer.Exit is a RuntimeError: let exit codes through untouched
     except InputError as exc:
         raise fail(str(exc)) from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        if isinstance(exc, Terminated):
+            raise fail("terminated", 143) from None
         raise fail("interrupted", 130) from None
-    except Interrupted as exc:  # a run stopped by Ctrl-C: what it kept
-        raise fail(str(exc), 130) from None
+    except Interrupted as exc:  # a run stopped by Ctrl-C or SIGTERM: what it kept
+        raise fail(str(exc), exc.code) from None
     except BrokenPipeError:
         sys.stderr.close()  # the reader went away (e.g. `| head`); nothing more to say
         raise typer.Exit(0) from None
@@ -1123,9 +1125,13 @@ def show_warning(message, category, filename, lineno, file=None, line=None) -> N
 
 
 def main() -> None:
+    import signal
     import warnings
 
+    from cdd_cli.errors import terminate
+
     warnings.showwarning = show_warning
+    signal.signal(signal.SIGTERM, terminate)  # stop as Ctrl-C does: whole records, one line
     try:  # newer typer vendors click; older ones use it directly
         from typer._click.exceptions import UsageError
     except ImportError:

@@ -6,4 +6,16 @@ class InputError(Exception):
 
 
 class Interrupted(Exception):
-    """Ctrl-C during a run: says what was kept (the CLI exits 130 with it)."""
+    """Ctrl-C (exit 130) or SIGTERM (exit 143) during a run: says what was kept."""
+
+    def __init__(self, message: str, code: int = 130):
+        super().__init__(message)
+        self.code = code
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Python checks for signals: stopped as Ctrl-C stops a run."""
+
+
+def terminate(signum: int, frame: object) -> None:
+    raise Terminated

@@ -38,7 +38,7 @@ from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, close
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.diffusion.processes import make_process
 from cdd_cli.diffusion.sampler import Sampler, sample_generator
-from cdd_cli.errors import InputError, Interrupted
+from cdd_cli.errors import InputError, Interrupted, Terminated
 from cdd_cli.evaluate.molecules import (
     CANONICALIZER,
     MoleculeReport,
@@ -542,9 +542,10 @@ def written_records(
             for row in records:
                 writer.write(row)
                 yield row
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         finish = "" if output == "-" else f"; finish it with: {resume_command()}"
-        raise Interrupted(f"interrupted: {writer.kept(total)}{finish}") from None
+        how, code = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
+        raise Interrupted(f"{how}: {writer.kept(total)}{finish}", code) from None
 
 
 def resume_command() -> str:

@@ -67,13 +67,14 @@ class JsonlWriter:
         """Append `data` whole or not at all: a write cut short (a full disk) is cut back to
         where the file ended, so no torn record is left for a later append to bury."""
         end = os.fstat(fd).st_size
+        done = 0
         try:
-            done = 0
             while done < len(data):
                 done += os.write(fd, data[done:])
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, end)
+        except BaseException:  # a full disk, or a signal between two partial writes
+            if done < len(data):
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, end)
             raise
 
     def close(self) -> None:
