@@ -643,8 +643,8 @@ class WordLayout:
         the neighbour to a later step, which predicts it knowing the word. (Decided at
         random, a word's neighbours were often written blind to it: on c05 the token after a
         placed word cost 0.41 nats more than other free tokens, and 0.24 less after this.
-        Holding back three positions on each side instead of one made c05 worse: see
-        bench/README.md.)"""
+        Holding back three positions on each side instead of one made c05 worse: +44.2%
+        against +25.5% perplexity, 80 samples.)"""
         for b, plan in enumerate(plans):
             placed = {p for span in plan.placed for p in span}
             for span in plan.placed:

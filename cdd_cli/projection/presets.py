@@ -1,8 +1,9 @@
 """The settings tables: what a spec leaves out, filled in per method, model kind and family.
 
-Every value here was chosen by a measurement; the comment beside it says which (the runs are
-in bench/README.md: its SA and toxicity tables, and "Tried and rejected" for the values that
-lost). A value a spec gives always wins: only None is filled.
+Every value here was chosen by a measurement; the comment beside it says which (the current
+tables are in bench/README.md; the runs of the values that lost are in the issue notes and in
+git history, `git log -p -- bench/README.md`). A value a spec gives always wins: only None is
+filled.
 
 - `cdd` fills from `CDD_SHARED`, then `CDD_BY_MODEL[model_kind]`.
 - `paper` runs the paper's algorithm as published: the ALM at every step over the whole
