@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,11 @@ from cdd_cli.models.checkpoint import ModelConfig, save_model
 from cdd_cli.models.dit import DiffusionModel
 from cdd_cli.models.surrogate import SoftTokenRegressor, SurrogateConfig, save_surrogate
 from cdd_cli.models.tokenizers import Gpt2Tokenizer, SmilesTokenizer
+
+# No test may reach a model hub (house rule 2): were one to try, huggingface_hub and
+# transformers refuse instead of downloading.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 # Real QM9 molecules (canonical, stereo-free), enough to build the full 30-token vocabulary.
 QM9_SAMPLE = [
