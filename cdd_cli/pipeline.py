@@ -337,6 +337,10 @@ class Share:
         for c in constraints:
             c.remember(self.satisfied)
 
+    def holds(self, k: int) -> bool:
+        """Whether sample k of the run is in this process's shard."""
+        return k % self.shard[1] == self.shard[0]
+
     def count(self, first: int, stop: int) -> int:
         """How many of samples first .. stop - 1 of the run are in this shard."""
         index, shards = self.shard
@@ -374,14 +378,15 @@ def resume_from(
     refused without `--resume`, skipped with it. A torn last line (a kill or a full disk
     mid-write) is dropped with `--resume` (and said), refused without."""
     prompts, n = shape
-    total = len(range(shard[0], prompts * n, shard[1]))
+    share = Share(shard=shard)
+    total = share.count(0, prompts * n)
 
     def ours(record_id: str) -> bool:
         prompt, _, sample = record_id.partition("-")
         if not (prompt.isdigit() and sample.isdigit()):
             return False
         p, i = int(prompt), int(sample)
-        return p < prompts and i < n and (p * n + i) % shard[1] == shard[0]
+        return p < prompts and i < n and share.holds(p * n + i)
 
     existing = existing_records(output)
     if existing.torn_bytes:
@@ -400,7 +405,8 @@ def resume_from(
         )
     if done:
         say(f"-o {output}: resuming: {len(done)} of {total} records already there")
-    return Share(done, existing.satisfied.get(seed, []), shard)
+    share.ids, share.satisfied = done, existing.satisfied.get(seed, [])
+    return share
 
 
 def first_difference(ours: object, theirs: object, where: str = "") -> str | None:
@@ -484,18 +490,17 @@ class MoleculeRun:
         total = share.count(0, n)
         reporter.run_started("molecules", total)
         valid = violating = made = 0
-        count = len(share.ids)  # records already written (a resumed run)
         for indices in share.batches(0, n, "0", spec.sampling.batch_size):
             for draw in generation.run(indices):
                 report = describe(draw.text, reference)
                 valid += report.valid
                 violating += not draw.satisfied
                 yield record(draw, self.constraints, spec, self.loaded, Prompt(), report.fields())
-            count += len(indices)
             made += len(indices)
             tally = f"valid {valid}/{made}"
-            reporter.records_done(
-                count, tally + (f", violating {violating}" if self.constraints else "")
+            reporter.records_done(  # counting the records a resumed run found written
+                len(share.ids) + made,
+                tally + (f", violating {violating}" if self.constraints else ""),
             )
 
 
@@ -533,9 +538,9 @@ def check_batch_fits(batch_size: int, loaded: registry.LoadedModel) -> None:
 def written_records(
     spec: Spec, records: Iterator[dict], output: str, total: int, display: Display
 ) -> Iterator[dict]:
-    """Each of `records` once it is written to `output` (its configuration beside it), inside
-    the live display; Ctrl-C becomes `Interrupted`, saying what was kept of `total`."""
-    check_resolved_config(spec, output)
+    """Each of `records` once it is written to `output` (its configuration beside it, which
+    the caller checked against the file's first), inside the live display; Ctrl-C becomes
+    `Interrupted`, saying what was kept of `total`."""
     writer = JsonlWriter(output, partial(write_resolved_config, spec, output))
     try:
         with writer, display:

@@ -116,12 +116,11 @@ def novelty_reference(
     return both, f"all: training + held-out ({len(both):,} molecules)"
 
 
-def library_lines(path: Path) -> list[str]:
-    """The SMILES of a user's file: one a line, the first field (whitespace or comma
-    separated; a name or other columns may follow), blank and # lines skipped; gzip'd or
-    not. A cdd reference file is read as such."""
+def library_lines(path: Path, raw: bytes) -> list[str]:
+    """The SMILES of a user's file (its bytes `raw`): one a line, the first field (whitespace
+    or comma separated; a name or other columns may follow), blank and # lines skipped;
+    gzip'd or not. A cdd reference file is read as such."""
     try:
-        raw = path.read_bytes()
         raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise InputError(f"{path}: cannot read the reference ({exc})") from None
@@ -165,11 +164,15 @@ def canonicalise_all(smiles: list[str]) -> list[str | None]:
 
 @functools.lru_cache(maxsize=4)
 def _library(path: Path, mtime_ns: int, size: int) -> frozenset[str]:
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the reference ({exc.strerror})") from None
+    digest = hashlib.sha256(raw).hexdigest()[:16]
     cached = cache_dir() / f"library-{digest}-{CANONICALIZER}.smi.gz"
     if cached.is_file():
         return frozenset(read_smiles(cached)[1])
-    lines = library_lines(path)
+    lines = library_lines(path, raw)
     if len(lines) > 100_000:  # about 0.1 ms a molecule a core: say why the wait
         print(
             f"cdd: canonicalising {len(lines):,} SMILES of {path} with RDKit, once (cached in "

@@ -166,22 +166,25 @@ class SoftTokenRegressor(nn.Module):
         """Score per sequence [B] (a multi-property surrogate: [B, K], in the labels' units)
         from embedded tokens; `mask` [B, L] marks real tokens (padded batches of texts of
         different lengths)."""
+        out = self.head_outputs(x, mask)
+        if self.config.targets is None:
+            return out.squeeze(-1)
+        return out * self.scale.to(out) + self.shift.to(out)
+
+    def head_outputs(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The head's outputs [B, outputs] from embedded tokens: a multi-property surrogate's
+        in units of each label's spread about its mean (what it is trained on)."""
         x = self.norm(self.encoder(x + self.positions[: x.shape[1]], mask))
         if mask is None:
             pooled = x.mean(dim=1)
         else:
             weights = mask.to(x.dtype)[..., None]
             pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp_min(1.0)
-        out = self.head(pooled)
-        if self.config.targets is None:
-            return out.squeeze(-1)
-        return out * self.scale.to(out) + self.shift.to(out)
+        return self.head(pooled)
 
     def normalised(self, tokens: Tokens, mask: torch.Tensor | None = None) -> torch.Tensor:
         """A multi-property surrogate's outputs [B, K] before scale and shift (training)."""
-        return (self(tokens, mask) - self.shift.to(self.head[-1].weight)) / self.scale.to(
-            self.head[-1].weight
-        )
+        return self.head_outputs(self.embed(tokens), mask)
 
     def forward(self, tokens: Tokens, mask: torch.Tensor | None = None) -> torch.Tensor:
         return self.score(self.embed(tokens), mask)
