@@ -546,7 +546,8 @@ def validate(
         ),
     ] = None,
 ) -> None:
-    """Check a spec (keys, types, ranges, model, surrogates, lexical fit) without sampling."""
+    """Check a spec (keys, types, ranges, model, surrogates, layouts and patterns fit) without
+    sampling."""
 
     def body() -> None:
         from cdd_cli.constraints.base import closed_forms
@@ -577,7 +578,9 @@ def validate(
             )
         try:
             if closed_forms(placed, loaded.tokenizer, 0, tokens):
-                note = f", words fit {tokens} tokens" + ("" if length else f" (--length {tokens})")
+                note = f", layout fits {tokens} tokens" + (
+                    "" if length else f" (--length {tokens})"
+                )
         except InputError as exc:
             raise InputError(f"{spec}: {exc} (--length {tokens})") from None
         typer.echo(dump(resolved.resolved()), nl=False)

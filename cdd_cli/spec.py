@@ -125,6 +125,9 @@ CONSTRAINT_KEYS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "exclude": {"words": ((list,), True)},
     "word_count": {"min": ((int,), False), "max": ((int,), False), "equals": ((int,), False)},
     "count": {"letter": ((str,), False), "word": ((str,), False)},
+    # Structured output: the whole continuation matches (structured.py).
+    "regex": {"pattern": ((str,), True), "ignore_case": ((bool,), False)},
+    "json_schema": {"schema": ((dict, str), True)},
 }
 for _name, _property in PROPERTIES.items():
     CONSTRAINT_KEYS[_name] = {
@@ -148,10 +151,13 @@ DESCRIPTIONS = {
     "exclude": "none of these words in the continuation",
     "word_count": "the continuation's number of words: min, max or equals",
     "count": "the first number written is how often a letter occurs in a word",
+    "regex": "the whole continuation matches the pattern (Python re; ignore_case: true)",
+    "json_schema": "the continuation is JSON valid under the schema (a mapping or .json file)",
 }
 SCOPES = ("continuation", "full")
 LEXICAL_TYPES = ("word_at", "include", "exclude", "word_count", "count")
-TEXT_TYPES = ("toxicity", *LEXICAL_TYPES)
+STRUCTURED_TYPES = ("regex", "json_schema")
+TEXT_TYPES = ("toxicity", *LEXICAL_TYPES, *STRUCTURED_TYPES)
 RANGES = {"sa": (1.0, 10.0), "toxicity": (0.0, 1.0)}
 # Options a constraint takes when a spec leaves them out (the resolved configuration shows
 # them). margin: how far inside tau the surrogate aims, against its error (a probability
@@ -164,9 +170,10 @@ OPTION_DEFAULTS: dict[str, dict[str, Any]] = {
     "substructure": {"present": True},
     "lipinski": {"max_violations": 0},
     "toxicity": {"margin": 0.05, "scope": "continuation"},
+    "regex": {"ignore_case": False},
 }
 # Types whose options no flag can give (count reads its question from the prompt).
-SPEC_ONLY = ("word_at", "include", "exclude", "word_count", "substructure")
+SPEC_ONLY = ("word_at", "include", "exclude", "word_count", "substructure", *STRUCTURED_TYPES)
 WEIGHTS = ("average", "exact")
 BUILTIN = frozenset(CONSTRAINT_KEYS)
 Keys = dict[str, tuple[tuple[type, ...], bool]]
@@ -330,6 +337,7 @@ def check_constraint(c: ConstraintSpec) -> None:
                 f"{c.where}: key 'tau': {c.tau} is outside [{low:g}, {high:g}] for '{c.type}'"
             )
     check_lexical_options(c)
+    check_structured_options(c)
     check_molecule_options(c)
     check_plugin_options(c)
     if c.options.get("scope", "continuation") not in SCOPES:
@@ -415,6 +423,25 @@ def check_lexical_options(c: ConstraintSpec) -> None:
             raise InputError(f"{c.where}: give both 'letter' and 'word', or neither (prompt)")
         if "word" in o and not o["word"].strip():
             raise InputError(f"{c.where}: key 'word' is empty")
+
+
+def check_structured_options(c: ConstraintSpec) -> None:
+    """A pattern Python's `re` reads; a schema that is one, in the supported subset."""
+    if c.type == "regex":
+        import re
+
+        try:
+            re.compile(c.options["pattern"])
+        except re.error as exc:
+            raise InputError(
+                f"{c.where}: key 'pattern': not a regular expression ({exc})"
+            ) from None
+        if not c.options["pattern"]:
+            raise InputError(f"{c.where}: key 'pattern' is empty")
+    if c.type == "json_schema":
+        from cdd_cli.constraints.structured import load_schema
+
+        load_schema(c.options["schema"], c.where)
 
 
 def check_lexical_together(constraints: list[ConstraintSpec]) -> None:

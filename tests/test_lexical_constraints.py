@@ -414,7 +414,7 @@ def test_validate_catches_words_that_cannot_fit(tmp_path: Path):
     assert result.exit_code == 2 and "need 500 word(s)" in result.stderr
     ok = write(tmp_path, SPEC)
     result = CliRunner().invoke(app, ["validate", str(ok)])
-    assert result.exit_code == 0 and "words fit 64 tokens (--length 64)" in result.stderr
+    assert result.exit_code == 0 and "layout fits 64 tokens (--length 64)" in result.stderr
     # Checked at the length `generate` uses by default (64), or at the one given.
     many = write(
         tmp_path, "model: default-text\nconstraints:\n  - type: word_count\n    equals: 80\n"
@@ -422,7 +422,7 @@ def test_validate_catches_words_that_cannot_fit(tmp_path: Path):
     result = CliRunner().invoke(app, ["validate", str(many)])
     assert result.exit_code == 2 and "(--length 64)" in result.stderr
     result = CliRunner().invoke(app, ["validate", str(many), "--length", "120"])
-    assert result.exit_code == 0 and "words fit 120 tokens" in result.stderr
+    assert result.exit_code == 0 and "layout fits 120 tokens" in result.stderr
     result = CliRunner().invoke(app, ["validate", str(many), "--length", "999"])
     assert result.exit_code == 2 and "exceeds model default-text's length" in result.stderr
 

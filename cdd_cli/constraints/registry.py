@@ -14,6 +14,7 @@ from cdd_cli.constraints.novelty import NoveltyConstraint
 from cdd_cli.constraints.plugin import plugin_constraint
 from cdd_cli.constraints.properties import exact_molecule_constraint, property_bounds
 from cdd_cli.constraints.sa import SAConstraint, rdkit_sa
+from cdd_cli.constraints.structured import JsonSchemaConstraint, RegexConstraint, load_schema
 from cdd_cli.constraints.toxicity import ToxicityConstraint
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.properties import PROPERTIES, variant
@@ -144,6 +145,13 @@ def build_constraints(
             )
         elif spec.type in LEXICAL_TYPES:
             built.append(lexical_from_spec(spec.type, spec.options))
+        elif spec.type == "regex":
+            built.append(
+                RegexConstraint(pattern=options["pattern"], ignore_case=options["ignore_case"])
+            )
+        elif spec.type == "json_schema":
+            schema_text, source = load_schema(options["schema"], spec.where)
+            built.append(JsonSchemaConstraint(schema_text=schema_text, source=source))
         else:  # spec validation admits only implemented types
             raise InputError(f"{spec.where}: constraint type '{spec.type}' is not available")
     return unique_names(built)

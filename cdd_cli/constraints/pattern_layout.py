@@ -1,0 +1,247 @@
+"""The closed-form projection of a pattern (`regex`, `json_schema`): a path through the
+pattern's token automaton, drawn at every step, that the continuation's tokens must follow.
+
+A masked diffusion model decides tokens out of order, so the next-token masks of
+autoregressive structured generation do not apply. What does: every position of the
+continuation gets an *edge* of the token automaton (`automaton.py`), a move from one state
+to the next, so that the states line up from the start state at the first position to an
+accepting one at the end. Any tokens drawn from the edges' token sets then spell a match,
+whichever positions are decided first and in whatever order, and the decoded continuation
+`fullmatch`es the pattern by construction. After an accepting state the path may take the
+end-of-text token and then *hidden* positions (after the end, which no judge reads) that are
+left to the model, as the word layout does.
+
+Given the prediction p(x_0 | x_t) [B, L, V], a path's weight is the product over positions of
+the mass its edge's tokens hold there (a decided position: 1 if its token is in the set, else
+0). The projection draws a path in proportion to that weight (forward filtering, backward
+sampling over (position, state), vectorised over the batch), then renormalises each
+undecided position's distribution over its edge's tokens: the distribution closest in KL to
+the prediction among those whose every draw keeps the path, and the model's distribution
+conditioned on the pattern up to the independence of positions the model assumes. A path is
+drawn rather than the most probable one taken, so that a choice the pattern leaves open
+(an enumeration, an optional field) is made as often as the model makes it, not always its
+mode; the argmax of the projection is the most probable sequence along the drawn path.
+
+Every step re-draws the path given the tokens decided so far; those were drawn from the last
+path's sets, so that path still fits them and some path always exists (an edge the model
+gives no mass keeps a tiny weight, so it is found).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from cdd_cli.constraints.automaton import TokenAutomaton
+from cdd_cli.errors import InputError
+
+TINY = 1e-30  # the weight of an edge the model gives no mass: unlikely, still possible
+FREE = -1  # a hidden position's set: every token
+SMALL_ATOM = 2048  # atoms of at most this many tokens are gathered, larger ones multiplied
+
+
+@dataclass
+class PathPlan:
+    """One sample's drawn path: per continuation position, the token set its edge allows
+    (an index into the layout's sets, or FREE after the end)."""
+
+    sets: list[int]
+
+
+class PatternLayout:
+    """The closed form for one token automaton over the continuation of `length` tokens that
+    starts at position `start`."""
+
+    def __init__(
+        self, automaton: TokenAutomaton, vocab_size: int, eos_id: int, start: int, length: int
+    ):
+        shortest = automaton.shortest()
+        if shortest is None:
+            raise InputError("no text matches the pattern with this tokenizer")
+        if shortest > length:
+            raise InputError(
+                f"the shortest text that matches the pattern takes {shortest} tokens; "
+                f"the continuation has {length}"
+            )
+        self.start, self.length, self.vocab_size = start, length, vocab_size
+        self.edges_from_automaton(automaton, eos_id)
+
+    def edges_from_automaton(self, automaton: TokenAutomaton, eos_id: int) -> None:
+        """Edges (src -> dst, token set), one per pair of states some token joins; the token
+        sets deduplicated (most edges of a pattern share a handful of character classes)."""
+        s = automaton.states
+        self.end = s  # after end-of-text: every token allowed, nothing read
+        self.states = s + 1
+        order = torch.argsort(automaton.src * self.states + automaton.dst, stable=True)
+        src, dst, token = automaton.src[order], automaton.dst[order], automaton.token[order]
+        pair = src * self.states + dst
+        starts = torch.ones(len(pair), dtype=torch.bool)
+        starts[1:] = pair[1:] != pair[:-1]
+        bounds = [*starts.nonzero().squeeze(-1).tolist(), len(pair)]
+        ids: dict[bytes, int] = {}
+        token_sets: list[torch.Tensor] = []
+        edge_src, edge_dst, edge_set = [], [], []
+        for a, b in itertools.pairwise(bounds):
+            tokens = torch.sort(token[a:b]).values
+            key = tokens.numpy().tobytes()
+            if key not in ids:
+                ids[key] = len(token_sets)
+                token_sets.append(tokens)
+            edge_src.append(int(src[a]))
+            edge_dst.append(int(dst[a]))
+            edge_set.append(ids[key])
+        eos_set = len(token_sets)
+        token_sets.append(torch.tensor([eos_id]))
+        for f in automaton.final.nonzero().squeeze(-1).tolist():
+            edge_src.append(f)
+            edge_dst.append(self.end)
+            edge_set.append(eos_set)
+        edge_src.append(self.end)
+        edge_dst.append(self.end)
+        edge_set.append(FREE)
+        self.src = torch.tensor(edge_src)
+        self.dst = torch.tensor(edge_dst)
+        self.edge_set = torch.tensor(edge_set)
+        self.accepting = torch.zeros(self.states, dtype=torch.bool)
+        self.accepting[:s] = automaton.final
+        self.accepting[self.end] = True
+        # Each set as a mask [U, V] (membership, and the projection's renormalisation).
+        self.masks = torch.zeros(len(token_sets), self.vocab_size, dtype=torch.bool)
+        for u, tokens in enumerate(token_sets):
+            self.masks[u, tokens] = True
+        self._multipliers: torch.Tensor | None = None
+        self.mass_by_atoms()
+
+    def mass_by_atoms(self) -> None:
+        """The sets' masses are read through *atoms*: the classes of tokens that belong to
+        the same sets (a pattern's sets nest and overlap: strings of at most 1..12 characters
+        share most tokens). One pass over the prediction sums each atom; a set's mass is then
+        the sum of its atoms'. Large atoms are summed by a matrix product over the vocabulary,
+        small ones by gathering their tokens, whichever reads less."""
+        used = self.masks.any(0).nonzero().squeeze(-1)  # tokens no set holds weigh nothing
+        signatures, atom_of = torch.unique(self.masks[:, used].T, dim=0, return_inverse=True)
+        self.membership = signatures.T.double()  # [U, A]
+        sizes = torch.bincount(atom_of, minlength=len(signatures))
+        large = (sizes > SMALL_ATOM).nonzero().squeeze(-1)
+        self.dense = torch.zeros(self.vocab_size, len(large))  # [V, D] one-hot of large atoms
+        self.dense_atoms = large
+        for k, a in enumerate(large.tolist()):
+            self.dense[used[atom_of == a], k] = 1.0
+        small = sizes[atom_of] <= SMALL_ATOM
+        self.small_tokens, self.small_atoms = used[small], atom_of[small]
+        self.atoms = len(signatures)
+
+    # ----------------------------------------------------------------------------------------
+
+    def set_mass(self, probs: torch.Tensor, x: torch.Tensor, fixed: torch.Tensor) -> torch.Tensor:
+        """[B, L, U] the mass each token set holds at each continuation position (decided
+        positions: 1 where their token is in the set, else 0)."""
+        span = slice(self.start, self.start + self.length)
+        decided = fixed[:, span]
+        b, n = decided.shape
+        mass = torch.zeros(b, n, len(self.masks), dtype=torch.float64)
+        open_ = ~decided
+        if bool(open_.any()):
+            # Every position of the span is read (a view): copying out the undecided rows
+            # first would cost as much as the sums.
+            rows = probs[:, span]
+            atoms = torch.zeros(b, n, self.atoms, device=rows.device, dtype=rows.dtype)
+            dense = self.dense.to(rows.device, rows.dtype)
+            columns = self.dense_atoms.to(rows.device)
+            small_tokens = self.small_tokens.to(rows.device)
+            small_atoms = self.small_atoms.to(rows.device)
+            for k in range(b):  # one sample's span is contiguous: no copy, fast kernels
+                if len(columns):
+                    atoms[k, :, columns] = rows[k] @ dense
+                if len(small_tokens):
+                    atoms[k].index_add_(1, small_atoms, rows[k].index_select(1, small_tokens))
+            atoms = atoms[open_].double().cpu()
+            mass[open_.cpu()] = (atoms @ self.membership.T).clamp_min(TINY)
+        if bool(decided.any()):
+            tokens = x[:, span][decided].cpu()
+            mass[decided.cpu()] = self.masks[:, tokens].T.double()
+        return mass
+
+    def plan(
+        self,
+        probs: torch.Tensor,
+        x: torch.Tensor,
+        fixed: torch.Tensor,
+        generators: Sequence[torch.Generator],
+    ) -> list[PathPlan]:
+        """A path per sample drawn in proportion to its weight under `probs` [B, L, V],
+        consistent with the tokens of `x` already decided (`fixed`)."""
+        mass = self.set_mass(probs, x, fixed)
+        b = len(mass)
+        free = torch.ones(b, self.length, 1, dtype=torch.float64)
+        weight = torch.cat([mass, free], dim=-1)[:, :, self.edge_set]  # [B, L, E]; FREE = last
+        # Forward filtering, each position's state weights rescaled to sum 1 (no underflow).
+        alpha = torch.zeros(self.length + 1, b, self.states, dtype=torch.float64)
+        alpha[0, :, 0] = 1.0
+        for i in range(self.length):
+            moved = alpha[i][:, self.src] * weight[:, i]
+            nxt = torch.zeros(b, self.states, dtype=torch.float64).index_add_(1, self.dst, moved)
+            alpha[i + 1] = nxt / nxt.sum(-1, keepdim=True).clamp_min(1e-300)
+        last = alpha[self.length] * self.accepting
+        if not bool((last.sum(-1) > 0).all()):
+            raise InputError("no continuation of this length follows the pattern")
+        # Backward sampling, one uniform per position and sample from its own generator.
+        u = torch.stack(
+            [torch.rand(self.length + 1, generator=g, dtype=torch.float64) for g in generators]
+        )
+        state = _pick(last, u[:, self.length])
+        chosen = torch.empty(b, self.length, dtype=torch.int64)
+        for i in reversed(range(self.length)):
+            scores = alpha[i][:, self.src] * weight[:, i] * (self.dst == state[:, None])
+            edge = _pick(scores, u[:, i])
+            chosen[:, i] = edge
+            state = self.src[edge]
+        return [PathPlan(row) for row in self.edge_set[chosen].tolist()]
+
+    def apply(
+        self, probs: torch.Tensor, plans: list[PathPlan], fixed: torch.Tensor
+    ) -> torch.Tensor:
+        """Project probs [B, L, V]: each undecided continuation position renormalised over its
+        edge's tokens (uniform over them where the prediction gives them nothing)."""
+        masks = self.multipliers(probs.dtype, probs.device)
+        keep = len(self.masks)
+        span = slice(self.start, self.start + self.length)
+        out = torch.empty_like(probs)
+        out[:, : self.start] = probs[:, : self.start]
+        out[:, self.start + self.length :] = probs[:, self.start + self.length :]
+        for k, plan in enumerate(plans):  # one sample at a time: contiguous rows, no copies
+            sets = torch.tensor(plan.sets)
+            open_ = ((~fixed[k, span]).cpu() & (sets != FREE)).to(probs.device)
+            rows = out[k, span]
+            allowed = masks.index_select(0, torch.where(open_.cpu(), sets, keep).to(probs.device))
+            torch.mul(probs[k, span], allowed, out=rows)
+            total = rows.sum(-1, keepdim=True)
+            rows.div_(torch.where(open_[:, None], total, 1.0).clamp_min(1e-30))
+            for i in (open_ & (total[:, 0] <= 0)).nonzero().squeeze(-1).tolist():
+                rows[i] = masks[sets[i]] / masks[sets[i]].sum()  # nothing left: uniform
+        return out
+
+    def multipliers(self, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """The masks [U + 1, V] as numbers to multiply by (a multiplication by a boolean
+        converts it first, every time), with one more row of ones: every token, for the
+        positions left as they are (decided, hidden)."""
+        if self._multipliers is None or self._multipliers.dtype != dtype:
+            ones = torch.ones(1, self.vocab_size, dtype=torch.bool)
+            self._multipliers = torch.cat([self.masks, ones]).to(dtype)
+        return self._multipliers.to(device)
+
+    def order(self, plans: list[PathPlan], changing: torch.Tensor, fixed: torch.Tensor) -> None:
+        """Positions may be decided in any order: each keeps to its edge whatever the others
+        decide."""
+        return None
+
+
+def _pick(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """[B] an index per row drawn in proportion to `weights` [B, K] with uniforms `u` [B]."""
+    cumulative = weights.cumsum(-1)
+    target = u[:, None] * cumulative[:, -1:]
+    index = torch.searchsorted(cumulative, target, right=True).squeeze(-1)
+    return index.clamp_max(weights.shape[-1] - 1)

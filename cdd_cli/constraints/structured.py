@@ -1,0 +1,188 @@
+"""Structured output: the continuation matches a regular expression (`regex`) or is JSON that
+a JSON Schema accepts (`json_schema`).
+
+Judges are exact: Python's `re.fullmatch` on the continuation, and the `jsonschema` package
+(with its format checker) on the parsed continuation. The projection is the pattern's closed
+form (`pattern_layout.py`): a path through the pattern's token automaton that every token of
+the continuation follows, so the decoded text matches by construction. A JSON Schema reaches
+the automaton as a regex (`schema_regex.py`, whose docstring states the supported subset and
+the whitespace convention).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cdd_cli.constraints.automaton import compile_pattern
+from cdd_cli.constraints.base import ClosedFormBuilder, ExactConstraint
+from cdd_cli.constraints.pattern_layout import PatternLayout
+from cdd_cli.constraints.schema_regex import UnsupportedSchema, schema_regex, strip_anchors
+from cdd_cli.errors import InputError
+
+
+@dataclass(frozen=True)
+class PatternConstraint(ExactConstraint):
+    tau: float = 1.0
+    upper_bound: bool = False  # value 1.0 (matches) >= tau
+
+    def automaton_pattern(self) -> str:
+        """The pattern in the automaton library's syntax."""
+        raise NotImplementedError
+
+    def matches(self, text: str) -> bool:
+        raise NotImplementedError
+
+    def judge(self, texts: list[str]) -> list[float | None]:
+        return [1.0 if self.matches(t) else 0.0 for t in texts]
+
+    def closed_form(self) -> ClosedFormBuilder:
+        return pattern_layout
+
+
+@dataclass(frozen=True)
+class RegexConstraint(PatternConstraint):
+    pattern: str = ""
+    ignore_case: bool = False
+    name: str = "regex"
+    judge_name: str = "re.fullmatch"
+
+    @functools.cached_property
+    def compiled(self) -> re.Pattern:
+        return re.compile(self.pattern, re.IGNORECASE if self.ignore_case else 0)
+
+    def matches(self, text: str) -> bool:
+        return self.compiled.fullmatch(text) is not None
+
+    def automaton_pattern(self) -> str:
+        inner = strip_anchors(self.pattern)
+        return f"(?i:{inner})" if self.ignore_case else inner
+
+    def explain(self, text: str) -> str | None:
+        if self.matches(text):
+            return None
+        return f"{text[:60]!r} does not match {self.pattern!r} whole"
+
+    def label(self) -> str:
+        return f"matches /{self.pattern}/" + ("i" if self.ignore_case else "")
+
+
+@dataclass(frozen=True)
+class JsonSchemaConstraint(PatternConstraint):
+    schema_text: str = "{}"  # the schema as canonical JSON (a frozen dataclass's field)
+    source: str = "inline"
+    name: str = "json_schema"
+    judge_name: str = "jsonschema"
+
+    @functools.cached_property
+    def validator(self) -> Any:
+        import jsonschema
+
+        schema = json.loads(self.schema_text)
+        cls = jsonschema.validators.validator_for(schema)
+        return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+    def error(self, text: str) -> str | None:
+        """Why the text is no valid instance (None: it is)."""
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            return f"not JSON ({exc})"
+        error = next(iter(self.validator.iter_errors(value)), None)
+        if error is None:
+            return None
+        where = "/".join(str(p) for p in error.absolute_path) or "the document"
+        return f"{where}: {error.message[:120]}"
+
+    def matches(self, text: str) -> bool:
+        return self.error(text) is None
+
+    def explain(self, text: str) -> str | None:
+        return self.error(text)
+
+    def automaton_pattern(self) -> str:
+        return schema_pattern(self.schema_text)
+
+    def label(self) -> str:
+        return f"JSON valid under {self.source}"
+
+
+@functools.lru_cache(maxsize=32)
+def schema_pattern(schema_text: str) -> str:
+    try:
+        return schema_regex(json.loads(schema_text), pattern_safe=json_string_safe)
+    except UnsupportedSchema as exc:
+        raise InputError(f"json_schema: {exc}") from None
+
+
+@functools.lru_cache(maxsize=64)
+def json_string_safe(pattern: str) -> bool:
+    """Whether every match of `pattern` keeps to characters a JSON string holds unescaped
+    (no quote, backslash or control character): the pattern's byte automaton, built by the
+    same library, has no move on one of those bytes."""
+    from outlines_core import Index, Vocabulary
+
+    single_bytes = Vocabulary(256, {bytes([b]): [b] for b in range(256)})
+    try:
+        index = Index(pattern, single_bytes)
+    except (ValueError, RuntimeError, TypeError):
+        return False
+    forbidden = {*range(0x20), ord('"'), ord("\\")}
+    return not any(forbidden & moves.keys() for moves in index.get_transitions().values())
+
+
+def pattern_layout(
+    constraints: Sequence[PatternConstraint], tokenizer: Any, start: int, length: int
+) -> PatternLayout:
+    """The closed form of a job's pattern constraint (one per job: two patterns would need
+    their automata's product, which is not built)."""
+    if len(constraints) > 1:
+        raise InputError(
+            f"{len(constraints)} regex/json_schema constraints; give one (write both in one regex)"
+        )
+    (constraint,) = constraints
+    automaton = compile_pattern(constraint.automaton_pattern(), tokenizer)
+    try:
+        return PatternLayout(automaton, len(tokenizer), tokenizer.eos_id, start, length)
+    except InputError as exc:
+        raise InputError(f"{constraint.name}: {exc}") from None
+
+
+def load_schema(value: Any, where: str) -> tuple[str, str]:
+    """A spec's `schema` (an inline mapping, or the path of a .json file) as canonical JSON,
+    and where it came from; InputError naming what is wrong (unreadable, not a schema, or a
+    keyword the projection does not support)."""
+    import jsonschema
+
+    source = "inline"
+    if isinstance(value, str):
+        from pathlib import Path
+
+        path = Path(value).expanduser()
+        try:
+            value = json.loads(path.read_text())
+        except OSError as exc:
+            raise InputError(
+                f"{where}: key 'schema': cannot read {value} ({exc.strerror})"
+            ) from None
+        except ValueError as exc:
+            raise InputError(f"{where}: key 'schema': {value} is not JSON ({exc})") from None
+        source = path.name
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: key 'schema' must be a mapping or a .json file")
+    try:
+        jsonschema.validators.validator_for(value).check_schema(value)
+    except jsonschema.SchemaError as exc:
+        raise InputError(
+            f"{where}: key 'schema' is not a valid JSON Schema ({exc.message[:120]})"
+        ) from None
+    text = json.dumps(value, sort_keys=False, separators=(",", ":"))
+    try:
+        schema_pattern(text)
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    return text, source
