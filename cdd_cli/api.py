@@ -114,6 +114,18 @@ def Count(letter: str | None = None, word: str | None = None) -> ConstraintSpec:
     return constraint("count", letter=letter, word=word)
 
 
+def Regex(pattern: str, ignore_case: bool | None = None) -> ConstraintSpec:
+    """The whole continuation matches `pattern` (Python `re`; no look-around or
+    back-references, which no automaton has)."""
+    return constraint("regex", pattern=pattern, ignore_case=ignore_case)
+
+
+def JsonSchema(schema: dict | str | Path) -> ConstraintSpec:
+    """The continuation is JSON valid under `schema` (a mapping, or a .json file's path), in
+    the supported subset of JSON Schema (`cdd_cli.constraints.schema_regex`)."""
+    return constraint("json_schema", schema=schema if isinstance(schema, dict) else str(schema))
+
+
 def _spec(
     spec: Spec | str | Path | None,
     constraints: ConstraintSpec | Iterable[ConstraintSpec] | None,

@@ -71,6 +71,8 @@ class Spec:
                 c["surrogate"] = absolute_folder(c["surrogate"])
             if c.get("reference") not in (None, "training", "all"):
                 c["reference"] = str(Path(c["reference"]).expanduser().resolve())
+            if isinstance(c.get("schema"), str):  # a .json file's path
+                c["schema"] = str(Path(c["schema"]).expanduser().resolve())
         return {
             "model": absolute_folder(self.model),
             "method": self.method,

@@ -390,3 +390,59 @@ def test_validate_refuses_in_one_line(text_model_dir: Path, tmp_path: Path, body
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], result.stderr
+
+
+def test_an_excluded_word_is_kept_out_of_a_pattern_and_a_word_layout_cannot_join_it(
+    text_model_dir: Path, tmp_path: Path
+):
+    """`exclude` is served by the pattern's path (the tokens that read as the word are taken
+    out of every edge); a constraint that lays out words beside a pattern is refused."""
+    pattern = "  - type: regex\n    pattern: '(the|a|one) (cat|dog)( (the|a|one) (cat|dog))*'\n"
+    exclude = "  - type: exclude\n    words: [cat, the]\n"
+    spec = spec_file(tmp_path, f"constraints:\n{pattern}{exclude}")
+    result = generate(
+        text_model_dir, "--prompt", "Pets:", "-n", "4", "--length", "12", "--spec", str(spec)
+    )
+    assert result.exit_code == 0, result.stderr
+    for row in records(result.stdout):
+        words = row["text"].split()
+        assert words and not {"cat", "the"} & set(words), row["text"]
+        assert row["constraints"]["exclude"]["satisfied"]
+    spec.write_text(f"constraints:\n{pattern}  - type: word_count\n    max: 4\n")
+    refused = generate(text_model_dir, "--prompt", "Pets:", "-n", "1", "--spec", str(spec))
+    assert refused.exit_code == 2
+    assert "regex and word_count cannot be combined" in refused.stderr
+
+
+def readme_section() -> str:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    return readme.split("## Structured output", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readme_structured_output_files_validate(tmp_path: Path, monkeypatch):
+    """The files the README's example writes (its heredocs) are what `cdd validate` accepts."""
+    from typer.testing import CliRunner
+
+    from cdd_cli.cli import app
+
+    section = readme_section()
+    files = re.findall(r"cat > (\S+) <<'EOF'\n(.*?)\nEOF\n", section, re.S)
+    assert [name for name, _ in files] == ["person.json", "person.yaml", "date.yaml"]
+    monkeypatch.chdir(tmp_path)
+    for name, body in files:
+        Path(name).write_text(body + "\n")
+    for spec in ("person.yaml", "date.yaml"):
+        result = CliRunner().invoke(app, ["validate", spec, "--length", "32"])
+        assert result.exit_code == 0, result.stderr
+        assert f"{spec}: ok" in result.stderr
+
+
+def test_the_readme_structured_output_python_example_runs(capsys):
+    code = readme_section().split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "README.md", "exec"), {})
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2
+    for line in lines:
+        text, satisfied = line.rsplit(" ", 1)
+        age = json.loads(text)["age"]
+        assert satisfied == "True" and 18 <= age <= 99

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
+from cdd_cli.errors import InputError
+
 if TYPE_CHECKING:
     from cdd_cli.models.surrogate import Tokens
 
@@ -136,4 +138,21 @@ def closed_forms(
         builder = c.closed_form()
         if builder is not None:
             groups.setdefault(builder, []).append(c)
+    # A builder may serve another family's constraints in its own projection (`serves`: a
+    # pattern's path bans the tokens that spell an excluded word) and then takes them.
+    for builder in list(groups):
+        serves = getattr(builder, "serves", None)
+        for other in [o for o in groups if o is not builder and serves is not None]:
+            groups[builder] += [c for c in groups[other] if serves(c)]
+            groups[other] = [c for c in groups[other] if not serves(c)]
+            if not groups[other]:
+                del groups[other]
+    # Two projections that each give every position its role would undo each other.
+    laying = [g for b, g in groups.items() if getattr(b, "lays_out_every_position", False)]
+    if len(laying) > 1:
+        names = [", ".join(dict.fromkeys(c.name for c in g)) for g in laying]
+        raise InputError(
+            f"{' and '.join(names)} cannot be combined: each lays out every position of the "
+            "continuation"
+        )
     return [builder(group, tokenizer, start, length) for builder, group in groups.items()]

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -56,8 +56,23 @@ class PatternLayout:
     starts at position `start`."""
 
     def __init__(
-        self, automaton: TokenAutomaton, vocab_size: int, eos_id: int, start: int, length: int
+        self,
+        automaton: TokenAutomaton,
+        vocab_size: int,
+        eos_id: int,
+        start: int,
+        length: int,
+        banned: torch.Tensor | None = None,
     ):
+        """`banned`: token ids no edge may take (they spell an excluded word)."""
+        if banned is not None and len(banned):
+            keep = ~torch.isin(automaton.token, banned)
+            automaton = replace(
+                automaton,
+                src=automaton.src[keep],
+                token=automaton.token[keep],
+                dst=automaton.dst[keep],
+            )
         shortest = automaton.shortest()
         if shortest is None:
             raise InputError("no text matches the pattern with this tokenizer")

@@ -18,11 +18,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from cdd_cli.constraints.automaton import compile_pattern
 from cdd_cli.constraints.base import ClosedFormBuilder, ExactConstraint
+from cdd_cli.constraints.lexical import Exclude
 from cdd_cli.constraints.pattern_layout import PatternLayout
 from cdd_cli.constraints.schema_regex import UnsupportedSchema, schema_regex, strip_anchors
 from cdd_cli.errors import InputError
+from cdd_cli.evaluate.lexical import split_words
 
 
 @dataclass(frozen=True)
@@ -136,20 +140,49 @@ def json_string_safe(pattern: str) -> bool:
 
 
 def pattern_layout(
-    constraints: Sequence[PatternConstraint], tokenizer: Any, start: int, length: int
+    constraints: Sequence[ExactConstraint], tokenizer: Any, start: int, length: int
 ) -> PatternLayout:
     """The closed form of a job's pattern constraint (one per job: two patterns would need
-    their automata's product, which is not built)."""
-    if len(constraints) > 1:
+    their automata's product, which is not built), with the tokens that spell an excluded
+    word (`exclude`, which it serves) taken out of every edge."""
+    patterns = [c for c in constraints if isinstance(c, PatternConstraint)]
+    if len(patterns) > 1:
         raise InputError(
-            f"{len(constraints)} regex/json_schema constraints; give one (write both in one regex)"
+            f"{len(patterns)} regex/json_schema constraints; give one (write both in one regex)"
         )
-    (constraint,) = constraints
+    (constraint,) = patterns
+    words = frozenset(w for c in constraints if isinstance(c, Exclude) for w in c.forbidden())
     automaton = compile_pattern(constraint.automaton_pattern(), tokenizer)
     try:
-        return PatternLayout(automaton, len(tokenizer), tokenizer.eos_id, start, length)
+        return PatternLayout(
+            automaton,
+            len(tokenizer),
+            tokenizer.eos_id,
+            start,
+            length,
+            banned=word_tokens(tokenizer, words),
+        )
     except InputError as exc:
         raise InputError(f"{constraint.name}: {exc}") from None
+
+
+pattern_layout.serves = lambda c: isinstance(c, Exclude)  # type: ignore[attr-defined]
+pattern_layout.lays_out_every_position = True  # type: ignore[attr-defined]
+
+
+@functools.lru_cache(maxsize=16)
+def word_tokens(tokenizer: Any, words: frozenset[str]) -> torch.Tensor:
+    """Ids of the tokens that read as one of `words` under the word rules (' damn', '"damn',
+    'damn,'): taking them out keeps most spellings of an excluded word out of a pattern's
+    text; one split over several tokens is left to the judge and the search."""
+    if not words:
+        return torch.zeros(0, dtype=torch.int64)
+    ids = [
+        i
+        for i, text in enumerate(tokenizer.token_texts())
+        if len(found := split_words(text)) == 1 and found[0] in words
+    ]
+    return torch.tensor(ids, dtype=torch.int64)
 
 
 def load_schema(value: Any, where: str) -> tuple[str, str]:

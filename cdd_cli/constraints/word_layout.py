@@ -213,6 +213,8 @@ class WordLayout:
     """One layout for a job's lexical constraints (each says what it needs through `pinned`,
     `included`, `forbidden` and `word_bounds`); a `ClosedFormProjection`."""
 
+    lays_out_every_position = True  # a role for each position: no other such layout beside it
+
     def __init__(
         self,
         constraints: list,
