@@ -446,3 +446,23 @@ def test_the_readme_structured_output_python_example_runs(capsys):
         text, satisfied = line.rsplit(" ", 1)
         age = json.loads(text)["age"]
         assert satisfied == "True" and 18 <= age <= 99
+
+
+def test_a_path_the_model_gives_no_mass_is_still_drawn():
+    """A prediction with nothing on any allowed token (as after another projection) still
+    yields a path; its positions become uniform over the edge's tokens."""
+    layout = pattern_layout([RegexConstraint(pattern="[0-9]{3}")], TOKENIZER, 0, 3)
+    probs = torch.zeros(2, 3, len(TOKENIZER))
+    probs[..., TOKENIZER.encode(" whale")[0]] = 1.0
+    x = torch.full((2, 3), TOKENIZER.mask_id)
+    fixed = torch.zeros(2, 3, dtype=torch.bool)
+    plans = layout.plan(probs, x, fixed, [torch.Generator().manual_seed(i) for i in range(2)])
+    out = layout.apply(probs, plans, fixed)
+    for b, plan in enumerate(plans):
+        used = [(i, u) for i, u in enumerate(plan.sets) if u != FREE]
+        assert used
+        for i, u in used:
+            allowed = layout.masks[u]
+            assert torch.allclose(out[b, i][allowed], torch.tensor(1.0 / int(allowed.sum())))
+    ids = out.argmax(-1)
+    assert all(re.fullmatch("[0-9]{3}", TOKENIZER.decode(row)) for row in ids.tolist())

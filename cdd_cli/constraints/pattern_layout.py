@@ -29,6 +29,7 @@ gives no mass keeps a tiny weight, so it is found).
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -38,7 +39,7 @@ import torch
 from cdd_cli.constraints.automaton import TokenAutomaton
 from cdd_cli.errors import InputError
 
-TINY = 1e-30  # the weight of an edge the model gives no mass: unlikely, still possible
+TINY = 1e-30  # the weight of an edge the model gives no mass: unlikely, still possible (float32)
 FREE = -1  # a hidden position's set: every token
 SMALL_ATOM = 2048  # atoms of at most this many tokens are gathered, larger ones multiplied
 
@@ -52,16 +53,18 @@ class PathPlan:
 
 
 class PatternLayout:
-    """The closed form for one token automaton over the continuation of `length` tokens that
-    starts at position `start`."""
+    """The closed form for one token automaton, over the continuation of `length` tokens that
+    starts at position `start` (`placed`: the edges, sets and atoms are built once per
+    automaton and shared by the layouts of every batch)."""
+
+    start = 0
+    length = 0
 
     def __init__(
         self,
         automaton: TokenAutomaton,
         vocab_size: int,
         eos_id: int,
-        start: int,
-        length: int,
         banned: torch.Tensor | None = None,
     ):
         """`banned`: token ids no edge may take (they spell an excluded word)."""
@@ -73,16 +76,23 @@ class PatternLayout:
                 token=automaton.token[keep],
                 dst=automaton.dst[keep],
             )
-        shortest = automaton.shortest()
-        if shortest is None:
+        self.shortest = automaton.shortest()
+        if self.shortest is None:
             raise InputError("no text matches the pattern with this tokenizer")
-        if shortest > length:
+        self.vocab_size = vocab_size
+        self.edges_from_automaton(automaton, eos_id)
+
+    def placed(self, start: int, length: int) -> PatternLayout:
+        """This layout for the continuation of `length` tokens from position `start`;
+        InputError where the shortest match does not fit."""
+        if self.shortest > length:
             raise InputError(
-                f"the shortest text that matches the pattern takes {shortest} tokens; "
+                f"the shortest text that matches the pattern takes {self.shortest} tokens; "
                 f"the continuation has {length}"
             )
-        self.start, self.length, self.vocab_size = start, length, vocab_size
-        self.edges_from_automaton(automaton, eos_id)
+        layout = copy.copy(self)
+        layout.start, layout.length = start, length
+        return layout
 
     def edges_from_automaton(self, automaton: TokenAutomaton, eos_id: int) -> None:
         """Edges (src -> dst, token set), one per pair of states some token joins; the token
@@ -138,7 +148,7 @@ class PatternLayout:
         small ones by gathering their tokens, whichever reads less."""
         used = self.masks.any(0).nonzero().squeeze(-1)  # tokens no set holds weigh nothing
         signatures, atom_of = torch.unique(self.masks[:, used].T, dim=0, return_inverse=True)
-        self.membership = signatures.T.double()  # [U, A]
+        self.membership = signatures.T.float()  # [U, A]
         sizes = torch.bincount(atom_of, minlength=len(signatures))
         large = (sizes > SMALL_ATOM).nonzero().squeeze(-1)
         self.dense = torch.zeros(self.vocab_size, len(large))  # [V, D] one-hot of large atoms
@@ -157,7 +167,7 @@ class PatternLayout:
         span = slice(self.start, self.start + self.length)
         decided = fixed[:, span]
         b, n = decided.shape
-        mass = torch.zeros(b, n, len(self.masks), dtype=torch.float64)
+        mass = torch.zeros(b, n, len(self.masks))
         open_ = ~decided
         if bool(open_.any()):
             # Every position of the span is read (a view): copying out the undecided rows
@@ -173,11 +183,11 @@ class PatternLayout:
                     atoms[k, :, columns] = rows[k] @ dense
                 if len(small_tokens):
                     atoms[k].index_add_(1, small_atoms, rows[k].index_select(1, small_tokens))
-            atoms = atoms[open_].double().cpu()
+            atoms = atoms[open_].float().cpu()
             mass[open_.cpu()] = (atoms @ self.membership.T).clamp_min(TINY)
         if bool(decided.any()):
             tokens = x[:, span][decided].cpu()
-            mass[decided.cpu()] = self.masks[:, tokens].T.double()
+            mass[decided.cpu()] = self.masks[:, tokens].T.float()
         return mass
 
     def plan(
@@ -191,22 +201,20 @@ class PatternLayout:
         consistent with the tokens of `x` already decided (`fixed`)."""
         mass = self.set_mass(probs, x, fixed)
         b = len(mass)
-        free = torch.ones(b, self.length, 1, dtype=torch.float64)
+        free = torch.ones(b, self.length, 1, dtype=mass.dtype)
         weight = torch.cat([mass, free], dim=-1)[:, :, self.edge_set]  # [B, L, E]; FREE = last
         # Forward filtering, each position's state weights rescaled to sum 1 (no underflow).
-        alpha = torch.zeros(self.length + 1, b, self.states, dtype=torch.float64)
+        alpha = torch.zeros(self.length + 1, b, self.states)
         alpha[0, :, 0] = 1.0
         for i in range(self.length):
             moved = alpha[i][:, self.src] * weight[:, i]
-            nxt = torch.zeros(b, self.states, dtype=torch.float64).index_add_(1, self.dst, moved)
-            alpha[i + 1] = nxt / nxt.sum(-1, keepdim=True).clamp_min(1e-300)
+            nxt = torch.zeros(b, self.states).index_add_(1, self.dst, moved)
+            alpha[i + 1] = nxt / nxt.sum(-1, keepdim=True).clamp_min(1e-38)
         last = alpha[self.length] * self.accepting
         if not bool((last.sum(-1) > 0).all()):
             raise InputError("no continuation of this length follows the pattern")
         # Backward sampling, one uniform per position and sample from its own generator.
-        u = torch.stack(
-            [torch.rand(self.length + 1, generator=g, dtype=torch.float64) for g in generators]
-        )
+        u = torch.stack([torch.rand(self.length + 1, generator=g) for g in generators])
         state = _pick(last, u[:, self.length])
         chosen = torch.empty(b, self.length, dtype=torch.int64)
         for i in reversed(range(self.length)):

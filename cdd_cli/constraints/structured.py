@@ -152,18 +152,24 @@ def pattern_layout(
         )
     (constraint,) = patterns
     words = frozenset(w for c in constraints if isinstance(c, Exclude) for w in c.forbidden())
-    automaton = compile_pattern(constraint.automaton_pattern(), tokenizer)
     try:
-        return PatternLayout(
-            automaton,
-            len(tokenizer),
-            tokenizer.eos_id,
-            start,
-            length,
-            banned=word_tokens(tokenizer, words),
+        return automaton_layout(constraint.automaton_pattern(), tokenizer, words).placed(
+            start, length
         )
     except InputError as exc:
         raise InputError(f"{constraint.name}: {exc}") from None
+
+
+@functools.lru_cache(maxsize=8)
+def automaton_layout(pattern: str, tokenizer: Any, words: frozenset[str]) -> PatternLayout:
+    """The layout of `pattern` without `words`, built once a process (its edges and token
+    sets cost 0.1-2 s for a large schema; every batch of a run places the same one)."""
+    return PatternLayout(
+        compile_pattern(pattern, tokenizer),
+        len(tokenizer),
+        tokenizer.eos_id,
+        banned=word_tokens(tokenizer, words),
+    )
 
 
 pattern_layout.serves = lambda c: isinstance(c, Exclude)  # type: ignore[attr-defined]

@@ -1,0 +1,315 @@
+"""Structured output: regexes and JSON schemas, unconstrained vs reject vs cdd; and what the
+pattern's projection costs against the model's forward pass.
+
+    python bench/structured_table.py [-n 8] [--steps 32] [--max-attempts 4] [--model default-text]
+        [--only NAME,...] [--no-perplexity] [--timing-only] [--out bench/results/structured]
+
+Validity: for each of 23 regexes (dates, times, e-mail, phone numbers, IPv4, UUIDs,
+enumerations, bounded repetitions, ...) and 22 JSON schemas of increasing size (flat and nested
+objects, arrays with min/max items, enums, numbers with ranges, formats, required/optional
+fields, $ref), `n` samples per method of one prompt: valid % by the exact judges
+(`re.fullmatch`, `jsonschema` with its format checker) run here again on each record's text,
+whether any record claims `satisfied` against that judge, seconds per sample, and perplexity
+under SmolLM2-135M of the free text: a JSON record's string values (the rest of the text is
+context, not scored), a regex record's whole text.
+
+Timing (`--timing-only` runs it alone): per pattern, the automaton's build time (empty cache)
+and load time (from the disk cache), and one projection step (`plan` + `apply`) against one
+forward pass of the model (`Sampler.predict`) at batch 64 for continuation lengths 32, 64 and
+120, on the same masked input with half of the positions decided. Rows go to
+`OUT/structured.jsonl` and `OUT/timing.jsonl`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+import cdd_cli as cdd
+from cdd_cli.spec import Spec
+
+REGEXES = {
+    "date": r"[0-9]{4}-[0-9]{2}-[0-9]{2}",
+    "date-strict": r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])",
+    "time": r"([01][0-9]|2[0-3]):[0-5][0-9]",
+    "time-seconds": r"([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]",
+    "time-12h": r"(1[0-2]|[1-9]):[0-5][0-9] (AM|PM)",
+    "email": r"[a-z0-9._]{1,12}@[a-z0-9]{2,10}\.(com|org|net)",
+    "phone-us": r"\([0-9]{3}\) [0-9]{3}-[0-9]{4}",
+    "phone-intl": r"\+[1-9][0-9]{0,2} [0-9]{3} [0-9]{3} [0-9]{4}",
+    "ipv4": r"((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\.){3}"
+    r"(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])",
+    "uuid": r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+    "hex-colour": r"#[0-9a-f]{6}",
+    "zip": r"[0-9]{5}(-[0-9]{4})?",
+    "price": r"\$[1-9][0-9]{0,3}\.[0-9]{2}",
+    "percent": r"(100|[1-9]?[0-9])%",
+    "semver": r"[0-9]+\.[0-9]+\.[0-9]+",
+    "url": r"https://[a-z]{3,12}\.(com|org)/[a-z]{1,10}",
+    "yes-no": r"(yes|no|maybe)",
+    "colour-sentence": r"The colour is (red|green|blue|yellow)\.",
+    "sentence": r"[A-Z][a-z]+( [a-z]+){3,6}\.",
+    "key-values": r"[a-z]+=[0-9]+(, [a-z]+=[0-9]+){1,3}",
+    "because": r"(Yes|No), because [a-z ]{10,40}\.",
+    "hashtags": r"#[a-z]{3,10}( #[a-z]{3,10}){0,3}",
+    "greeting-i": r"hello (world|there)",  # with ignore_case
+}
+IGNORE_CASE = {"greeting-i"}
+
+NAME = {"type": "string", "maxLength": 12}
+AGE = {"type": "integer", "minimum": 0, "maximum": 120}
+SCHEMAS: dict[str, dict] = {
+    "integer": {"type": "integer"},
+    "boolean": {"type": "boolean"},
+    "enum": {"enum": ["red", "green", "blue"]},
+    "short-string": {"type": "string", "maxLength": 10},
+    "int-range": {"type": "integer", "minimum": 1, "maximum": 100},
+    "number-range": {"type": "number", "minimum": 0, "maximum": 1},
+    "int-array": {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 4},
+    "name": {"type": "object", "properties": {"name": NAME}, "required": ["name"]},
+    "person": {"type": "object", "properties": {"name": NAME, "age": AGE},
+               "required": ["name", "age"]},
+    "person-city": {"type": "object", "properties": {"name": NAME, "age": AGE, "city": {
+        "enum": ["London", "Paris", "Rome"]}}, "required": ["name", "age"]},
+    "task": {"type": "object", "properties": {
+        "id": {"type": "integer", "minimum": 1}, "title": {"type": "string", "maxLength": 16},
+        "done": {"type": "boolean"}, "score": {"type": "number", "minimum": 0, "maximum": 10}},
+        "required": ["id", "title", "done", "score"]},
+    "event-date": {"type": "object", "properties": {"event": NAME, "date": {
+        "type": "string", "format": "date"}}, "required": ["event", "date"]},
+    "account": {"type": "object", "properties": {"id": {"type": "string", "format": "uuid"},
+        "email": {"type": "string", "format": "email"}}, "required": ["id", "email"]},
+    "nested-user": {"type": "object", "properties": {"user": {"type": "object", "properties": {
+        "name": NAME, "age": AGE}, "required": ["name", "age"]}, "active": {"type": "boolean"}},
+        "required": ["user", "active"]},
+    "points": {"type": "array", "minItems": 1, "maxItems": 3, "items": {"type": "object",
+        "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+        "required": ["x", "y"]}},
+    "tags": {"type": "object", "properties": {"title": NAME, "tags": {"type": "array",
+        "items": {"type": "string", "maxLength": 8}, "maxItems": 3}}, "required": ["title"]},
+    "nullable": {"type": "object", "properties": {"value": {"anyOf": [{"type": "integer"},
+        {"type": "null"}]}}, "required": ["value"]},
+    "ref-points": {"$defs": {"p": {"type": "object", "properties": {"x": {"type": "integer"},
+        "y": {"type": "integer"}}, "required": ["x", "y"]}}, "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/p"}, "b": {"$ref": "#/$defs/p"}},
+        "required": ["a", "b"]},
+    "all-optional": {"type": "object", "properties": {"a": {"type": "integer"}, "b": NAME}},
+    "order": {"type": "object", "properties": {"order": {"type": "object", "properties": {
+        "id": {"type": "integer", "minimum": 1}, "items": {"type": "array", "maxItems": 2,
+        "items": {"type": "object", "properties": {"sku": {"type": "string",
+        "pattern": "^[A-Z]{3}[0-9]{2}$"}, "qty": {"type": "integer", "minimum": 1,
+        "maximum": 9}}, "required": ["sku", "qty"]}}}, "required": ["id", "items"]},
+        "paid": {"type": "boolean"}}, "required": ["order", "paid"]},
+    "profile": {"type": "object", "properties": {"name": NAME, "age": AGE, "email": {
+        "type": "string", "format": "email"}, "city": {"enum": ["London", "Paris", "Rome"]},
+        "member": {"type": "boolean"}, "score": {"type": "number", "minimum": 0,
+        "maximum": 5}, "joined": {"type": "string", "format": "date"}, "note": {
+        "type": "string", "maxLength": 20}}, "required": ["name", "age", "member", "joined"]},
+    "versioned": {"type": "object", "properties": {"version": {"const": 1}, "kind": {
+        "enum": ["create", "update", "delete"]}, "payload": {"type": "object", "properties": {
+        "id": {"type": "integer"}, "fields": {"type": "array", "items": NAME,
+        "minItems": 1, "maxItems": 2}}, "required": ["id", "fields"]}},
+        "required": ["version", "kind", "payload"]},
+}  # fmt: skip
+METHODS = ("unconstrained", "reject", "cdd")
+
+
+def judge(kind: str, target, text: str) -> bool:
+    if kind == "regex":
+        return re.fullmatch(target, text, re.I if target in IGNORE else 0) is not None
+    import jsonschema
+
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False
+    cls = jsonschema.validators.validator_for(target)
+    return cls(target, format_checker=cls.FORMAT_CHECKER).is_valid(value)
+
+
+IGNORE = {REGEXES[k] for k in IGNORE_CASE}
+
+
+def string_value_spans(text: str) -> list[tuple[int, int]] | None:
+    """Character spans of a JSON text that are NOT inside a string value (given as context to
+    the perplexity scorer); None where the text has no string value to score."""
+    values = [
+        m.span(1) for m in re.finditer(r'(?::\s?|\[|,\s?)"((?:[^"\\]|\\.)*)"', text) if m.group(1)
+    ]
+    if not values:
+        return None
+    given, at = [], 0
+    for start, end in values:
+        given.append((at, start))
+        at = end
+    given.append((at, len(text)))
+    return [(a, b) for a, b in given if b > a]
+
+
+def validity(args: argparse.Namespace, out: Path) -> None:
+    spec = Spec(source="bench")
+    spec.reject.max_attempts = args.max_attempts
+    scorer = None
+    if not args.no_perplexity:
+        from cdd_cli.evaluate.text import Perplexity
+
+        scorer = Perplexity()
+    jobs = [("regex", k, v) for k, v in REGEXES.items()] + [
+        ("json_schema", k, v) for k, v in SCHEMAS.items()
+    ]
+    only = set(args.only.split(",")) if args.only else None
+    with (out / "structured.jsonl").open("a") as rows:
+        for kind, name, target in jobs:
+            if only and name not in only:
+                continue
+            if kind == "regex":
+                constraint = cdd.Regex(target, ignore_case=name in IGNORE_CASE or None)
+                prompt, length = "Answer:", 32
+            else:
+                constraint = cdd.JsonSchema(target)
+                prompt, length = "JSON:", 64
+            row: dict = {"kind": kind, "name": name, "n": args.n, "length": length}
+            for method in METHODS:
+                started = time.perf_counter()
+                records = list(
+                    cdd.generate(
+                        prompt, n=args.n, length=length, steps=args.steps, seed=0,
+                        constraints=[constraint], method=method, spec=spec, device="cpu",
+                        model=args.model,
+                    )
+                )  # fmt: skip
+                seconds = (time.perf_counter() - started) / len(records)
+                valid = [judge(kind, target, r["text"]) for r in records]
+                row[method] = {
+                    "valid_pct": round(100 * sum(valid) / len(valid), 1),
+                    "false_claims": sum(
+                        r["satisfied"] and not v for r, v in zip(records, valid, strict=True)
+                    ),
+                    "seconds_per_sample": round(seconds, 3),
+                    "example": records[0]["text"][:80],
+                }
+                if scorer is not None:
+                    texts = [r["text"] for r in records]
+                    given = [string_value_spans(t) if kind != "regex" else [] for t in texts]
+                    scored = [
+                        (t, g or []) for t, g in zip(texts, given, strict=True) if g is not None
+                    ]
+                    if scored:
+                        nll = scorer.nll(
+                            [prompt] * len(scored), [t for t, _ in scored], [g for _, g in scored]
+                        )
+                        tokens = sum(x.tokens for x in nll)
+                        if tokens:
+                            ppl = float(torch.tensor(sum(x.nll for x in nll) / tokens).exp())
+                            row[method]["perplexity_free_text"] = round(ppl, 1)
+            print(json.dumps(row), flush=True)
+            rows.write(json.dumps(row) + "\n")
+
+
+def timing(args: argparse.Namespace, out: Path) -> None:
+    import os
+
+    from cdd_cli.constraints import automaton
+    from cdd_cli.constraints.structured import (
+        JsonSchemaConstraint,
+        RegexConstraint,
+        load_schema,
+        pattern_layout,
+    )
+    from cdd_cli.diffusion.processes import MaskedProcess
+    from cdd_cli.diffusion.sampler import Sampler
+    from cdd_cli.models import registry
+
+    loaded = registry.load(args.model, "text", "cpu")
+    tok = loaded.tokenizer
+    sampler = Sampler(loaded.model, MaskedProcess(loaded.config.vocab_size, tok.mask_id), 64, False)
+    cases = {
+        "date": RegexConstraint(pattern=REGEXES["date"]),
+        "email": RegexConstraint(pattern=REGEXES["email"]),
+        "sentence": RegexConstraint(pattern=REGEXES["sentence"]),
+        "person-city": JsonSchemaConstraint(
+            schema_text=load_schema(SCHEMAS["person-city"], "b")[0]
+        ),
+        "profile": JsonSchemaConstraint(schema_text=load_schema(SCHEMAS["profile"], "b")[0]),
+    }
+    prompt = tok.encode("JSON:")
+    with tempfile.TemporaryDirectory() as cache, (out / "timing.jsonl").open("a") as rows:
+        os.environ["XDG_CACHE_HOME"] = cache
+        for name, constraint in cases.items():
+            automaton.compile_pattern.cache_clear()
+            started = time.perf_counter()
+            table = automaton.compile_pattern(constraint.automaton_pattern(), tok)
+            build = time.perf_counter() - started
+            automaton.compile_pattern.cache_clear()
+            started = time.perf_counter()
+            automaton.compile_pattern(constraint.automaton_pattern(), tok)
+            load = time.perf_counter() - started
+            for length in (32, 64, 120):
+                b = 64
+                total = len(prompt) + length
+                layout = pattern_layout([constraint], tok, len(prompt), length)
+                gen = torch.Generator().manual_seed(0)
+                x = torch.full((b, total), tok.mask_id)
+                x[:, : len(prompt)] = torch.tensor(prompt)
+                fixed = torch.zeros(b, total, dtype=torch.bool)
+                fixed[:, : len(prompt)] = True
+                generators = [torch.Generator().manual_seed(i) for i in range(b)]
+                # Half the positions decided, with tokens drawn along the projection's paths.
+                probs = sampler.predict(x, 1.0)
+                plans = layout.plan(probs, x, fixed, generators)
+                projected = layout.apply(probs, plans, fixed)
+                drawn = torch.multinomial(projected.view(b * total, -1), 1, generator=gen)
+                deciding = (torch.rand(b, total, generator=gen) < 0.5) & ~fixed
+                x = torch.where(deciding, drawn.view(b, total), x)
+                fixed |= deciding
+                forward, project = [], []
+                for _ in range(args.rounds):
+                    started = time.perf_counter()
+                    probs = sampler.predict(x, 0.5)
+                    forward.append(time.perf_counter() - started)
+                    started = time.perf_counter()
+                    plans = layout.plan(probs, x, fixed, generators)
+                    layout.apply(probs, plans, fixed)
+                    project.append(time.perf_counter() - started)
+                row = {
+                    "pattern": name, "states": table.states, "transitions": len(table.src),
+                    "build_s": round(build, 3), "load_s": round(load, 4), "batch": b,
+                    "length": length, "forward_s": round(statistics.median(forward), 3),
+                    "projection_s": round(statistics.median(project), 3),
+                }  # fmt: skip
+                row["ratio"] = round(row["projection_s"] / row["forward_s"], 2)
+                print(json.dumps(row), flush=True)
+                rows.write(json.dumps(row) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=32)
+    parser.add_argument("--max-attempts", type=int, default=4)
+    parser.add_argument("--model", default="default-text")
+    parser.add_argument("--only", default="")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-perplexity", action="store_true")
+    parser.add_argument("--timing-only", action="store_true")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/structured"))
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(torch.get_num_threads())
+    print(json.dumps({"machine": platform.processor() or platform.machine(),
+                      "threads": torch.get_num_threads(), "torch": torch.__version__}))  # fmt: skip
+    if not args.timing_only:
+        validity(args, args.out)
+    timing(args, args.out)
+
+
+if __name__ == "__main__":
+    main()
