@@ -132,6 +132,7 @@ def _spec(
     model: str | None,
     method: str | None,
     sampling: dict[str, int | None],
+    decode: str | None = None,
 ) -> Spec:
     if isinstance(spec, Spec):
         base = copy.deepcopy(spec)  # the caller's spec is left as it was
@@ -145,7 +146,7 @@ def _spec(
             raise InputError(
                 f"constraints: expected values such as cdd.SA(tau=3.5), got {type(c).__name__}"
             )
-    return overlay(base, given, model, method, sampling)
+    return overlay(base, given, model, method, sampling, decode=decode)
 
 
 def molecules(
@@ -158,16 +159,18 @@ def molecules(
     seed: int | None = None,
     steps: int | None = None,
     batch_size: int | None = None,
+    decode: str | None = None,
     device: str = "auto",
     reporter: Reporter | None = None,
 ) -> Iterator[dict]:
     """Records of `n` molecules (default: the spec's n, else 16), as `cdd molecules` writes
     them. Arguments given replace the spec's values; constraints replace its entries of the
-    same type. `reporter`: told of records, steps and ALM iterations as they go."""
+    same type. `decode`: "well-formed" (default) or "plain", how the last step reads the
+    prediction. `reporter`: told of records, steps and ALM iterations as they go."""
     from cdd_cli.pipeline import prepare_molecules
 
     sampling = {"n": n, "seed": seed, "steps": steps, "batch_size": batch_size}
-    resolved = _spec(spec, constraints, model, method, sampling)
+    resolved = _spec(spec, constraints, model, method, sampling, decode)
     run = prepare_molecules(resolved, device)
     return run.records(resolved.sampling.n or 16, reporter)
 

@@ -285,6 +285,7 @@ def build_spec(
     seed: Optional[int],
     n: Optional[int],
     novel: bool = False,
+    decode: Optional[str] = None,
 ):
     """The spec file (if any) with command-line flags laid over it, fully validated."""
     from cdd_cli.spec import Spec, constraint_from_flags, keys_of, load_spec, overlay, takes_tau
@@ -309,7 +310,7 @@ def build_spec(
     if novel and not any(c.type == "novelty" for c in [*spec.constraints, *given]):
         given.append(constraint_from_flags("novelty", None))
     sampling = {"steps": steps, "batch_size": batch_size, "seed": seed, "n": n}
-    return overlay(spec, given, model, method, sampling, flags=True)
+    return overlay(spec, given, model, method, sampling, flags=True, decode=decode)
 
 
 ConstraintOpt = Annotated[
@@ -395,6 +396,13 @@ def molecules(
     ] = False,
     spec: SpecOpt = None,
     method: MethodOpt = None,
+    decode: Annotated[
+        Optional[str],
+        typer.Option(
+            help="well-formed: the last step reads the most probable SMILES syntax accepts; "
+            "plain: the argmax per position (published validity). \\[default: well-formed]"
+        ),
+    ] = None,
     output: OutputOpt = "-",
     resume: ResumeOpt = False,
     shard: ShardOpt = None,
@@ -408,7 +416,7 @@ def molecules(
 
         set_threads(threads, parse_shard(shard)[1])
         resolved = build_spec(
-            spec, model, constraint, tau, method, steps, batch_size, seed, n, novel
+            spec, model, constraint, tau, method, steps, batch_size, seed, n, novel, decode
         )
         resolved.sampling.n = resolved.sampling.n or 16  # the resolved config names it
         job = MoleculeJob(resolved.sampling.n, resolved, device, output, resume, parse_shard(shard))

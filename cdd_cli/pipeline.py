@@ -144,7 +144,7 @@ class Generation:
             self.process,
             steps,
             loaded.config.time_conditioning,
-            loaded.tokenizer.syntax(),
+            loaded.tokenizer.syntax() if spec.sampling.decode == "well-formed" else None,
         )
         self.length = length or loaded.config.model_length  # tokens after the prompt
         self.molecules = isinstance(loaded.tokenizer, SmilesTokenizer)
@@ -441,8 +441,14 @@ def check_resolved_config(spec: Spec, output: str) -> None:
 
     def setup(config: dict) -> dict:
         sampling = config.get("sampling")
-        steps = sampling.get("steps") if isinstance(sampling, dict) else None
-        return {**{k: v for k, v in config.items() if k != "sampling"}, "sampling.steps": steps}
+        sampling = sampling if isinstance(sampling, dict) else {}
+        # (A file written before `decode` existed was decoded as its model's default.)
+        decode = sampling.get("decode", spec.sampling.decode)
+        return {
+            **{k: v for k, v in config.items() if k != "sampling"},
+            "sampling.steps": sampling.get("steps"),
+            "sampling.decode": decode,
+        }
 
     differs = (
         "the configuration"
@@ -495,7 +501,8 @@ class MoleculeRun:
                 report = describe(draw.text, reference)
                 valid += report.valid
                 violating += not draw.satisfied
-                yield record(draw, self.constraints, spec, self.loaded, Prompt(), report.fields())
+                fields = {**report.fields(), "decode": spec.sampling.decode}
+                yield record(draw, self.constraints, spec, self.loaded, Prompt(), fields)
             made += len(indices)
             tally = f"valid {valid}/{made}"
             reporter.records_done(  # counting the records a resumed run found written

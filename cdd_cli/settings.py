@@ -57,6 +57,13 @@ class SamplingSettings:
     steps: int | None = None
     batch_size: int = 64
     seed: int = 0
+    # How the last step reads a SMILES model's prediction: `well-formed`, the most probable
+    # sequence SMILES syntax accepts (the default), or `plain`, the argmax position by
+    # position, as published validity tables measure. Text has no syntax: always `plain`.
+    decode: str | None = None
+
+
+DECODINGS = ("well-formed", "plain")
 
 
 @dataclass

@@ -25,6 +25,7 @@ from cdd_cli.errors import InputError
 from cdd_cli.evaluate.properties import PROPERTIES, smarts_pattern
 from cdd_cli.plugins import ConstraintPlugin
 from cdd_cli.settings import (
+    DECODINGS,
     MAX_SEED,
     MAX_STEPS,
     METHODS,
@@ -604,6 +605,10 @@ def check_settings(spec: Spec, where: str) -> None:
         ),
         (0 <= spec.sampling.seed <= MAX_SEED, f"sampling.seed must be in [0, {MAX_SEED}]"),
         (spec.sampling.n is None or spec.sampling.n >= 1, "sampling.n must be >= 1"),
+        (
+            spec.sampling.decode in (None, *DECODINGS),
+            f"sampling.decode must be one of {', '.join(DECODINGS)}, got {spec.sampling.decode!r}",
+        ),
     ]
     for ok, message in rules:
         if not ok:
@@ -624,6 +629,7 @@ def overlay(
     method: str | None = None,
     sampling: dict[str, int | None] | None = None,
     flags: bool = False,
+    decode: str | None = None,
 ) -> Spec:
     """`spec` with what a command line or an API call gives laid over it, fully validated:
     a constraint of a type the spec has replaces its entries; a value given (not None)
@@ -653,6 +659,8 @@ def overlay(
                 within = f"in [{low}, {high:,}]" if high is not None else "positive"
                 raise InputError(f"{flag} must be {within}, got {value}")
             setattr(spec.sampling, name, value)
+    if decode is not None:
+        spec.sampling.decode = decode
     if model is not None and not model.strip():
         raise InputError(f"{'--model' if flags else 'model'} is empty")
     spec.model = model or spec.model

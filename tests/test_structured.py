@@ -26,7 +26,7 @@ from cdd_cli.constraints.structured import (
     pattern_layout,
 )
 from cdd_cli.errors import InputError
-from cdd_cli.models.tokenizers import Gpt2Tokenizer
+from cdd_cli.models.tokenizers import FileTokenizer, Gpt2Tokenizer
 from tests.test_text import generate, records
 
 TOKENIZER = Gpt2Tokenizer()
@@ -214,13 +214,22 @@ def test_the_automaton_is_cached_on_disk_and_a_torn_file_is_rebuilt():
     assert not rebuilt.accepts(TOKENIZER.encode("123-abc"))
 
 
-def test_token_bytes_are_the_bytes_tokens_stand_for():
-    pieces = automaton.token_bytes(TOKENIZER)
-    assert pieces[TOKENIZER.encode(" whale")[0]] == b" whale"
-    assert pieces[TOKENIZER.eos_id] is None and pieces[TOKENIZER.mask_id] is None
-    # A token holding part of a UTF-8 character keeps its raw bytes.
-    ids = TOKENIZER.encode("é")
-    assert b"".join(pieces[i] for i in ids) == "é".encode()
+def smollm2_tokenizer() -> FileTokenizer:
+    """The shipped A2D model's tokenizer: a Hugging Face tokenizers file (49,152 tokens)."""
+    from cdd_cli.models.registry import ASSETS
+
+    return FileTokenizer(ASSETS / "smollm2-a2d" / "tokenizer.json", eos_id=0, mask_id=16)
+
+
+@pytest.mark.parametrize("make", [Gpt2Tokenizer, smollm2_tokenizer], ids=["gpt2", "smollm2"])
+def test_token_bytes_are_the_bytes_tokens_stand_for(make):
+    tokenizer = make()
+    pieces = automaton.token_bytes(tokenizer)
+    assert pieces[tokenizer.eos_id] is None and pieces[tokenizer.mask_id] is None
+    # Whatever the text, its tokens' bytes spell it, a character split over tokens included.
+    for text in (' {"name": "Ishmael"}', "naïve café 東京 — ok", "\n\tx = 1;"):
+        ids = tokenizer.encode(text)
+        assert b"".join(pieces[i] for i in ids) == text.encode(), text
 
 
 # --------------------------------------------------------------------------------------------

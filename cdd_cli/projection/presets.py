@@ -137,6 +137,13 @@ def fill_model_defaults(spec: Spec, loaded: LoadedModel) -> None:
     """Settings the spec leaves to the method and model, filled in place so that the
     resolved configuration names them."""
     spec.sampling.steps = spec.sampling.steps or loaded.default_steps
+    syntax = isinstance(loaded.tokenizer, SmilesTokenizer)  # text has none
+    if spec.sampling.decode == "well-formed" and not syntax:
+        raise InputError(
+            f"{spec.source}: decode well-formed: model {loaded.name} has no syntax to decode "
+            "by (text is read plain)"
+        )
+    spec.sampling.decode = spec.sampling.decode or ("well-formed" if syntax else "plain")
     projection: ALMSettings = spec.projection
     search: SearchSettings = spec.search
     given = {name for name in ("mu_init", "mu_max") if getattr(projection, name) is not None}
