@@ -2,7 +2,8 @@
 pattern's projection costs against the model's forward pass.
 
     python bench/structured_table.py [-n 8] [--baseline-n 4] [--steps 32] [--max-attempts 4]
-        [--model default-text] [--only NAME,...] [--no-perplexity] [--timing-only] [--out bench/results/structured]
+        [--model default-text] [--only NAME,...] [--no-perplexity] [--timing-only]
+        [--out bench/results/structured]
 
 Validity: for each of 23 regexes (dates, times, e-mail, phone numbers, IPv4, UUIDs,
 enumerations, bounded repetitions, ...) and 22 JSON schemas of increasing size (flat and nested
