@@ -1,13 +1,14 @@
 """Molecules per second and validity of a model at several batch sizes (CPU by default).
 
     python bench/molecules_speed.py [--model default-molecules] [--device cpu]
-        [--batch-sizes 1,64,256] [--validity-samples 1000] [--no-syntax]
+        [--batch-sizes 1,64,256] [--validity-samples 1000] [--decode well-formed|plain]
 
 Speed: after one warm-up batch, the time to denoise `max(2 * B, 32)` molecules at batch size B
 (wall clock, including decoding and RDKit checks). Validity, uniqueness and novelty: over
 `--validity-samples` molecules (seed 0), which the seeding makes independent of batch size.
-Sampling is `cdd molecules`'s, well-formed SMILES decoding included; `--no-syntax` reads the
-model's own argmax instead (the model's quality alone).
+Sampling is `cdd molecules`'s, well-formed SMILES decoding included; `--decode plain` (as
+`cdd molecules --decode plain`) reads the model's own argmax instead (the model's quality
+alone, what published validity tables measure).
 """
 
 from __future__ import annotations
@@ -33,15 +34,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--batch-sizes", default="1,64,256")
     parser.add_argument("--validity-samples", type=int, default=1000)
-    parser.add_argument("--no-syntax", action="store_true")
+    parser.add_argument("--decode", choices=("well-formed", "plain"), default="well-formed")
     args = parser.parse_args()
 
     loaded = registry.load(args.model, "molecules", args.device)
     reference = model_reference(loaded.directory)
     steps = args.steps or loaded.default_steps
     process = make_process(loaded.config.noise, loaded.config.vocab_size, loaded.tokenizer.mask_id)
-    # --no-syntax: the model's own argmax, without the well-formed SMILES decoding.
-    syntax = None if args.no_syntax else loaded.tokenizer.syntax()
+    # plain: the model's own argmax, without the well-formed SMILES decoding.
+    syntax = None if args.decode == "plain" else loaded.tokenizer.syntax()
     sampler = Sampler(loaded.model, process, steps, loaded.config.time_conditioning, syntax)
     length = loaded.config.model_length
 
@@ -85,7 +86,7 @@ def main() -> None:
     }
     print(json.dumps(quality))
     print(
-        f"\nmodel {args.model}, {steps} steps, syntax {'off' if args.no_syntax else 'on'}, "
+        f"\nmodel {args.model}, {steps} steps, decode {args.decode}, "
         f"device {args.device} "
         f"({platform.processor() or platform.machine()}, torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads), {CANONICALIZER}\n"

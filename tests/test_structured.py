@@ -224,7 +224,7 @@ def smollm2_tokenizer() -> FileTokenizer:
 @pytest.mark.parametrize("make", [Gpt2Tokenizer, smollm2_tokenizer], ids=["gpt2", "smollm2"])
 def test_token_bytes_are_the_bytes_tokens_stand_for(make):
     tokenizer = make()
-    pieces = automaton.token_bytes(tokenizer)
+    pieces = tokenizer.token_bytes()
     assert pieces[tokenizer.eos_id] is None and pieces[tokenizer.mask_id] is None
     # Whatever the text, its tokens' bytes spell it, a character split over tokens included.
     for text in (' {"name": "Ishmael"}', "naïve café 東京 — ok", "\n\tx = 1;"):

@@ -9,16 +9,15 @@ Building one costs 0.03-0.3 s for a short pattern over GPT-2's 50,257 tokens and
 pattern; the table is cached on disk per (pattern, vocabulary, outlines-core version) as
 safetensors, so a second run loads it in milliseconds.
 
-Tokens are read as the bytes they stand for (byte-level BPE: GPT-2, SmolLM2, Qwen; or
-SentencePiece-style `▁` and `<0xNN>` pieces), never as their display text: a token holding
-half of a UTF-8 character is still a valid step of the byte DFA.
+Tokens are read as the bytes they stand for (`TextTokenizer.token_bytes`), never as their
+display text: a token holding half of a UTF-8 character is still a valid step of the byte
+DFA.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import json
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -74,44 +73,13 @@ class TokenAutomaton:
         return None
 
 
-def byte_decoder() -> dict[str, int]:
-    """GPT-2's byte-level alphabet: the printable character that stands for each byte."""
-    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
-    shifted = [b for b in range(256) if b not in printable]
-    table = {chr(b): b for b in printable}
-    table.update({chr(256 + k): b for k, b in enumerate(shifted)})
-    return table
-
-
-def token_bytes(tokenizer: TextTokenizer) -> list[bytes | None]:
-    """Each id's bytes (None: a special token, the mask or end-of-text, never written)."""
-    inner = getattr(tokenizer.bpe, "_tokenizer", tokenizer.bpe)  # the implementations' core
-    described = json.loads(inner.to_str())
-    special = {t["id"] for t in described.get("added_tokens") or [] if t.get("special")}
-    special |= {tokenizer.eos_id, tokenizer.mask_id}
-    byte_level = "ByteLevel" in json.dumps(described.get("decoder"))
-    decoder = byte_decoder()
-    out: list[bytes | None] = [None] * len(tokenizer)
-    for text, i in tokenizer.bpe.get_vocab().items():
-        if i in special or i >= len(out):
-            continue
-        if byte_level:
-            if all(c in decoder for c in text):
-                out[i] = bytes(decoder[c] for c in text)
-        elif len(text) == 6 and text.startswith("<0x") and text.endswith(">"):
-            out[i] = bytes([int(text[3:5], 16)])  # SentencePiece's byte fallback
-        else:
-            out[i] = text.replace("\u2581", " ").encode()
-    return out
-
-
 @functools.lru_cache(maxsize=8)
 def _vocabulary(tokenizer: TextTokenizer) -> tuple[object, str]:
     """outlines-core's Vocabulary for `tokenizer`, and a digest of what it holds."""
     from outlines_core import Vocabulary
 
     pieces: dict[bytes, list[int]] = {}
-    for i, b in enumerate(token_bytes(tokenizer)):
+    for i, b in enumerate(tokenizer.token_bytes()):
         if b:
             pieces.setdefault(b, []).append(i)
     digest = hashlib.sha256(

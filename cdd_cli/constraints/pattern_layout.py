@@ -137,7 +137,8 @@ class PatternLayout:
         self.masks = torch.zeros(len(token_sets), self.vocab_size, dtype=torch.bool)
         for u, tokens in enumerate(token_sets):
             self.masks[u, tokens] = True
-        self._multipliers: torch.Tensor | None = None
+        # By (dtype, device); one dict shared by every placed copy.
+        self._multipliers: dict[tuple, torch.Tensor] = {}
         self.mass_by_atoms()
 
     def mass_by_atoms(self) -> None:
@@ -251,10 +252,11 @@ class PatternLayout:
         """The masks [U + 1, V] as numbers to multiply by (a multiplication by a boolean
         converts it first, every time), with one more row of ones: every token, for the
         positions left as they are (decided, hidden)."""
-        if self._multipliers is None or self._multipliers.dtype != dtype:
+        key = (dtype, str(device))
+        if key not in self._multipliers:
             ones = torch.ones(1, self.vocab_size, dtype=torch.bool)
-            self._multipliers = torch.cat([self.masks, ones]).to(dtype)
-        return self._multipliers.to(device)
+            self._multipliers[key] = torch.cat([self.masks, ones]).to(device, dtype)
+        return self._multipliers[key]
 
     def order(self, plans: list[PathPlan], changing: torch.Tensor, fixed: torch.Tensor) -> None:
         """Positions may be decided in any order: each keeps to its edge whatever the others

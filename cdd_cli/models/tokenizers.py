@@ -173,6 +173,29 @@ class TextTokenizer:
         """Each id's text, in id order (a byte-level piece of a character reads as U+FFFD)."""
         return [self.token_text(i) for i in range(len(self))]
 
+    def token_bytes(self) -> list[bytes | None]:
+        """Each id's bytes, in id order (None: a special token, the mask or end-of-text,
+        never written): byte-level BPE (GPT-2, SmolLM2, Qwen) through its byte alphabet,
+        SentencePiece-style pieces through `▁` and their `<0xNN>` byte fallback."""
+        inner = getattr(self.bpe, "_tokenizer", self.bpe)  # the implementations' core
+        described = json.loads(inner.to_str())
+        special = {t["id"] for t in described.get("added_tokens") or [] if t.get("special")}
+        special |= {self.eos_id, self.mask_id}
+        byte_level = "ByteLevel" in json.dumps(described.get("decoder"))
+        alphabet = byte_alphabet()
+        out: list[bytes | None] = [None] * len(self)
+        for text, i in self.bpe.get_vocab().items():
+            if i in special or i >= len(out):
+                continue
+            if byte_level:
+                if all(c in alphabet for c in text):
+                    out[i] = bytes(alphabet[c] for c in text)
+            elif len(text) == 6 and text.startswith("<0x") and text.endswith(">"):
+                out[i] = bytes([int(text[3:5], 16)])  # SentencePiece's byte fallback
+            else:
+                out[i] = text.replace("\u2581", " ").encode()
+        return out
+
     def decode(self, ids: Iterable[int]) -> str:
         """The text up to the first end-of-text token; masks (none after sampling) are dropped.
 
@@ -205,6 +228,16 @@ class TextTokenizer:
             other.eos_id,
             other.mask_id,
         ) and self.bpe.get_vocab() == other.bpe.get_vocab()
+
+
+def byte_alphabet() -> dict[str, int]:
+    """Byte-level BPE's alphabet (GPT-2's): the printable character that stands for each
+    byte in the vocabulary's token strings."""
+    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
+    shifted = [b for b in range(256) if b not in printable]
+    table = {chr(b): b for b in printable}
+    table.update({chr(256 + k): b for k, b in enumerate(shifted)})
+    return table
 
 
 class Gpt2Tokenizer(TextTokenizer):
