@@ -185,3 +185,14 @@ def test_truncated_weights_file(tmp_path: Path):
     weights.write_bytes(weights.read_bytes()[:100])
     with pytest.raises(InputError, match="cannot read safetensors"):
         load_model(tmp_path)
+
+
+def test_a_transposed_weight_is_refused_by_shape_not_size(tmp_path: Path):
+    """(4D, D) stored as (D, 4D): as many numbers, the wrong layout; refused by name before
+    any tensor is read (a size check would let it through to fail later in a matmul)."""
+    state = write_mdlm_owt(tmp_path)
+    key = "backbone.blocks.0.mlp.0.weight"
+    state[key] = state[key].T.contiguous()
+    save_file(state, str(tmp_path / "model.safetensors"))
+    with pytest.raises(InputError, match=rf"blocks\.0\.mlp\.0\.weight \({D}, {4 * D}\) vs"):
+        load_model(tmp_path)

@@ -181,3 +181,14 @@ def test_masked_step_decides_exactly_the_positions_it_announces():
     assert not changing[:, :10].any()
     rate = changing[:, 10:].float().mean().item()
     assert abs(rate - process.unmask_probability(t, s)) < 0.03
+
+
+def test_the_masked_noise_removal_changes_only_masked_positions():
+    """The last step fills the masks with the prediction's argmax and leaves every decided
+    token as it is, even where the (projected) prediction's argmax there says otherwise."""
+    process = MaskedProcess(vocab_size=6, mask_id=5)
+    x = torch.tensor([[0, 5, 2, 5], [5, 1, 5, 3]])
+    probs = torch.zeros(2, 4, 6)
+    probs[..., 4] = 1.0  # the argmax is token 4 everywhere, decided positions included
+    out = process.finish(probs, x)
+    assert out.tolist() == [[0, 4, 2, 4], [4, 1, 4, 3]]

@@ -9,6 +9,7 @@ import torch
 
 from cdd_cli.constraints.novelty import NoveltyConstraint
 from cdd_cli.diffusion.processes import make_argmax
+from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.models import registry
 from cdd_cli.pipeline import Generation
@@ -317,3 +318,18 @@ def test_flips_past_the_end_of_the_text_are_not_read_again():
         )
     ]
     assert not flipped_past_end
+
+
+def test_novelty_remembers_every_batch_and_redraw_of_a_run():
+    """After each batch (and each redraw of it), the molecules that satisfied the constraints
+    are known to novelty: a later batch repeating one is not novel. No run holds a canonical
+    SMILES twice among its satisfied records."""
+    loaded = registry.load("default-molecules", "molecules")
+    novelty = NoveltyConstraint(reference=frozenset())
+    generation = Generation(Spec(method="cdd"), loaded, [novelty], 4)
+    draws = generation.run(range(0, 12)) + generation.run(range(12, 24))
+    kept = [canonical(d.text) for d in draws if d.satisfied]
+    assert len(kept) >= 12 and len(set(kept)) == len(kept)
+    assert novelty.seen == set(kept)
+    first = next(d.text for d in draws if d.satisfied)
+    assert novelty.judge([first]) == [0.0]  # what a batch kept, a later one cannot repeat

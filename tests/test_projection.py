@@ -604,3 +604,30 @@ def test_what_only_an_exact_judge_rejects_goes_to_the_flip_search(monkeypatch):
     text = tokenizer.decode(out[0].argmax(-1).tolist())
     assert Chem.MolFromSmiles(text, sanitize=False) is not None
     assert hook.report(0)["search_nodes"] > 0
+
+
+@pytest.mark.parametrize("patience", [1, 3])
+def test_a_sample_that_cannot_improve_stops_after_exactly_patience_iterations(patience: int):
+    """With the penalty at its cap from the start and no change able to lower the violation
+    (ten carbons decided against tau 3, the movable positions already other tokens), every
+    outer iteration is a stall: the sample stops after `patience` of them, not one more."""
+    probs = carbon_heavy(1)
+    probs[0, :10] = torch.nn.functional.one_hot(torch.tensor(CARBON), 35).float()
+    probs[0, 10:] = torch.nn.functional.one_hot(torch.tensor(CARBON + 1), 35).float()
+    fixed = torch.zeros(1, 12, dtype=torch.bool)
+    fixed[0, :10] = True
+    settings = explicit(mu_init=8.0, mu_max=8.0, patience=patience, max_outer_iters=50)
+    result = project(probs, [CarbonCount(tau=3.0)], settings, fixed, [sample_generator(0, 0, 0)])
+    assert not bool(result.feasible[0])
+    assert int(result.outer_iters[0]) == patience
+
+
+@pytest.mark.parametrize("upper", [True, False])
+def test_the_surrogate_aims_margin_inside_the_bound(upper: bool):
+    """An upper bound tau with margin m aims at tau - m (a lower bound at tau + m): a
+    surrogate score exactly at tau is still m too far, and one m inside is on target."""
+    c = CarbonCount(tau=3.0, margin=0.5, upper_bound=upper)
+    inside = 2.5 if upper else 3.5
+    scores = torch.tensor([3.0, inside])
+    assert c.surrogate_excess(scores).tolist() == [0.5, 0.0]
+    assert c.surrogate_violation(torch.tensor([1.0 if upper else 5.0])).tolist() == [0.0]
