@@ -314,8 +314,8 @@ def _settings(loc: _Located, node: yaml.Node, key: str, cls: type) -> Any:
             raise InputError(
                 f"{loc.where(k)}: unknown key '{key}.{name}' (known: {', '.join(known)})"
             )
-        hint = hints[name]  # every setting is an int or a float, some None-able
-        types = (int, float) if float in (get_args(hint) or (hint,)) else (int,)
+        hint = get_args(hints[name]) or (hints[name],)  # int, float or str, some None-able
+        types = (int, float) if float in hint else (str,) if str in hint else (int,)
         value = loc.value(v)
         if getattr(cls(), name) is None and value is None:  # null: left to the model
             values[name] = None

@@ -25,6 +25,7 @@ RECORD_FIELDS = {
     "constraints",
     "projection",
     "valid",
+    "decode",
     "canonical",
     "qed",
     "sa",
@@ -405,3 +406,21 @@ def test_ctrl_c_says_what_was_kept(tmp_path: Path):
         f"complete line; finish it with: cdd molecules -n 100000 --batch-size 8 -q -o {out} "
         "--resume"
     ]
+
+
+def test_every_sa_constrained_record_of_the_shipped_model_meets_tau():
+    """The positive end of the contract, on the real QM9 model: `-c sa --tau 3.5` exits 0 and
+    every record is a valid molecule whose SA, recomputed here by RDKit, is at most 3.5."""
+    from rdkit import Chem
+    from rdkit.Contrib.SA_Score import sascorer
+
+    result = runner.invoke(
+        app, ["molecules", "-n", "12", "--steps", "16", "-c", "sa", "--tau", "3.5", "--quiet"]
+    )
+    assert result.exit_code == 0, result.stderr
+    records = records_of(result.stdout)
+    assert len(records) == 12
+    for r in records:
+        mol = Chem.MolFromSmiles(r["text"])
+        assert mol is not None and r["valid"] and r["satisfied"]
+        assert sascorer.calculateScore(mol) <= 3.5

@@ -58,7 +58,13 @@ sampling: {steps: 16, batch_size: 8, seed: 3, n: 10}
     assert resolved["projection"]["eta"] == 0.5 and resolved["projection"]["mu_max"] is None
     # A None-able float takes a number; null leaves a setting to the model.
     assert resolved["projection"]["mu_init"] == 2.5 and resolved["projection"]["support"] is None
-    assert resolved["sampling"] == {"n": 10, "steps": 16, "batch_size": 8, "seed": 3}
+    assert resolved["sampling"] == {
+        "n": 10,
+        "steps": 16,
+        "batch_size": 8,
+        "seed": 3,
+        "decode": None,
+    }
     again = write(tmp_path, yaml.safe_dump(resolved))
     assert load_spec(again).resolved() == resolved
 
