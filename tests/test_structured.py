@@ -475,3 +475,14 @@ def test_a_path_the_model_gives_no_mass_is_still_drawn():
             assert torch.allclose(out[b, i][allowed], torch.tensor(1.0 / int(allowed.sum())))
     ids = out.argmax(-1)
     assert all(re.fullmatch("[0-9]{3}", TOKENIZER.decode(row)) for row in ids.tolist())
+
+
+def test_a_draw_never_picks_an_index_of_weight_zero():
+    """u x total rounds to the total (or past the last partial sum): the index found there is
+    the last one, which here weighs nothing; the draw takes the last that weighs instead."""
+    from cdd_cli.constraints.pattern_layout import _pick
+
+    weights = torch.tensor([[0.1, 0.2, 0.3, 0.0, 0.0], [0.0, 0.5, 0.0, 0.5, 0.0]])
+    rounded_up = torch.ones(2, dtype=torch.float64)  # u x total == total, as rounding can make it
+    assert _pick(weights.double(), rounded_up).tolist() == [2, 3]
+    assert _pick(weights.double(), torch.zeros(2, dtype=torch.float64)).tolist() == [0, 1]

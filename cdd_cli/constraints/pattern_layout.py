@@ -200,22 +200,26 @@ class PatternLayout:
     ) -> list[PathPlan]:
         """A path per sample drawn in proportion to its weight under `probs` [B, L, V],
         consistent with the tokens of `x` already decided (`fixed`)."""
-        mass = self.set_mass(probs, x, fixed)
+        # In float64: a state on the only path that still fits can weigh 1e-30 x 1e-30 next
+        # to the rest (float32 flushed it to 0, and the path was lost).
+        mass = self.set_mass(probs, x, fixed).double()
         b = len(mass)
         free = torch.ones(b, self.length, 1, dtype=mass.dtype)
         weight = torch.cat([mass, free], dim=-1)[:, :, self.edge_set]  # [B, L, E]; FREE = last
         # Forward filtering, each position's state weights rescaled to sum 1 (no underflow).
-        alpha = torch.zeros(self.length + 1, b, self.states)
+        alpha = torch.zeros(self.length + 1, b, self.states, dtype=torch.float64)
         alpha[0, :, 0] = 1.0
         for i in range(self.length):
             moved = alpha[i][:, self.src] * weight[:, i]
-            nxt = torch.zeros(b, self.states).index_add_(1, self.dst, moved)
-            alpha[i + 1] = nxt / nxt.sum(-1, keepdim=True).clamp_min(1e-38)
+            nxt = torch.zeros(b, self.states, dtype=torch.float64).index_add_(1, self.dst, moved)
+            alpha[i + 1] = nxt / nxt.sum(-1, keepdim=True).clamp_min(1e-300)
         last = alpha[self.length] * self.accepting
         if not bool((last.sum(-1) > 0).all()):
             raise InputError("no continuation of this length follows the pattern")
         # Backward sampling, one uniform per position and sample from its own generator.
-        u = torch.stack([torch.rand(self.length + 1, generator=g) for g in generators])
+        u = torch.stack(
+            [torch.rand(self.length + 1, generator=g, dtype=torch.float64) for g in generators]
+        )
         state = _pick(last, u[:, self.length])
         chosen = torch.empty(b, self.length, dtype=torch.int64)
         for i in reversed(range(self.length)):
@@ -265,8 +269,17 @@ class PatternLayout:
 
 
 def _pick(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """[B] an index per row drawn in proportion to `weights` [B, K] with uniforms `u` [B]."""
+    """[B] an index per row drawn in proportion to `weights` [B, K] with uniforms `u` [B]; never
+    one of weight 0 (rounding can put u x total at or past the last partial sum, and the
+    index past it is often an edge that does not lead where the path goes)."""
     cumulative = weights.cumsum(-1)
     target = u[:, None] * cumulative[:, -1:]
     index = torch.searchsorted(cumulative, target, right=True).squeeze(-1)
-    return index.clamp_max(weights.shape[-1] - 1)
+    index = index.clamp_max(weights.shape[-1] - 1)
+    positive = weights > 0
+    missed = ~positive.gather(-1, index[:, None]).squeeze(-1)
+    if bool(missed.any()):
+        at = torch.arange(weights.shape[-1], device=weights.device)
+        last = torch.where(positive, at, -1).max(-1).values  # the last index that weighs
+        index = torch.where(missed, last, index)
+    return index
