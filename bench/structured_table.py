@@ -38,6 +38,7 @@ from pathlib import Path
 import torch
 
 import cdd_cli as cdd
+from cdd_cli.evaluate.schema_regex import load_schema
 from cdd_cli.spec import Spec
 
 REGEXES = {
@@ -231,7 +232,6 @@ def timing(args: argparse.Namespace, out: Path) -> None:
     from cdd_cli.constraints.structured import (
         JsonSchemaConstraint,
         RegexConstraint,
-        load_schema,
         pattern_layout,
     )
     from cdd_cli.diffusion.processes import MaskedProcess
@@ -331,7 +331,6 @@ def vocabularies(args: argparse.Namespace, out: Path) -> None:
     from cdd_cli.constraints.structured import (
         JsonSchemaConstraint,
         RegexConstraint,
-        load_schema,
         pattern_layout,
     )
     from cdd_cli.models.registry import ASSETS

@@ -122,7 +122,7 @@ def Regex(pattern: str, ignore_case: bool | None = None) -> ConstraintSpec:
 
 def JsonSchema(schema: dict | str | Path) -> ConstraintSpec:
     """The continuation is JSON valid under `schema` (a mapping, or a .json file's path), in
-    the supported subset of JSON Schema (`cdd_cli.constraints.schema_regex`)."""
+    the supported subset of JSON Schema (`cdd_cli.evaluate.schema_regex`)."""
     return constraint("json_schema", schema=schema if isinstance(schema, dict) else str(schema))
 
 

@@ -442,7 +442,7 @@ def check_structured_options(c: ConstraintSpec) -> None:
         if not c.options["pattern"]:
             raise InputError(f"{c.where}: key 'pattern' is empty")
     if c.type == "json_schema":
-        from cdd_cli.constraints.structured import load_schema
+        from cdd_cli.evaluate.schema_regex import load_schema
 
         load_schema(c.options["schema"], c.where)
 

@@ -14,11 +14,12 @@ from cdd_cli.constraints.novelty import NoveltyConstraint
 from cdd_cli.constraints.plugin import plugin_constraint
 from cdd_cli.constraints.properties import exact_molecule_constraint, property_bounds
 from cdd_cli.constraints.sa import SAConstraint, rdkit_sa
-from cdd_cli.constraints.structured import JsonSchemaConstraint, RegexConstraint, load_schema
+from cdd_cli.constraints.structured import JsonSchemaConstraint, RegexConstraint
 from cdd_cli.constraints.toxicity import ToxicityConstraint
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.properties import PROPERTIES, variant
 from cdd_cli.evaluate.reference import novelty_reference
+from cdd_cli.evaluate.schema_regex import load_schema
 from cdd_cli.models.registry import ASSETS, LoadedModel
 from cdd_cli.models.surrogate import SoftTokenRegressor, load_surrogate
 from cdd_cli.models.tokenizers import SmilesTokenizer, TextTokenizer, load_tokenizer

@@ -24,9 +24,9 @@ from cdd_cli.constraints.automaton import compile_pattern
 from cdd_cli.constraints.base import ClosedFormBuilder, ExactConstraint
 from cdd_cli.constraints.lexical import Exclude
 from cdd_cli.constraints.pattern_layout import PatternLayout
-from cdd_cli.constraints.schema_regex import UnsupportedSchema, schema_regex, strip_anchors
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.lexical import split_words
+from cdd_cli.evaluate.schema_regex import schema_pattern, strip_anchors
 
 
 @dataclass(frozen=True)
@@ -115,30 +115,6 @@ class JsonSchemaConstraint(PatternConstraint):
         return f"JSON valid under {self.source}"
 
 
-@functools.lru_cache(maxsize=32)
-def schema_pattern(schema_text: str) -> str:
-    try:
-        return schema_regex(json.loads(schema_text), pattern_safe=json_string_safe)
-    except UnsupportedSchema as exc:
-        raise InputError(f"json_schema: {exc}") from None
-
-
-@functools.lru_cache(maxsize=64)
-def json_string_safe(pattern: str) -> bool:
-    """Whether every match of `pattern` keeps to characters a JSON string holds unescaped
-    (no quote, backslash or control character): the pattern's byte automaton, built by the
-    same library, has no move on one of those bytes."""
-    from outlines_core import Index, Vocabulary
-
-    single_bytes = Vocabulary(256, {bytes([b]): [b] for b in range(256)})
-    try:
-        index = Index(pattern, single_bytes)
-    except (ValueError, RuntimeError, TypeError):
-        return False
-    forbidden = {*range(0x20), ord('"'), ord("\\")}
-    return not any(forbidden & moves.keys() for moves in index.get_transitions().values())
-
-
 def pattern_layout(
     constraints: Sequence[ExactConstraint], tokenizer: Any, start: int, length: int
 ) -> PatternLayout:
@@ -189,39 +165,3 @@ def word_tokens(tokenizer: Any, words: frozenset[str]) -> torch.Tensor:
         if len(found := split_words(text)) == 1 and found[0] in words
     ]
     return torch.tensor(ids, dtype=torch.int64)
-
-
-def load_schema(value: Any, where: str) -> tuple[str, str]:
-    """A spec's `schema` (an inline mapping, or the path of a .json file) as canonical JSON,
-    and where it came from; InputError naming what is wrong (unreadable, not a schema, or a
-    keyword the projection does not support)."""
-    import jsonschema
-
-    source = "inline"
-    if isinstance(value, str):
-        from pathlib import Path
-
-        path = Path(value).expanduser()
-        try:
-            value = json.loads(path.read_text())
-        except OSError as exc:
-            raise InputError(
-                f"{where}: key 'schema': cannot read {value} ({exc.strerror})"
-            ) from None
-        except ValueError as exc:
-            raise InputError(f"{where}: key 'schema': {value} is not JSON ({exc})") from None
-        source = path.name
-    if not isinstance(value, dict):
-        raise InputError(f"{where}: key 'schema' must be a mapping or a .json file")
-    try:
-        jsonschema.validators.validator_for(value).check_schema(value)
-    except jsonschema.SchemaError as exc:
-        raise InputError(
-            f"{where}: key 'schema' is not a valid JSON Schema ({exc.message[:120]})"
-        ) from None
-    text = json.dumps(value, sort_keys=False, separators=(",", ":"))
-    try:
-        schema_pattern(text)
-    except InputError as exc:
-        raise InputError(f"{where}: {exc}") from None
-    return text, source

@@ -24,9 +24,14 @@ dropped: a dropped keyword would let through instances the judge rejects.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
+from pathlib import Path
+from typing import Any
+
+from cdd_cli.errors import InputError
 
 ANNOTATIONS = {
     "$schema", "$id", "$comment", "title", "description", "examples", "default",
@@ -352,3 +357,61 @@ def _same_length(low: str, high: str) -> str:
         parts.append(f"[{int(low[0]) + 1}-{int(high[0]) - 1}][0-9]{{{k}}}")
     parts.append(high[0] + _same_length("0" * k, high[1:]))
     return "(?:" + "|".join(parts) + ")"
+
+
+@functools.lru_cache(maxsize=32)
+def schema_pattern(schema_text: str) -> str:
+    try:
+        return schema_regex(json.loads(schema_text), pattern_safe=json_string_safe)
+    except UnsupportedSchema as exc:
+        raise InputError(f"json_schema: {exc}") from None
+
+
+@functools.lru_cache(maxsize=64)
+def json_string_safe(pattern: str) -> bool:
+    """Whether every match of `pattern` keeps to characters a JSON string holds unescaped
+    (no quote, backslash or control character): the pattern's byte automaton, built by the
+    same library, has no move on one of those bytes."""
+    from outlines_core import Index, Vocabulary
+
+    single_bytes = Vocabulary(256, {bytes([b]): [b] for b in range(256)})
+    try:
+        index = Index(pattern, single_bytes)
+    except (ValueError, RuntimeError, TypeError):
+        return False
+    forbidden = {*range(0x20), ord('"'), ord("\\")}
+    return not any(forbidden & moves.keys() for moves in index.get_transitions().values())
+
+
+def load_schema(value: Any, where: str) -> tuple[str, str]:
+    """A spec's `schema` (an inline mapping, or the path of a .json file) as canonical JSON,
+    and where it came from; InputError naming what is wrong (unreadable, not a schema, or a
+    keyword the projection does not support)."""
+    import jsonschema
+
+    source = "inline"
+    if isinstance(value, str):
+        path = Path(value).expanduser()
+        try:
+            value = json.loads(path.read_text())
+        except OSError as exc:
+            raise InputError(
+                f"{where}: key 'schema': cannot read {value} ({exc.strerror})"
+            ) from None
+        except ValueError as exc:
+            raise InputError(f"{where}: key 'schema': {value} is not JSON ({exc})") from None
+        source = path.name
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: key 'schema' must be a mapping or a .json file")
+    try:
+        jsonschema.validators.validator_for(value).check_schema(value)
+    except jsonschema.SchemaError as exc:
+        raise InputError(
+            f"{where}: key 'schema' is not a valid JSON Schema ({exc.message[:120]})"
+        ) from None
+    text = json.dumps(value, sort_keys=False, separators=(",", ":"))
+    try:
+        schema_pattern(text)
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    return text, source
