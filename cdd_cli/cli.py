@@ -224,7 +224,10 @@ DeviceOpt = Annotated[
 ]
 ThreadsOpt = Annotated[Optional[int], typer.Option(help="CPU threads for torch.")]
 CooldownOpt = Annotated[
-    int, typer.Option(min=0, help="The learning rate falls linearly to 0 over the last N steps.")
+    int,
+    typer.Option(
+        min=0, metavar="<int>", help="The learning rate falls linearly to 0 over the last N steps."
+    ),
 ]
 
 
@@ -676,7 +679,12 @@ def train_text_command(
     save_every: int = 100,
     sample_steps: int = 64,
     tie_embeddings: Annotated[
-        bool, typer.Option(help="Output layer reuses the embedding table (halves the size).")
+        bool,
+        typer.Option(
+            "--tie-embeddings/--untied",
+            help="Output layer reuses the embedding table (halves the size).",
+            metavar=FLAG,
+        ),
     ] = True,
     threads: ThreadsOpt = None,
     device: DeviceOpt = "auto",

@@ -413,3 +413,15 @@ def test_every_sa_constrained_record_of_the_shipped_model_meets_tau():
         mol = Chem.MolFromSmiles(r["text"])
         assert mol is not None and r["valid"] and r["satisfied"]
         assert sascorer.calculateScore(mol) <= 3.5
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["molecules"], ["generate"], ["eval"], ["validate"], ["merge"], ["train", "text"],
+     ["train", "molecules"], ["train", "adapt"], ["train", "property-surrogate"]],
+)  # fmt: skip
+def test_help_reads_whole_at_80_columns(command: list[str]):
+    """No option name is cut short ("…") in an 80-column terminal."""
+    result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    assert result.exit_code == 0
+    assert "…" not in result.output, result.output
