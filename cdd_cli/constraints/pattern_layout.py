@@ -240,16 +240,18 @@ class PatternLayout:
         out = torch.empty_like(probs)
         out[:, : self.start] = probs[:, : self.start]
         out[:, self.start + self.length :] = probs[:, self.start + self.length :]
-        for k, plan in enumerate(plans):  # one sample at a time: contiguous rows, no copies
-            sets = torch.tensor(plan.sets)
-            open_ = ((~fixed[k, span]).cpu() & (sets != FREE)).to(probs.device)
+        sets = torch.tensor([plan.sets for plan in plans])  # [B, L]
+        open_ = (~fixed[:, span]).cpu() & (sets != FREE)
+        # Each position's row of `masks`: its edge's set, or the row of ones where it stays.
+        chosen = torch.where(open_, sets, keep).to(probs.device)
+        open_ = open_.to(probs.device)
+        for k in range(len(plans)):  # one sample at a time: contiguous rows, no copies
             rows = out[k, span]
-            allowed = masks.index_select(0, torch.where(open_.cpu(), sets, keep).to(probs.device))
-            torch.mul(probs[k, span], allowed, out=rows)
+            torch.mul(probs[k, span], masks.index_select(0, chosen[k]), out=rows)
             total = rows.sum(-1, keepdim=True)
-            rows.div_(torch.where(open_[:, None], total, 1.0).clamp_min(1e-30))
-            for i in (open_ & (total[:, 0] <= 0)).nonzero().squeeze(-1).tolist():
-                rows[i] = masks[sets[i]] / masks[sets[i]].sum()  # nothing left: uniform
+            rows.div_(torch.where(open_[k, :, None], total, 1.0).clamp_min(1e-30))
+            for i in (open_[k] & (total[:, 0] <= 0)).nonzero().squeeze(-1).tolist():
+                rows[i] = masks[chosen[k, i]] / masks[chosen[k, i]].sum()  # nothing left: uniform
         return out
 
     def multipliers(self, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
