@@ -46,10 +46,20 @@ class A2DConfig:
     attention_bias: bool = False  # Qwen2 has biases on q, k, v
     mask_id: int = 0  # the token id a masked position carries (its row is never read)
     logit_shift: bool = True
-    prefix_id: int = 0  # put in front when logit_shift is on
+    # Put in front when logit_shift is on; -1: no prefix, position 0 reads its own hidden
+    # state (Dream's shift: its generation code prepends the first position's logits).
+    prefix_id: int = 0
     lora_rank: int = 0  # 0: no adapters
     lora_alpha: float = 0.0  # scale = alpha / rank; 0 means alpha = rank (scale 1)
     model_length: int = 128  # the sequence length it was adapted at: the default and the most
+    head_size: int = 0  # per-head width where it is not hidden_dim / n_heads (Qwen3); 0: that
+    qk_norm: bool = False  # Qwen3: an RMSNorm over each head's queries and keys before rotary
+    # A trained vector read at masked positions (our adaptations); False: the mask token's own
+    # embedding row, as the published diffusion LMs (LLaDA, Dream) read it.
+    mask_embedding: bool = True
+    # Output columns the samplers see: the tokenizer's size where the embedding has padded rows
+    # past it (Dream: 152,064 rows, 151,667 tokens), so a padded row is never sampled; 0: all.
+    n_outputs: int = 0
 
     # What the samplers ask of every diffusion model's config.
     noise = "masked"
@@ -57,7 +67,7 @@ class A2DConfig:
 
     @property
     def head_dim(self) -> int:
-        return self.hidden_dim // self.n_heads
+        return self.head_size or self.hidden_dim // self.n_heads
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -115,6 +125,10 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(d, cfg.n_kv_heads * hd, bias=cfg.attention_bias)
         self.v_proj = nn.Linear(d, cfg.n_kv_heads * hd, bias=cfg.attention_bias)
         self.o_proj = nn.Linear(cfg.n_heads * hd, d, bias=False)
+        if cfg.qk_norm:
+            self.q_norm = RMSNorm(hd, cfg.rms_eps)
+            self.k_norm = RMSNorm(hd, cfg.rms_eps)
+        self.qk_norm = cfg.qk_norm
 
     def forward(
         self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor], causal: bool
@@ -123,6 +137,8 @@ class Attention(nn.Module):
         q = self.q_proj(x).view(b, n, self.n_heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(b, n, self.n_kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(b, n, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
         y = F.scaled_dot_product_attention(
             q, k, v, is_causal=causal, enable_gqa=self.n_heads != self.n_kv_heads
@@ -178,7 +194,8 @@ class A2DModel(nn.Module):
         self.lm_head = nn.Linear(cfg.hidden_dim, cfg.vocab_size, bias=False)
         if cfg.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
-        self.mask_embedding = nn.Parameter(torch.zeros(cfg.hidden_dim))
+        if cfg.mask_embedding:
+            self.mask_embedding = nn.Parameter(torch.zeros(cfg.hidden_dim))
         if cfg.lora_rank:
             self.add_adapters(cfg.lora_rank, cfg.lora_alpha)
 
@@ -207,17 +224,23 @@ class A2DModel(nn.Module):
     def hidden(self, tokens: torch.Tensor, causal: bool = False) -> torch.Tensor:
         """Final-norm hidden states [B, L(+1 with the prefix), d]."""
         cfg = self.cfg
-        if cfg.logit_shift:
+        prefixed = cfg.logit_shift and cfg.prefix_id >= 0
+        if prefixed:
             prefix = torch.full_like(tokens[:, :1], cfg.prefix_id)
             tokens = torch.cat([prefix, tokens], dim=1)
-        embedded = self.model.embed_tokens(tokens)
-        masked = (tokens == cfg.mask_id).unsqueeze(-1)
-        x = torch.where(masked, self.mask_embedding.to(embedded.dtype), embedded)
+        x = self.model.embed_tokens(tokens)
+        if cfg.mask_embedding:
+            masked = (tokens == cfg.mask_id).unsqueeze(-1)
+            x = torch.where(masked, self.mask_embedding.to(x.dtype), x)
         rotary = rotary_angles(tokens.shape[1], cfg.head_dim, cfg.rope_theta, tokens.device)
         for layer in self.model.layers:
             x = layer(x, rotary, causal)
         x = self.model.norm(x)
-        return x[:, :-1] if cfg.logit_shift else x
+        if prefixed:
+            return x[:, :-1]
+        if cfg.logit_shift:  # Dream: position j reads j - 1, position 0 itself
+            return torch.cat([x[:, :1], x[:, :-1]], dim=1)
+        return x
 
     def forward(
         self,
@@ -229,7 +252,8 @@ class A2DModel(nn.Module):
         """Logits [B, L, V]; with a boolean `where` [B, L], only those positions' [N, V] (the
         V-wide head is most of the cost where few positions are masked)."""
         hidden = self.hidden(tokens, causal)
-        return self.lm_head(hidden if where is None else hidden[where])
+        logits = self.lm_head(hidden if where is None else hidden[where])
+        return logits[..., : self.cfg.n_outputs] if self.cfg.n_outputs else logits
 
     def adapter_state(self) -> dict[str, torch.Tensor]:
         """What an adaptation trains: the adapters, the norms and the mask embedding."""

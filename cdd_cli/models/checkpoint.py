@@ -23,6 +23,7 @@ from cdd_cli import __version__
 from cdd_cli.errors import InputError
 from cdd_cli.models.a2d import A2DConfig, A2DModel, load_base, read_base
 from cdd_cli.models.dit import DiffusionModel, DiTConfig
+from cdd_cli.models.families import family_of, parse_family_config, refuse_causal, supported
 from cdd_cli.settings import MAX_STEPS
 
 M = TypeVar("M", bound=torch.nn.Module)
@@ -55,12 +56,16 @@ def splits_into_heads(hidden_dim: int, n_heads: int) -> bool:
 
 
 def parse_config(raw: dict, where: str) -> ModelConfig:
-    missing = [k for k in REQUIRED if k not in raw]
-    if missing:
-        raise InputError(f"{where}: missing field(s) {', '.join(missing)}")
+    if "model_type" not in raw:
+        raise InputError(f"{where}: no model_type (supported: {supported()})")
     model_type = raw["model_type"]
+    refuse_causal(raw, where)
     if model_type not in NOISE_OF_MODEL_TYPE:
-        raise InputError(f"{where}: model_type {model_type!r} is not one of mdlm, udlm, a2d")
+        code = " (its auto_map names modeling code; cdd runs none)" if raw.get("auto_map") else ""
+        raise InputError(
+            f"{where}: model_type {model_type!r} is not a family cdd reads{code}; "
+            f"supported: {supported()}"
+        )
     values = {}
     for f in fields(ModelConfig):
         if f.name not in raw:
@@ -70,6 +75,9 @@ def parse_config(raw: dict, where: str) -> ModelConfig:
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             raise InputError(f"{where}: field {f.name} should be {f.type}, got {value!r}")
         values[f.name] = value
+    missing = [k for k in REQUIRED if k not in raw]
+    if missing:
+        raise InputError(f"{where}: missing field(s) {', '.join(missing)}")
     values.setdefault("noise", NOISE_OF_MODEL_TYPE[model_type])
     if values["noise"] not in ("masked", "uniform"):
         raise InputError(f"{where}: noise must be masked or uniform, got {values['noise']!r}")
@@ -123,6 +131,10 @@ def read_config(directory: Path) -> tuple[ModelConfig | A2DConfig, dict]:
         raise InputError(f"{path}: expected a JSON object")
     if raw.get("model_type") == "a2d":
         return parse_a2d_config(raw, str(path)), raw
+    family = family_of(raw)
+    if family is not None:
+        config, facts = parse_family_config(raw, family, Path(directory), str(path))
+        return config, {**raw, **facts}
     return parse_config(raw, str(path)), raw
 
 

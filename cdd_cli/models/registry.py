@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from cdd_cli.models.checkpoint import (
     read_config,
 )
 from cdd_cli.models.dit import DiffusionModel
+from cdd_cli.models.families import load_family, weight_files
 from cdd_cli.models.tokenizers import Tokenizer, load_tokenizer
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -93,7 +95,14 @@ def download_from_hub(repo_id: str) -> Path:
         ) from None
     try:
         path = snapshot_download(
-            repo_id, allow_patterns=["config.json", "model.safetensors", "tokenizer.json"]
+            repo_id,
+            allow_patterns=[
+                "config.json",
+                "*.safetensors",
+                "model.safetensors.index.json",
+                "tokenizer.json",
+                "tokenizer_config.json",
+            ],
         )
     except Exception as exc:  # network and hub errors come in many types
         raise InputError(
@@ -124,13 +133,27 @@ class LoadedModel:
         return int(self.meta.get("default_sampling_steps") or 32)
 
 
-def load(name_or_dir: str | None, kind: str, device: str = "cpu") -> LoadedModel:
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def load(
+    name_or_dir: str | None, kind: str, device: str = "cpu", dtype: str | None = None
+) -> LoadedModel:
+    """`dtype` (float32, bfloat16, float16; published families only): None keeps the
+    checkpoint's on a GPU, float32 on a CPU."""
     name = name_or_dir or DEFAULT_FOR[kind]
     directory = resolve_directory(name)
     if name in SHIPPED and not (directory / "model.safetensors").is_file():
         raise InputError(f"shipped model {name} is missing from {directory} (broken install?)")
     config, meta, tokenizer = read_model(directory)
-    if isinstance(config, A2DConfig):
+    if dtype is not None and dtype not in DTYPES:
+        raise InputError(f"dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+    if "family" in meta:
+        family_dtype = DTYPES[dtype] if dtype else None
+        model = load_family(directory, config, meta["family"], device, family_dtype)
+    elif dtype not in (None, "float32"):
+        raise InputError(f"--dtype {dtype}: only published families (LLaDA, Dream, A2D) take it")
+    elif isinstance(config, A2DConfig):
         model = load_adapted(directory, config, meta, device)
     else:
         model = load_model(directory, device, config)
@@ -138,20 +161,38 @@ def load(name_or_dir: str | None, kind: str, device: str = "cpu") -> LoadedModel
 
 
 def read_model(directory: Path) -> tuple[ModelConfig | A2DConfig, dict, Tokenizer]:
-    """A model folder's config, raw config and tokenizer (checked to agree), no weights."""
+    """A model folder's config, raw config and tokenizer (checked to agree), no weights.
+
+    A published family's embedding may have more rows than its tokenizer has tokens (padded
+    for fast matmuls): the model then outputs only the tokenizer's columns."""
     config, meta = read_config(directory)
     tokenizer = load_tokenizer(directory, config.vocab_size, special=meta)
-    if len(tokenizer) != config.vocab_size:
+    padded = "family" in meta and len(tokenizer) < config.vocab_size
+    if padded:
+        config.n_outputs = len(tokenizer)
+    elif len(tokenizer) != config.vocab_size:
         raise InputError(
-            f"{directory}: tokenizer has {len(tokenizer)} tokens but config.json "
-            f"says vocab_size {config.vocab_size}"
+            f"{directory}: tokenizer has {len(tokenizer):,} tokens but config.json "
+            f"says vocab_size {config.vocab_size:,}"
         )
     return config, meta, tokenizer
 
 
 def weights_revision(directory: Path) -> str:
-    """The first 12 hex digits of `model.safetensors`' SHA-256: which weights made a record."""
-    return file_digest(Path(directory) / "model.safetensors")[:12]
+    """Which weights made a record: the first 12 hex digits of `model.safetensors`' SHA-256,
+    or for a sharded checkpoint of its index and each shard's name, size and header (hashing
+    16 GB of shards per run would cost more than sampling a few texts)."""
+    directory = Path(directory)
+    index = directory / "model.safetensors.index.json"
+    if not index.is_file():
+        return file_digest(directory / "model.safetensors")[:12]
+    digest = hashlib.sha256(index.read_bytes())
+    for shard in sorted({p.name for p in weight_files(directory).values()}):
+        path = directory / shard
+        with open(path, "rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            digest.update(f"{shard}/{path.stat().st_size}/".encode() + f.read(min(size, 1 << 24)))
+    return digest.hexdigest()[:12]
 
 
 def shipped_models() -> list[tuple[str, Path]]:

@@ -1,0 +1,356 @@
+"""Published diffusion LMs in their own Hugging Face layout: LLaDA, Dream and A2D conversions.
+
+Their `config.json` names remote modeling code, which cdd never runs. The architectures are
+all Llama-shaped (RMSNorm, SwiGLU, rotary positions, optionally grouped KV heads, attention
+over the whole sequence), so each family is read into `A2DModel` (a2d.py), the one model file
+cdd already tests against transformers' Llama: a family here is only a config translation and
+a table of tensor names. Reusing transformers' own Llama/Qwen modules with a non-causal mask
+was the alternative; it ties the forward pass to private mask-building code that changes
+between transformers releases, and still needs LLaDA's names translated. The tests check our
+logits against those modules instead, with the same weights.
+
+- `llada` (LLaDA-8B Base/Instruct): weights under `model.transformer.*`; no logit shift.
+- `Dream` (Dream-v0 7B): a Qwen2 layout (q/k/v biases); its generation code reads position j's
+  distribution from the hidden state at j - 1 (position 0 from itself); cdd does the same.
+- A2D conversions (dllm's `a2d-llama`, `a2d-qwen2`, `a2d-qwen3`): a Llama/Qwen2/Qwen3 layout
+  read with bidirectional attention and no shift; the mask token is `mask_token_id` where the
+  config has one, else the tokenizer's added `<|mask|>` (dllm adds it to the tokenizer only).
+  A plain `llama`/`qwen2`/`qwen3` config is a causal model and is refused: it would load and
+  write noise.
+
+Loading reads every shard's header first and checks each tensor's name and shape against the
+config before any weight is allocated; weights keep their dtype unless `dtype` says otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError, safe_open
+
+from cdd_cli.errors import InputError
+from cdd_cli.models.a2d import A2DConfig, A2DModel
+
+MAX_LAYERS = 512
+MAX_WIDTH = 1 << 17
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str  # as README and errors name it
+    sampler: str  # the family's own sampler (see diffusion/processes.py)
+    block_length: int  # its default semi-autoregressive block (0: one block)
+
+
+FAMILIES = {
+    "llada": Family("LLaDA", "confidence", 32),
+    "Dream": Family("Dream", "entropy", 0),
+    "a2d-llama": Family("A2D (Llama layout)", "ancestral", 0),
+    "a2d-qwen2": Family("A2D (Qwen2 layout)", "ancestral", 0),
+    "a2d-qwen3": Family("A2D (Qwen3 layout)", "ancestral", 0),
+}
+CAUSAL = ("llama", "qwen2", "qwen3")
+MASK_TOKEN = "<|mask|>"  # what dllm adds to an A2D conversion's tokenizer
+
+
+def supported() -> str:
+    return "mdlm, udlm, a2d (cdd train adapt), llada, Dream, and llama/qwen2/qwen3 A2D conversions"
+
+
+def family_of(raw: dict) -> str | None:
+    """Which published family a config describes; None for cdd's own formats."""
+    model_type = raw.get("model_type")
+    return model_type if model_type in FAMILIES else None
+
+
+def refuse_causal(raw: dict, where: str) -> None:
+    """A causal LM's config (what an A2D conversion starts from) gets a line that says so."""
+    if raw.get("model_type") in CAUSAL:
+        raise InputError(
+            f"{where}: model_type {raw['model_type']!r} is a causal language model, not a "
+            f"diffusion model; cdd reads its A2D conversion (model_type a2d-{raw['model_type']})"
+        )
+
+
+def mask_in_tokenizer(directory: Path) -> int | None:
+    """The id of the tokenizer's added `<|mask|>` token, if it has one."""
+    try:
+        added = json.loads((directory / "tokenizer.json").read_text()).get("added_tokens") or []
+    except (OSError, ValueError, AttributeError):
+        return None
+    return next((t.get("id") for t in added if t.get("content") == MASK_TOKEN), None)
+
+
+def _int(raw: dict, key: str, where: str, default: int | None = None) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, list) and value and all(isinstance(v, int) for v in value):
+        value = value[0]  # eos_token_id may list several; the first ends a text
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InputError(f"{where}: field {key} should be an integer, got {value!r}")
+    return value
+
+
+def _number(raw: dict, key: str, where: str, default: float) -> float:
+    value = raw.get(key, default)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+        raise InputError(f"{where}: field {key} should be a positive number, got {value!r}")
+    return float(value)
+
+
+def parse_family_config(
+    raw: dict, family: str, directory: Path, where: str
+) -> tuple[A2DConfig, dict]:
+    """The A2DConfig of a published family's config.json, and the facts the rest of cdd reads
+    from it (`prefix_id`: end of text, `mask_id`, `family`)."""
+    if raw.get("rope_scaling"):
+        raise InputError(f"{where}: rope_scaling {raw['rope_scaling']!r} is not supported")
+    if family == "llada":
+        if raw.get("block_type", "llama") != "llama" or raw.get("alibi") or not raw.get("rope", 1):
+            raise InputError(f"{where}: only LLaDA's llama blocks with rotary positions are read")
+        if raw.get("activation_type", "silu") not in ("silu", "swiglu"):
+            raise InputError(f"{where}: activation_type {raw['activation_type']!r} not supported")
+        if raw.get("include_bias"):
+            raise InputError(f"{where}: include_bias is not supported (LLaDA-8B has none)")
+        heads = _int(raw, "n_heads", where)
+        values = dict(
+            vocab_size=_int(raw, "embedding_size", where, raw.get("vocab_size")),
+            hidden_dim=_int(raw, "d_model", where),
+            n_layers=_int(raw, "n_layers", where),
+            n_heads=heads,
+            n_kv_heads=_int(raw, "n_kv_heads", where, heads),
+            ffn_dim=_int(raw, "mlp_hidden_size", where),
+            rope_theta=_number(raw, "rope_theta", where, 10000.0),
+            rms_eps=_number(raw, "rms_norm_eps", where, 1e-5),
+            tie_word_embeddings=bool(raw.get("weight_tying", False)),
+            attention_bias=bool(raw.get("include_qkv_bias", False)),
+            logit_shift=False,
+        )
+        mask_id = _int(raw, "mask_token_id", where, 126336)
+        eos_id = _int(raw, "eos_token_id", where, 126081)
+    else:
+        heads = _int(raw, "num_attention_heads", where)
+        values = dict(
+            vocab_size=_int(raw, "vocab_size", where),
+            hidden_dim=_int(raw, "hidden_size", where),
+            n_layers=_int(raw, "num_hidden_layers", where),
+            n_heads=heads,
+            n_kv_heads=_int(raw, "num_key_value_heads", where, heads),
+            ffn_dim=_int(raw, "intermediate_size", where),
+            rope_theta=_number(raw, "rope_theta", where, 10000.0),
+            rms_eps=_number(raw, "rms_norm_eps", where, 1e-6),
+            tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
+            attention_bias=bool(raw.get("attention_bias", family in ("Dream", "a2d-qwen2"))),
+            qk_norm=family == "a2d-qwen3",
+            head_size=_int(raw, "head_dim", where, 0) if family == "a2d-qwen3" else 0,
+            logit_shift=family == "Dream",
+        )
+        if raw.get("mask_token_id") is not None:
+            mask_id = _int(raw, "mask_token_id", where)
+        elif family != "Dream" and mask_in_tokenizer(directory) is not None:
+            mask_id = int(mask_in_tokenizer(directory))
+        else:
+            raise InputError(f"{where}: no mask_token_id, and no {MASK_TOKEN} in tokenizer.json")
+        eos_id = _int(raw, "eos_token_id", where)
+    config = A2DConfig(
+        **values,
+        mask_id=mask_id,
+        prefix_id=-1,
+        mask_embedding=False,
+        model_length=_int(raw, "max_sequence_length", where, raw.get("max_position_embeddings"))
+        if ("max_sequence_length" in raw or "max_position_embeddings" in raw)
+        else 4096,
+    )
+    check_sizes(config, where)
+    meta = {"prefix_id": eos_id, "mask_id": mask_id, "family": family}
+    return config, meta
+
+
+def check_sizes(config: A2DConfig, where: str) -> None:
+    for name in ("vocab_size", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim"):
+        if getattr(config, name) < 1:
+            raise InputError(f"{where}: {name} must be >= 1, got {getattr(config, name)}")
+    if config.n_layers > MAX_LAYERS or max(config.hidden_dim, config.ffn_dim) > MAX_WIDTH:
+        raise InputError(f"{where}: layers or widths past what cdd runs")
+    if config.head_dim % 2 or config.n_heads % config.n_kv_heads:
+        raise InputError(
+            f"{where}: {config.n_heads} heads of width {config.head_dim} (even) shared by "
+            f"{config.n_kv_heads} key-value heads do not fit"
+        )
+    if not config.head_size and config.hidden_dim % config.n_heads:
+        raise InputError(f"{where}: hidden size {config.hidden_dim} / {config.n_heads} heads")
+    for name in ("mask_id",):
+        if not 0 <= getattr(config, name) < config.vocab_size:
+            raise InputError(f"{where}: {name} {getattr(config, name)} outside the vocabulary")
+
+
+# LLaDA's tensor names (per block and global) for the Hugging Face Llama ones A2DModel uses.
+LLADA_BLOCK_NAMES = {
+    "attn_norm": "input_layernorm",
+    "q_proj": "self_attn.q_proj",
+    "k_proj": "self_attn.k_proj",
+    "v_proj": "self_attn.v_proj",
+    "attn_out": "self_attn.o_proj",
+    "ff_norm": "post_attention_layernorm",
+    "ff_proj": "mlp.gate_proj",  # LLaDA's SwiGLU: act(ff_proj(x)) * up_proj(x)
+    "up_proj": "mlp.up_proj",
+    "ff_out": "mlp.down_proj",
+}
+LLADA_GLOBAL_NAMES = {
+    "model.transformer.wte.weight": "model.embed_tokens.weight",
+    "model.transformer.ln_f.weight": "model.norm.weight",
+    "model.transformer.ff_out.weight": "lm_head.weight",
+}
+LLADA_BLOCK = re.compile(r"model\.transformer\.blocks\.(\d+)\.(\w+)\.(weight|bias)")
+
+
+def our_name(family: str, name: str) -> str | None:
+    """A2DModel's name for a checkpoint tensor; None for a name the family does not have."""
+    if family != "llada":
+        return name
+    if name in LLADA_GLOBAL_NAMES:
+        return LLADA_GLOBAL_NAMES[name]
+    found = LLADA_BLOCK.fullmatch(name)
+    if found and found[2] in LLADA_BLOCK_NAMES:
+        return f"model.layers.{found[1]}.{LLADA_BLOCK_NAMES[found[2]]}.{found[3]}"
+    return None
+
+
+def weight_files(directory: Path) -> dict[str, Path]:
+    """Each tensor's file: `model.safetensors`, or the shards `model.safetensors.index.json`
+    maps (its weight_map read, every shard it names checked to exist)."""
+    index = directory / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InputError(f"{index}: not a safetensors index ({exc})") from None
+        if not isinstance(weight_map, dict) or not all(
+            isinstance(v, str) and "/" not in v and "\\" not in v for v in weight_map.values()
+        ):
+            raise InputError(f"{index}: weight_map must map tensor names to shard file names")
+        missing = sorted({v for v in weight_map.values() if not (directory / v).is_file()})
+        if missing:
+            raise InputError(f"{index}: shard(s) missing: {', '.join(missing[:3])}")
+        return {k: directory / v for k, v in weight_map.items()}
+    single = directory / "model.safetensors"
+    if not single.is_file():
+        raise InputError(f"{directory}: no model.safetensors or model.safetensors.index.json")
+    with safe_open_checked(single) as f:
+        return dict.fromkeys(f.keys(), single)
+
+
+def safe_open_checked(path: Path):
+    try:
+        return safe_open(str(path), framework="pt")
+    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+        message = " ".join(str(exc).split())[:160]
+        raise InputError(f"{path}: cannot read safetensors file ({message})") from None
+
+
+FLOATS = ("F16", "BF16", "F32", "F64")
+
+
+def read_headers(files: dict[str, Path]) -> dict[str, tuple[Path, str, tuple[int, ...]]]:
+    """Each tensor's file, dtype and shape from the shards' headers (no weights read); a
+    tensor the index places in a shard that does not hold it is refused."""
+    out: dict[str, tuple[Path, str, tuple[int, ...]]] = {}
+    for path in sorted(set(files.values())):
+        with safe_open_checked(path) as f:
+            for name in f.keys():  # noqa: SIM118
+                piece = f.get_slice(name)
+                out[name] = (path, str(piece.get_dtype()), tuple(piece.get_shape()))
+    misplaced = sorted(k for k, p in files.items() if k not in out or out[k][0] != p)
+    if misplaced:
+        raise InputError(
+            f"{files[misplaced[0]]}: does not hold {misplaced[0]}, which the index places there"
+            + (f" (and {len(misplaced) - 1} more)" if len(misplaced) > 1 else "")
+        )
+    return out
+
+
+def _names(items: list[str], limit: int = 3) -> str:
+    return ", ".join(items[:limit]) + (
+        f" and {len(items) - limit} more" if len(items) > limit else ""
+    )
+
+
+def load_family(
+    directory: Path,
+    config: A2DConfig,
+    family: str,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | None = None,
+) -> A2DModel:
+    """The model of a published family's directory, its weights checked against `config`
+    from the headers before any is allocated. `dtype`: None keeps the checkpoint's (float32
+    on a CPU, where half-precision matmuls are slow and inexact)."""
+    directory = Path(directory)
+    headers = read_headers(weight_files(directory))
+    with torch.device("meta"):
+        skeleton = A2DModel(config)
+    expected = {k: tuple(v.shape) for k, v in skeleton.state_dict().items()}
+    if config.tie_word_embeddings:
+        expected.pop("lm_head.weight")
+    renamed: dict[str, str] = {}  # ours -> the checkpoint's
+    unknown = []
+    for name in sorted(headers):
+        ours = our_name(family, name)
+        if ours is None:
+            unknown.append(name)
+        else:
+            renamed[ours] = name
+    if unknown:
+        raise InputError(f"{directory}: tensors {family} does not have: {_names(unknown)}")
+    missing = sorted(set(expected) - set(renamed))
+    extra = sorted(renamed[k] for k in set(renamed) - set(expected))
+    misshaped = [
+        f"{renamed[k]} {headers[renamed[k]][2]} vs {expected[k]}"
+        for k in sorted(set(expected) & set(renamed))
+        if headers[renamed[k]][2] != expected[k]
+    ]
+    problems = []
+    if missing:
+        problems.append(f"missing {_names(missing)}")
+    if extra:
+        problems.append(f"unexpected {_names(extra)}")
+    if misshaped:
+        problems.append(f"mis-shaped (file vs config) {_names(misshaped)}")
+    not_float = sorted(k for k, (_, kind, _) in headers.items() if kind not in FLOATS)
+    if not_float:
+        problems.append(f"not floating point: {_names(not_float)}")
+    if problems:
+        raise InputError(f"{directory}: weights do not match config.json: " + "; ".join(problems))
+    if dtype is None:
+        kinds = {headers[renamed[k]][1] for k in expected}
+        stored = {"F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float32}
+        dtype = stored.get(kinds.pop(), torch.float32) if len(kinds) == 1 else torch.float32
+        if torch.device(device).type == "cpu":
+            dtype = torch.float32
+    state: dict[str, torch.Tensor] = {}
+    by_file: dict[Path, list[str]] = {}
+    for ours in expected:
+        by_file.setdefault(headers[renamed[ours]][0], []).append(ours)
+    for path, names in by_file.items():
+        with safe_open_checked(path) as f:
+            for ours in names:
+                try:
+                    tensor = f.get_tensor(renamed[ours])
+                except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+                    message = " ".join(str(exc).split())[:160]
+                    raise InputError(f"{path}: cannot read {renamed[ours]} ({message})") from None
+                tensor = tensor.to(device=device, dtype=dtype)
+                if not torch.isfinite(tensor).all():
+                    raise InputError(f"{path}: NaN or infinite values in {renamed[ours]}")
+                state[ours] = tensor
+    model = skeleton
+    model.load_state_dict(state, strict=False, assign=True)
+    if config.tie_word_embeddings:
+        model.lm_head.weight = model.model.embed_tokens.weight
+    left = [k for k, v in model.state_dict().items() if v.is_meta]
+    if left:  # a parameter no tensor filled: a bug in the tables above, never silent
+        raise InputError(f"{directory}: no weights for {_names(left)}")
+    return model.eval()
