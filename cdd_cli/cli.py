@@ -289,6 +289,9 @@ def build_spec(
     n: Optional[int],
     novel: bool = False,
     decode: Optional[str] = None,
+    sampler: Optional[str] = None,
+    block_length: Optional[int] = None,
+    dtype: Optional[str] = None,
 ):
     """The spec file (if any) with command-line flags laid over it, fully validated."""
     from cdd_cli.spec import Spec, constraint_from_flags, keys_of, load_spec, overlay, takes_tau
@@ -313,7 +316,9 @@ def build_spec(
     if novel and not any(c.type == "novelty" for c in [*spec.constraints, *given]):
         given.append(constraint_from_flags("novelty", None))
     sampling = {"steps": steps, "batch_size": batch_size, "seed": seed, "n": n}
-    return overlay(spec, given, model, method, sampling, flags=True, decode=decode)
+    sampling["block_length"] = block_length
+    choices = {"decode": decode, "sampler": sampler, "dtype": dtype}
+    return overlay(spec, given, model, method, sampling, flags=True, **choices)
 
 
 ConstraintOpt = Annotated[
@@ -460,6 +465,30 @@ def generate(
     resume: ResumeOpt = False,
     shard: ShardOpt = None,
     threads: ThreadsOpt = None,
+    sampler: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Which masked positions a step decides: ancestral (MDLM), confidence (LLaDA), "
+            "margin or entropy (Dream). \\[default: the model family's]",
+            metavar="NAME",
+        ),
+    ] = None,
+    block_length: Annotated[
+        Optional[int],
+        typer.Option(
+            help="Decide the text in blocks of this many tokens, left to right; 0: one block. "
+            "\\[default: LLaDA 32, else 0]",
+            metavar="INT",
+        ),
+    ] = None,
+    dtype: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Weights' precision for LLaDA/Dream/A2D: float32, bfloat16 or float16. "
+            "\\[default: the checkpoint's on a GPU, float32 on a CPU]",
+            metavar="NAME",
+        ),
+    ] = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Generate text continuations as JSONL records, e.g. under a toxicity constraint."""
@@ -479,7 +508,10 @@ def generate(
             given = read_prompts(prompts)
         else:
             given = [None]
-        resolved = build_spec(spec, model, constraint, tau, method, steps, batch_size, seed, n)
+        resolved = build_spec(
+            spec, model, constraint, tau, method, steps, batch_size, seed, n,
+            sampler=sampler, block_length=block_length, dtype=dtype,
+        )  # fmt: skip
         resolved.sampling.n = resolved.sampling.n or 4
         job = TextJob(
             n=resolved.sampling.n,

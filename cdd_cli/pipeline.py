@@ -113,6 +113,17 @@ class Draw:
     seconds: float = 0.0
 
 
+def check_blocks(spec: Spec, length: int) -> None:
+    """Every block of a semi-autoregressive sampler gets at least one step."""
+    block = spec.sampling.block_length or 0
+    blocks = -(-length // block) if block else 1
+    if spec.sampling.steps is not None and spec.sampling.steps < blocks:
+        raise InputError(
+            f"{spec.sampling.steps} steps cannot decide {blocks} blocks of {block} tokens "
+            f"({length} tokens): give --steps >= {blocks} or a longer --block-length"
+        )
+
+
 def judge(constraints: list[Constraint], texts: list[str]) -> list[dict[str, float | None]]:
     values: list[dict[str, float | None]] = [{} for _ in texts]
     for c in constraints:
@@ -136,8 +147,13 @@ class Generation:
         fill_model_defaults(spec, loaded)  # (prepare_* did already, for the resolved config)
         self.spec, self.loaded, self.constraints = spec, loaded, constraints
         self.reporter = reporter or Reporter()
+        sampling = spec.sampling
         self.process = make_process(
-            loaded.config.noise, loaded.config.vocab_size, loaded.tokenizer.mask_id
+            loaded.config.noise,
+            loaded.config.vocab_size,
+            loaded.tokenizer.mask_id,
+            sampling.sampler or "ancestral",
+            sampling.block_length or 0,
         )
         self.sampler = Sampler(
             loaded.model,
@@ -442,12 +458,14 @@ def check_resolved_config(spec: Spec, output: str) -> None:
     def setup(config: dict) -> dict:
         sampling = config.get("sampling")
         sampling = sampling if isinstance(sampling, dict) else {}
-        # (A file written before `decode` existed was decoded as its model's default.)
-        decode = sampling.get("decode", spec.sampling.decode)
+        # (A file written before a setting existed was made with its default: the spec's.)
         return {
             **{k: v for k, v in config.items() if k != "sampling"},
             "sampling.steps": sampling.get("steps"),
-            "sampling.decode": decode,
+            **{
+                f"sampling.{name}": sampling.get(name, getattr(spec.sampling, name))
+                for name in ("decode", "sampler", "block_length", "dtype")
+            },
         }
 
     differs = (
@@ -514,7 +532,7 @@ class MoleculeRun:
 def prepare_molecules(spec: Spec, device: str) -> MoleculeRun:
     """Load the spec's model and build its constraints (InputError for what does not fit)."""
     device = registry.resolve_device(device)
-    loaded = registry.load(spec.model, "molecules", device)
+    loaded = registry.load(spec.model, "molecules", device, spec.sampling.dtype)
     spec.model = spec.model or loaded.name
     if isinstance(loaded.tokenizer, TextTokenizer):
         raise InputError(f"model {loaded.name} is a text model: use `cdd generate`")
@@ -522,6 +540,7 @@ def prepare_molecules(spec: Spec, device: str) -> MoleculeRun:
     if not constraints:
         spec.method = "unconstrained"  # nothing to project or reject against
     fill_model_defaults(spec, loaded)
+    check_blocks(spec, loaded.config.model_length)
     return MoleculeRun(spec, loaded, constraints, device)
 
 
@@ -678,7 +697,7 @@ def prepare_text(
     """Load the spec's text model, tokenize `prompts` ([None]: unconditional) and build the
     constraints (InputError for what does not fit, before any sampling)."""
     device = registry.resolve_device(device)
-    loaded = registry.load(spec.model, "text", device)
+    loaded = registry.load(spec.model, "text", device, spec.sampling.dtype)
     spec.model = spec.model or loaded.name
     if not isinstance(loaded.tokenizer, TextTokenizer):
         raise InputError(f"model {loaded.name} is not a text model (its tokenizer reads SMILES)")
@@ -687,6 +706,7 @@ def prepare_text(
     if not constraints:
         spec.method = "unconstrained"
     fill_model_defaults(spec, loaded)
+    check_blocks(spec, length)
     for prompt in tokenized:  # every prompt's lexical constraints must fit
         told = [c.with_prompt(prompt.text or "", len(prompt.ids)) for c in constraints]
         closed_forms(told, loaded.tokenizer, len(prompt.ids), length)

@@ -61,9 +61,20 @@ class SamplingSettings:
     # sequence SMILES syntax accepts (the default), or `plain`, the argmax position by
     # position, as published validity tables measure. Text has no syntax: always `plain`.
     decode: str | None = None
+    # Which masked positions each step decides (masked-noise models): `ancestral` (MDLM, at
+    # random), or the ones the model is surest of by `confidence` (LLaDA), `margin` or
+    # `entropy` (Dream); null: the model family's own. See diffusion/processes.py.
+    sampler: str | None = None
+    # Decide the continuation in blocks of this many tokens, left to right (LLaDA's
+    # semi-autoregressive sampling); 0: one block; null: the family's own (LLaDA 32).
+    block_length: int | None = None
+    # The weights' precision (float32, bfloat16, float16); null: the checkpoint's on a GPU,
+    # float32 on a CPU. Only published families (LLaDA, Dream, A2D) take another.
+    dtype: str | None = None
 
 
 DECODINGS = ("well-formed", "plain")
+DTYPE_NAMES = ("float32", "bfloat16", "float16")
 
 
 @dataclass

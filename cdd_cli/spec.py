@@ -21,11 +21,13 @@ from typing import Any, get_args, get_type_hints
 import yaml
 
 from cdd_cli import plugins
+from cdd_cli.diffusion.processes import SAMPLERS
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.properties import PROPERTIES, smarts_pattern
 from cdd_cli.plugins import ConstraintPlugin
 from cdd_cli.settings import (
     DECODINGS,
+    DTYPE_NAMES,
     MAX_SEED,
     MAX_STEPS,
     METHODS,
@@ -95,7 +97,11 @@ def absolute_folder(name: str | None) -> str | None:
     return str(Path(name).expanduser().resolve())
 
 
-SAMPLING_RANGES = {"steps": (1, MAX_STEPS), "seed": (0, MAX_SEED)}  # others: positive
+SAMPLING_RANGES = {  # others: positive
+    "steps": (1, MAX_STEPS),
+    "seed": (0, MAX_SEED),
+    "block_length": (0, MAX_STEPS),
+}
 FLOAT32_MAX = 3.4028234663852886e38  # settings become float32 tensors
 
 # Per constraint type: allowed keys -> (python types, required). tau ranges live in RANGES.
@@ -609,6 +615,18 @@ def check_settings(spec: Spec, where: str) -> None:
             spec.sampling.decode in (None, *DECODINGS),
             f"sampling.decode must be one of {', '.join(DECODINGS)}, got {spec.sampling.decode!r}",
         ),
+        (
+            spec.sampling.sampler in (None, *SAMPLERS),
+            f"sampling.sampler must be one of {', '.join(SAMPLERS)}, got {spec.sampling.sampler!r}",
+        ),
+        (
+            spec.sampling.block_length is None or spec.sampling.block_length >= 0,
+            "sampling.block_length must be >= 0 (0: one block)",
+        ),
+        (
+            spec.sampling.dtype in (None, *DTYPE_NAMES),
+            f"sampling.dtype must be one of {', '.join(DTYPE_NAMES)}, got {spec.sampling.dtype!r}",
+        ),
     ]
     for ok, message in rules:
         if not ok:
@@ -630,6 +648,8 @@ def overlay(
     sampling: dict[str, int | None] | None = None,
     flags: bool = False,
     decode: str | None = None,
+    sampler: str | None = None,
+    dtype: str | None = None,
 ) -> Spec:
     """`spec` with what a command line or an API call gives laid over it, fully validated:
     a constraint of a type the spec has replaces its entries; a value given (not None)
@@ -659,8 +679,9 @@ def overlay(
                 within = f"in [{low}, {high:,}]" if high is not None else "positive"
                 raise InputError(f"{flag} must be {within}, got {value}")
             setattr(spec.sampling, name, value)
-    if decode is not None:
-        spec.sampling.decode = decode
+    for name, value in (("decode", decode), ("sampler", sampler), ("dtype", dtype)):
+        if value is not None:
+            setattr(spec.sampling, name, value)
     if model is not None and not model.strip():
         raise InputError(f"{'--model' if flags else 'model'} is empty")
     spec.model = model or spec.model

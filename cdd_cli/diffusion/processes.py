@@ -2,8 +2,14 @@
 
 A process is a small object: `prior()` draws x_1, `predicted()` says at which positions the
 model must predict, `x0_probs()` turns its raw logits there into the predicted clean-token
-distribution p(x_0 | x_t) [B, L, V], and `step()` draws x_s from
-x_t given (possibly projected) p(x_0 | x_t). It knows nothing about models or constraints.
+distribution p(x_0 | x_t) [B, L, V], `changing()` says which positions the step decides, and
+`step()` draws x_s from x_t given (possibly projected) p(x_0 | x_t). It knows nothing about
+models or constraints.
+
+Masked samplers differ in which positions a step decides: MDLM's ancestral step unmasks each
+at random (`MaskedProcess`); LLaDA and Dream decide the ones the model is surest of, LLaDA
+block by block from left to right (`OrderedProcess`). Every one hands its prediction to the
+projection the same way, so every constraint works with every sampler.
 """
 
 from __future__ import annotations
@@ -87,11 +93,18 @@ class MaskedProcess:
         return (move_t - move_s) / move_t
 
     def changing(
-        self, x_t: torch.Tensor, t: float, s: float, uniforms: torch.Tensor
+        self,
+        x_t: torch.Tensor,
+        t: float,
+        s: float,
+        uniforms: torch.Tensor,
+        x0_probs: torch.Tensor | None = None,
+        start: int = 0,
     ) -> torch.Tensor:
         """[B, L] positions that `step` with these uniforms gives a token: a masked position
         unmasks when its uniform falls below the unmasking probability, whatever x0_probs is,
-        so a hook can leave alone samples whose step decides nothing."""
+        so a hook can leave alone samples whose step decides nothing. (`x0_probs` and the
+        continuation's `start` are for samplers that order positions by the prediction.)"""
         below = uniforms.to(x_t.device) < self.unmask_probability(t, s)
         return (x_t == self.mask_id) & below
 
@@ -130,6 +143,114 @@ class MaskedProcess:
     def fixed_positions(self, x_t: torch.Tensor) -> torch.Tensor:
         """Positions the next step cannot change: unmasked tokens are copied forward."""
         return x_t != self.mask_id
+
+
+ORDERS = ("confidence", "margin", "entropy")
+
+
+class OrderedProcess(MaskedProcess):
+    """Masked diffusion whose steps decide the masked positions the model is surest of.
+
+    - `confidence` (LLaDA's low-confidence remasking, Dream's maskgit_plus): the probability
+      of the token the position would draw;
+    - `margin` (Dream's topk_margin): the top probability minus the second;
+    - `entropy` (Dream's entropy): minus the entropy of the position's distribution.
+
+    With `block_length` the continuation is decided in blocks from left to right (LLaDA's
+    semi-autoregressive sampling): the steps are shared equally between blocks, and a step
+    chooses among the masked positions up to its block's end. A step of block-local times
+    t > s decides ceil(m (1 - s / t)) of the m masked positions there: the last of a block's
+    steps decides all that are left, and with steps a multiple of the blocks that is LLaDA's
+    own count (masks split evenly over the block's steps, the remainder first).
+
+    Tokens are drawn from the (projected) prediction with the position's uniform, the same
+    draw whose probability ranked it, so an unconstrained step decides exactly the token it
+    ranked; temperature 1 where LLaDA and Dream default to 0 (their argmax writes the same
+    text for every sample of a prompt).
+    """
+
+    name = "ordered"
+
+    def __init__(
+        self,
+        vocab_size: int,
+        mask_id: int,
+        order: str = "confidence",
+        block_length: int = 0,
+        schedule: LogLinearSchedule | None = None,
+    ):
+        if order not in ORDERS:
+            raise ValueError(f"order {order!r} is not one of {', '.join(ORDERS)}")
+        super().__init__(vocab_size, mask_id, schedule)
+        self.order = order
+        self.block_length = block_length
+
+    def timesteps(self, steps: int) -> torch.Tensor:
+        return torch.linspace(1.0, 0.0, steps + 1)
+
+    def blocks(self, length: int) -> int:
+        return -(-length // self.block_length) if self.block_length else 1
+
+    def scores(self, x0_probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+        """[N] how sure the model is at N positions' distributions [N, V] (higher: surer)."""
+        if self.order == "confidence":
+            drawn = sample_categorical(x0_probs, uniforms)
+            return x0_probs.gather(-1, drawn.unsqueeze(-1)).squeeze(-1)
+        if self.order == "margin":
+            top = x0_probs.topk(2, dim=-1).values
+            return top[:, 0] - top[:, 1]
+        return (x0_probs * x0_probs.clamp_min(1e-30).log()).sum(-1)
+
+    def changing(
+        self,
+        x_t: torch.Tensor,
+        t: float,
+        s: float,
+        uniforms: torch.Tensor,
+        x0_probs: torch.Tensor | None = None,
+        start: int = 0,
+    ) -> torch.Tensor:
+        if x0_probs is None:
+            raise ValueError("an ordered sampler ranks positions by the prediction")
+        uniforms = uniforms.to(x_t.device)
+        masked = x_t == self.mask_id
+        length = x_t.shape[1] - start
+        blocks = self.blocks(length)
+        # The block of this step, and the step's times within it.
+        middle = 1.0 - (t + s) / 2
+        block = min(int(middle * blocks), blocks - 1)
+        low = 1.0 - (block + 1) / blocks
+        t_in = min(max((t - low) * blocks, 0.0), 1.0)
+        s_in = min(max((s - low) * blocks, 0.0), 1.0)
+        end = start + min((block + 1) * (self.block_length or length), length)
+        candidates = masked.clone()
+        candidates[:, end:] = False
+        left = candidates.sum(1)
+        share = 1.0 if t_in <= 0 else 1.0 - s_in / t_in
+        count = (left * share).ceil().long()
+        score = torch.full(x_t.shape, -torch.inf, device=x_t.device)
+        score[candidates] = self.scores(x0_probs[candidates].float(), uniforms[candidates])
+        order = score.argsort(dim=1, descending=True, stable=True)
+        rank = torch.empty_like(order).scatter_(
+            1, order, torch.arange(x_t.shape[1], device=x_t.device).expand_as(order)
+        )
+        return candidates & (rank < count.unsqueeze(1))
+
+    def step(
+        self,
+        x0_probs: torch.Tensor,
+        x_t: torch.Tensor,
+        t: float,
+        s: float,
+        uniforms: torch.Tensor,
+        changing: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        if changing is None:
+            changing = self.changing(x_t, t, s, uniforms, x0_probs)
+        x_s = x_t.clone()
+        u = uniforms.to(x_t.device)[changing]
+        x_s[changing] = sample_categorical(x0_probs[changing], u)
+        return x_s
 
 
 class UniformProcess:
@@ -176,7 +297,13 @@ class UniformProcess:
         return numerator / (a_t * n * x_at_xt + 1 - a_t)
 
     def changing(
-        self, x_t: torch.Tensor, t: float, s: float, uniforms: torch.Tensor
+        self,
+        x_t: torch.Tensor,
+        t: float,
+        s: float,
+        uniforms: torch.Tensor,
+        x0_probs: torch.Tensor | None = None,
+        start: int = 0,
     ) -> torch.Tensor:
         """[B, L] positions a step may change: all of them, under uniform noise."""
         return torch.ones_like(x_t, dtype=torch.bool)
@@ -204,7 +331,16 @@ class UniformProcess:
         return torch.zeros_like(x_t, dtype=torch.bool)
 
 
-def make_process(noise: str, vocab_size: int, mask_id: int) -> MaskedProcess | UniformProcess:
+SAMPLERS = ("ancestral", *ORDERS)
+
+
+def make_process(
+    noise: str, vocab_size: int, mask_id: int, sampler: str = "ancestral", block_length: int = 0
+) -> MaskedProcess | UniformProcess:
+    """The reverse process of a model's noise, with `sampler` (ancestral, or an order of
+    OrderedProcess) choosing which masked positions each step decides."""
     if noise == "masked":
+        if sampler != "ancestral":
+            return OrderedProcess(vocab_size, mask_id, sampler, block_length)
         return MaskedProcess(vocab_size, mask_id)
     return UniformProcess(vocab_size)

@@ -147,7 +147,11 @@ class Sampler:
             t, s = times[i], times[i + 1]
             uniforms = torch.stack([torch.rand(length, generator=g) for g in generators])
             uniforms = uniforms.to(device)
-            changing = self.process.changing(x, t, s, uniforms)
+            # Each prediction overwrites the one before (a hook must copy what it keeps): a
+            # fresh [B, L, V] tensor per step cost a GPT-2-vocabulary model on a CPU a quarter
+            # of its sampling time, in page faults on memory the allocator hands back at once.
+            probs = cached if cached is not None else self.predict(x, t, probs)
+            changing = self.process.changing(x, t, s, uniforms, probs, keep)
             if keep:
                 changing[:, :keep] = False
 
@@ -161,10 +165,6 @@ class Sampler:
 
             decide = Remembered(draw) if self.process.keeps_decided else None
             info = StepInfo(i, self.steps, t, s, changing, decide)
-            # Each prediction overwrites the one before (a hook must copy what it keeps): a
-            # fresh [B, L, V] tensor per step cost a GPT-2-vocabulary model on a CPU a quarter
-            # of its sampling time, in page faults on memory the allocator hands back at once.
-            probs = cached if cached is not None else self.predict(x, t, probs)
             projected = hook(probs, x, info) if hook is not None else probs
             x_next = (decide or draw)(projected)
             cached = probs if self.cacheable and torch.equal(x_next, x) else None

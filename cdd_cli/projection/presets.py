@@ -18,6 +18,7 @@ from dataclasses import fields
 from typing import Any
 
 from cdd_cli.errors import InputError
+from cdd_cli.models.families import FAMILIES
 from cdd_cli.models.registry import LoadedModel
 from cdd_cli.models.tokenizers import SmilesTokenizer
 from cdd_cli.settings import ALMSettings, SearchSettings
@@ -144,6 +145,7 @@ def fill_model_defaults(spec: Spec, loaded: LoadedModel) -> None:
             "by (text is read plain)"
         )
     spec.sampling.decode = spec.sampling.decode or ("well-formed" if syntax else "plain")
+    fill_sampler(spec, loaded)
     projection: ALMSettings = spec.projection
     search: SearchSettings = spec.search
     given = {name for name in ("mu_init", "mu_max") if getattr(projection, name) is not None}
@@ -161,3 +163,25 @@ def fill_model_defaults(spec: Spec, loaded: LoadedModel) -> None:
             f"{projection.mu_init:g} and mu_max {projection.mu_max:g} ({filled}: the "
             f"{spec.method} default for this model; give both)"
         )
+
+
+def fill_sampler(spec: Spec, loaded: LoadedModel) -> None:
+    """The sampler, block length and weight precision: the model family's own unless given."""
+    sampling = spec.sampling
+    family = FAMILIES.get(loaded.meta.get("family", ""))
+    sampling.sampler = sampling.sampler or (family.sampler if family else "ancestral")
+    if sampling.sampler != "ancestral" and loaded.config.noise != "masked":
+        raise InputError(
+            f"{spec.source}: sampler {sampling.sampler}: model {loaded.name} is a uniform-noise "
+            "model, whose steps may change every token (only masked models order positions)"
+        )
+    if sampling.block_length is None:  # blocks are an ordering's (ancestral has none)
+        ordered = family is not None and sampling.sampler != "ancestral"
+        sampling.block_length = family.block_length if ordered else 0
+    if sampling.block_length and sampling.sampler == "ancestral":
+        raise InputError(
+            f"{spec.source}: block_length {sampling.block_length}: the ancestral sampler "
+            "decides positions at random, not in blocks (use sampler confidence, margin or "
+            "entropy, or block_length 0)"
+        )
+    sampling.dtype = str(next(loaded.model.parameters()).dtype).removeprefix("torch.")
