@@ -14,6 +14,7 @@ from cdd_cli.api import (
     Exclude,
     Include,
     JsonSchema,
+    Model,
     Novelty,
     Regex,
     Toxicity,
@@ -21,6 +22,7 @@ from cdd_cli.api import (
     WordCount,
     constraint,
     generate,
+    load_model,
     load_spec,
     molecules,
 )
@@ -34,6 +36,7 @@ __all__ = [
     "Include",
     "InputError",
     "JsonSchema",
+    "Model",
     "Novelty",
     "Regex",
     "Reporter",
@@ -42,6 +45,7 @@ __all__ = [
     "WordCount",
     "constraint",
     "generate",
+    "load_model",
     "load_spec",
     "molecules",
 ]

@@ -132,7 +132,7 @@ def _spec(
     model: str | None,
     method: str | None,
     sampling: dict[str, int | None],
-    decode: str | None = None,
+    **choices: str | None,
 ) -> Spec:
     if isinstance(spec, Spec):
         base = copy.deepcopy(spec)  # the caller's spec is left as it was
@@ -146,7 +146,7 @@ def _spec(
             raise InputError(
                 f"constraints: expected values such as cdd.SA(tau=3.5), got {type(c).__name__}"
             )
-    return overlay(base, given, model, method, sampling, decode=decode)
+    return overlay(base, given, model, method, sampling, **choices)
 
 
 def molecules(
@@ -170,7 +170,7 @@ def molecules(
     from cdd_cli.pipeline import prepare_molecules
 
     sampling = {"n": n, "seed": seed, "steps": steps, "batch_size": batch_size}
-    resolved = _spec(spec, constraints, model, method, sampling, decode)
+    resolved = _spec(spec, constraints, model, method, sampling, decode=decode)
     run = prepare_molecules(resolved, device)
     return run.records(resolved.sampling.n or 16, reporter)
 
@@ -187,19 +187,24 @@ def generate(
     seed: int | None = None,
     steps: int | None = None,
     batch_size: int | None = None,
+    sampler: str | None = None,
+    block_length: int | None = None,
+    dtype: str | None = None,
     device: str = "auto",
     reporter: Reporter | None = None,
 ) -> Iterator[dict]:
     """Records of `n` continuations (default: the spec's n, else 4) of each prompt, as `cdd
     generate` writes them. `prompts`: a text, texts, or {"prompt": ..., "id": ...} objects;
     None generates unconditionally. `length`: tokens after the prompt (default 64, or what
-    the model's length leaves)."""
+    the model's length leaves). `sampler`, `block_length`, `dtype`: as `cdd generate`'s
+    flags (default: the model family's)."""
     from cdd_cli.pipeline import prepare_text
 
     if length is not None and length <= 0:
         raise InputError(f"length must be positive, got {length}")
     sampling = {"n": n, "seed": seed, "steps": steps, "batch_size": batch_size}
-    resolved = _spec(spec, constraints, model, method, sampling)
+    sampling["block_length"] = block_length
+    resolved = _spec(spec, constraints, model, method, sampling, sampler=sampler, dtype=dtype)
     run = prepare_text(resolved, device, _prompts(prompts), length)
     return run.records(resolved.sampling.n or 4, reporter)
 
@@ -221,3 +226,54 @@ def _prompts(prompts: str | Iterable[str | dict] | None) -> list[PromptInput | N
     if not out:
         raise InputError("prompts: none given (None generates unconditionally)")
     return out
+
+
+class Model:
+    """A loaded diffusion LM of any family, one entry point for all: `logits(ids)`.
+
+    `name`, `tokenizer`, `mask_id`, `family` ("mdlm", "udlm", "a2d", "llada", "Dream",
+    "a2d-qwen3", ...) and `module` (the torch module) say what it is."""
+
+    def __init__(self, loaded: Any):
+        self._loaded = loaded
+        self.name: str = loaded.name
+        self.tokenizer = loaded.tokenizer
+        self.mask_id: int = loaded.tokenizer.mask_id
+        self.module = loaded.model
+        config = loaded.config
+        self.family: str = loaded.meta.get("family") or getattr(config, "model_type", "a2d")
+        self._noise: str = config.noise
+
+    def logits(self, ids: Any) -> Any:
+        """LongTensor [B, L] -> float32 logits [B, L, V]: each position's distribution over
+        clean tokens as the samplers read it: after Dream's shift, at the clean end of an
+        MDLM/UDLM schedule, and with the mask token at -inf for masked models (no sampler
+        ever draws it). V is the tokenizer's size (padded embedding rows are not output)."""
+        import torch
+
+        from cdd_cli.diffusion.schedule import LogLinearSchedule
+
+        if not isinstance(ids, torch.Tensor) or ids.dtype != torch.long or ids.dim() != 2:
+            raise InputError("logits: ids must be a LongTensor [batch, length]")
+        if ids.numel() and not 0 <= int(ids.min()) <= int(ids.max()) < len(self.tokenizer):
+            raise InputError(f"logits: ids outside the {len(self.tokenizer):,}-token vocabulary")
+        device = next(self.module.parameters()).device
+        ids = ids.to(device)
+        sigma = LogLinearSchedule().sigma(torch.zeros(ids.shape[0], device=device))
+        with torch.no_grad():
+            out = self.module(ids, sigma).float()
+        if self._noise == "masked":
+            out[..., self.mask_id] = -torch.inf
+        return out
+
+
+def load_model(name_or_dir: str, device: str = "auto", dtype: str | None = None) -> Model:
+    """A shipped name, a model directory (MDLM, UDLM, LLaDA, Dream, A2D) or `hf://owner/name`,
+    loaded on `device` ("auto": a GPU where there is one) in `dtype` (float32, bfloat16,
+    float16; default: the checkpoint's on a GPU, float32 on a CPU)."""
+    from cdd_cli.models import registry
+
+    if not isinstance(name_or_dir, str) or not name_or_dir.strip():
+        raise InputError("load_model: give a shipped model name or a model directory")
+    loaded = registry.load(name_or_dir, "text", registry.resolve_device(device), dtype)
+    return Model(loaded)

@@ -1,0 +1,245 @@
+"""Published diffusion LM families (LLaDA, Dream, dllm's A2D) read natively: logits against
+transformers' own modules with the same weights, sampling under constraints with every
+sampler, and the checkpoints refused with one line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+import cdd_cli as cdd
+from cdd_cli.cli import app
+from cdd_cli.diffusion.processes import OrderedProcess
+from cdd_cli.evaluate.lexical import split_words, word_count
+from cdd_cli.models import registry
+
+from . import family_dirs
+
+runner = CliRunner()
+FAMILIES = ("llada", "Dream", "a2d-qwen3", "a2d-llama")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, dict]]:
+    root = tmp_path_factory.mktemp("families")
+    return {f: family_dirs.build(root / f, f, seed=k) for k, f in enumerate(FAMILIES)}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_logits_equal_transformers_modules_with_bidirectional_attention(built, family):
+    folder, state = built[family]
+    model = cdd.load_model(str(folder), device="cpu")
+    assert model.family == family
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, family_dirs.SMOLLM2_TOKENS, (2, 11), generator=generator)
+    ids[0, 3] = ids[1, 7] = family_dirs.MASK_ID
+    ours = model.logits(ids)
+    theirs = family_dirs.bidirectional_logits(family_dirs.reference(family, state), ids)
+    if family == "Dream":  # its generation code reads position j from the output at j - 1
+        theirs = torch.cat([theirs[:, :1], theirs[:, :-1]], dim=1)
+    # Only the tokenizer's columns: the embedding's padded rows are never output.
+    assert ours.shape == (2, 11, family_dirs.MASK_ID + 1)
+    theirs = theirs[..., : ours.shape[-1]].clone()
+    theirs[..., family_dirs.MASK_ID] = -torch.inf  # no sampler draws the mask
+    assert theirs[..., :-1].abs().max() > 1.0  # logits far apart enough to tell layouts apart
+    assert torch.allclose(ours, theirs, atol=1e-4, rtol=0), (ours - theirs)[..., :-1].abs().max()
+
+
+def test_weights_keep_their_dtype_when_asked_and_are_float32_on_a_cpu_by_default(built):
+    folder, _ = built["Dream"]
+    kept = registry.load(str(folder), "text", "cpu", "bfloat16").model
+    assert {p.dtype for p in kept.parameters()} == {torch.bfloat16}
+    default = registry.load(str(folder), "text", "cpu").model
+    assert {p.dtype for p in default.parameters()} == {torch.float32}
+    # Tied embeddings stay tied after loading (one tensor, not a copy).
+    qwen3 = registry.load(str(built["a2d-qwen3"][0]), "text", "cpu").model
+    assert qwen3.lm_head.weight is qwen3.model.embed_tokens.weight
+
+
+def judged(output: str) -> list[dict]:
+    return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+
+
+LEXICAL = """constraints:
+  - type: word_count
+    min: 4
+    max: 7
+  - type: include
+    words: [harbor]
+  - type: exclude
+    words: [the]
+  - type: count
+    letter: r
+    word: harbor
+"""
+
+
+@pytest.mark.parametrize(
+    ("family", "sampler"),
+    [
+        ("llada", None),  # the family's own: confidence in blocks of 32
+        ("Dream", None),  # entropy
+        ("a2d-qwen3", None),  # ancestral
+        ("llada", "ancestral"),
+        ("Dream", "margin"),
+        ("a2d-llama", "confidence"),
+    ],
+)
+def test_generate_under_lexical_and_counting_constraints_has_no_violations(
+    built, tmp_path, family, sampler
+):
+    spec = tmp_path / "lexical.yaml"
+    spec.write_text(LEXICAL)
+    args = ["generate", "--model", str(built[family][0]), "--spec", str(spec), "-n", "4"]
+    args += ["--length", "14", "--steps", "7", "-q", "--seed", "3"]
+    args += ["--sampler", sampler] if sampler else []
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    records = judged(result.output)
+    assert len(records) == 4
+    for record in records:
+        assert record["satisfied"] is True, record
+        text = record["text"]  # judged again here, by the plain word rules
+        assert word_count(text, min=4, max=7), text
+        words = [w.lower() for w in split_words(text)]
+        assert "harbor" in words and "the" not in words, text
+
+
+def test_the_family_sampler_and_precision_are_in_the_resolved_configuration(built, tmp_path):
+    out = tmp_path / "out.jsonl"
+    args = ["generate", "--model", str(built["llada"][0]), "-n", "1", "--length", "8"]
+    args += ["--steps", "2", "--block-length", "4", "-q", "-o", str(out)]
+    assert runner.invoke(app, args).exit_code == 0
+    config = (tmp_path / "out.jsonl.config.yaml").read_text()
+    assert "sampler: confidence" in config and "block_length: 4" in config
+    assert "dtype: float32" in config
+    # The same output with another sampler is refused before any sampling.
+    again = runner.invoke(app, [*args, "--sampler", "entropy"])
+    assert again.exit_code == 2 and "sampling.sampler differs" in again.output
+
+
+def test_same_seed_same_records_at_any_batch_size_with_an_ordered_sampler(built):
+    common = dict(model=str(built["Dream"][0]), length=12, steps=6, device="cpu", seed=5)
+    common |= dict(constraints=[cdd.WordCount(max=5)], sampler="confidence", block_length=4)
+    one = [r["text"] for r in cdd.generate("A harbor", n=3, batch_size=1, **common)]
+    three = [r["text"] for r in cdd.generate("A harbor", n=3, batch_size=3, **common)]
+    assert one == three and len(set(one)) > 1
+
+
+def test_ordered_steps_split_a_block_as_llada_does_and_never_look_past_it():
+    process = OrderedProcess(vocab_size=6, mask_id=5, order="confidence", block_length=10)
+    generator = torch.Generator().manual_seed(0)
+    probs = torch.rand(1, 20, 6, generator=generator)
+    probs[..., 5] = 0
+    probs /= probs.sum(-1, keepdim=True)
+    x = torch.full((1, 20), 5)
+    times = process.timesteps(8).tolist()  # 2 blocks of 10 positions, 4 steps each
+    decided = []
+    for i in range(8):
+        uniforms = torch.rand(1, 20, generator=generator)
+        changing = process.changing(x, times[i], times[i + 1], uniforms, probs)
+        first_block = i < 4
+        assert not changing[0, 10:].any() if first_block else not changing[0, :10].any()
+        decided.append(int(changing.sum()))
+        x = process.step(probs, x, times[i], times[i + 1], uniforms, changing)
+    assert decided == [3, 3, 2, 2, 3, 3, 2, 2]  # LLaDA: 10 masks over 4 steps, remainder first
+    assert not (x == 5).any()
+
+
+@pytest.mark.parametrize("order", ["confidence", "margin", "entropy"])
+def test_an_ordered_step_decides_the_positions_the_model_is_surest_of(order):
+    process = OrderedProcess(vocab_size=4, mask_id=3, order=order)
+    sure, unsure = torch.tensor([0.97, 0.02, 0.01, 0.0]), torch.tensor([0.4, 0.35, 0.25, 0.0])
+    probs = torch.stack([unsure, sure, unsure, unsure, sure]).unsqueeze(0)
+    x = torch.full((1, 5), 3)
+    uniforms = torch.full((1, 5), 0.1)  # every draw takes each row's first token
+    changing = process.changing(x, 1.0, 0.6, uniforms, probs)  # ceil(5 * 0.4) = 2
+    assert changing[0].tolist() == [False, True, False, False, True]
+
+
+def test_ancestral_blocks_and_too_few_steps_are_refused_with_one_line(built):
+    base = ["generate", "--model", str(built["llada"][0]), "-n", "1", "--length", "16"]
+    blocks = runner.invoke(app, [*base, "--sampler", "ancestral", "--block-length", "4"])
+    assert blocks.exit_code == 2 and "not in blocks" in blocks.output
+    few = runner.invoke(app, [*base, "--block-length", "4", "--steps", "3"])
+    assert few.exit_code == 2 and "give --steps >= 4" in few.output
+    mdlm = runner.invoke(app, ["generate", "-n", "1", "--length", "4", "--dtype", "bfloat16"])
+    assert mdlm.exit_code == 2 and "only published families" in mdlm.output
+
+
+def copy_of(built, family: str, tmp_path: Path) -> Path:
+    folder = tmp_path / family
+    shutil.copytree(built[family][0], folder)
+    return folder
+
+
+def refused(folder: Path) -> str:
+    result = runner.invoke(app, ["generate", "--model", str(folder), "-n", "1", "--length", "4"])
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and "Traceback" not in result.output, result.output
+    return result.output
+
+
+def test_truncated_shard_is_refused_with_one_line(built, tmp_path):
+    folder = copy_of(built, "llada", tmp_path)
+    shard = folder / "model-00002-of-00002.safetensors"
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    assert "model-00002-of-00002.safetensors" in refused(folder)
+
+
+def test_shard_the_index_misplaces_is_refused_with_one_line(built, tmp_path):
+    folder = copy_of(built, "Dream", tmp_path)
+    index_file = folder / "model.safetensors.index.json"
+    index = json.loads(index_file.read_text())
+    name = "model.norm.weight"
+    other = {v for v in index["weight_map"].values() if v != index["weight_map"][name]}
+    index["weight_map"][name] = other.pop()
+    index_file.write_text(json.dumps(index))
+    assert f"does not hold {name}" in refused(folder)
+
+
+def test_missing_shard_and_mismatched_shapes_are_refused_before_loading(built, tmp_path):
+    folder = copy_of(built, "a2d-qwen3", tmp_path)
+    (folder / "model-00001-of-00002.safetensors").unlink()
+    assert "shard(s) missing: model-00001-of-00002.safetensors" in refused(folder)
+    folder = copy_of(built, "llada", tmp_path / "b")
+    config = json.loads((folder / "config.json").read_text())
+    config["mlp_hidden_size"] = 96
+    (folder / "config.json").write_text(json.dumps(config))
+    message = refused(folder)
+    assert "mis-shaped" in message and "ff_proj" in message
+
+
+def test_unknown_families_and_causal_checkpoints_name_what_cdd_reads(built, tmp_path):
+    folder = copy_of(built, "Dream", tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "model_type": "sdar"}))
+    message = refused(folder)
+    assert "auto_map names modeling code" in message and "llada, Dream" in message
+    (folder / "config.json").write_text(json.dumps({**config, "model_type": "qwen2"}))
+    assert "causal language model" in refused(folder)
+    # An A2D conversion whose tokenizer has no mask token and whose config names none.
+    folder = copy_of(built, "a2d-llama", tmp_path / "b")
+    tokenizer = json.loads((folder / "tokenizer.json").read_text())
+    tokenizer["added_tokens"] = [t for t in tokenizer["added_tokens"] if t["content"] != "<|mask|>"]
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+    assert "no <|mask|> in tokenizer.json" in refused(folder)
+
+
+def test_load_model_reads_every_family_through_one_entry_point(built):
+    for name in ("default-text", "default-molecules", str(built["llada"][0])):
+        model = cdd.load_model(name, device="cpu")
+        ids = torch.zeros(2, 5, dtype=torch.long)
+        logits = model.logits(ids)
+        assert logits.shape == (2, 5, len(model.tokenizer)) and logits.dtype == torch.float32
+        if model.family != "udlm":  # a masked model never draws its mask
+            assert torch.isneginf(logits[..., model.mask_id]).all()
+    with pytest.raises(cdd.InputError, match="LongTensor"):
+        model.logits(torch.zeros(2, 5))
+    with pytest.raises(cdd.InputError, match="no such directory"):
+        cdd.load_model("/no/such/model")
