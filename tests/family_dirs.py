@@ -27,12 +27,12 @@ SIZES = dict(hidden=32, layers=2, heads=4, kv_heads=2, ffn=64, theta=500000.0, e
 MASK_TOKEN = {"llada": "<|mdm_mask|>", "Dream": "<|mask|>"}
 
 
-def reference_config(family: str):
+def reference_config(family: str, vocab_rows: int = VOCAB_ROWS):
     """transformers' config of the architecture the family's weights are laid out in."""
     from transformers import LlamaConfig, Qwen2Config, Qwen3Config
 
     common = dict(
-        vocab_size=VOCAB_ROWS,
+        vocab_size=vocab_rows,
         hidden_size=SIZES["hidden"],
         num_hidden_layers=SIZES["layers"],
         num_attention_heads=SIZES["heads"],
@@ -75,7 +75,7 @@ def bidirectional_logits(model: torch.nn.Module, ids: torch.Tensor) -> torch.Ten
         return model(input_ids=ids, attention_mask=open_mask).logits
 
 
-def hf_config(family: str) -> dict:
+def hf_config(family: str, vocab_rows: int = VOCAB_ROWS, mask_id: int = MASK_ID) -> dict:
     s = SIZES
     if family == "llada":
         return {
@@ -88,8 +88,8 @@ def hf_config(family: str) -> dict:
             "n_layers": s["layers"],
             "mlp_hidden_size": s["ffn"],
             "mlp_ratio": 2,
-            "vocab_size": VOCAB_ROWS,
-            "embedding_size": VOCAB_ROWS,
+            "vocab_size": vocab_rows,
+            "embedding_size": vocab_rows,
             "rope_theta": s["theta"],
             "rms_norm_eps": s["eps"],
             "layer_norm_type": "rms",
@@ -100,13 +100,13 @@ def hf_config(family: str) -> dict:
             "include_bias": False,
             "include_qkv_bias": False,
             "weight_tying": False,
-            "mask_token_id": MASK_ID,
+            "mask_token_id": mask_id,
             "eos_token_id": EOS_ID,
             "max_sequence_length": 256,
             "torch_dtype": "bfloat16",
         }
     base = {
-        "vocab_size": VOCAB_ROWS,
+        "vocab_size": vocab_rows,
         "hidden_size": s["hidden"],
         "num_hidden_layers": s["layers"],
         "num_attention_heads": s["heads"],
@@ -115,7 +115,7 @@ def hf_config(family: str) -> dict:
         "rope_theta": s["theta"],
         "rms_norm_eps": s["eps"],
         "max_position_embeddings": 256,
-        "mask_token_id": MASK_ID,
+        "mask_token_id": mask_id,
         "eos_token_id": EOS_ID,
         "torch_dtype": "bfloat16",
         "rope_scaling": None,
@@ -175,16 +175,19 @@ def llada_name(name: str) -> str:
     return f"model.transformer.blocks.{layer}.{LLADA_NAMES[module]}.{kind}"
 
 
-def random_state(family: str, seed: int = 0) -> dict[str, torch.Tensor]:
+def random_state(
+    family: str, seed: int = 0, vocab_rows: int = VOCAB_ROWS
+) -> dict[str, torch.Tensor]:
     """transformers' parameters of the layout, drawn wider than its init (std 0.02 makes every
     logit nearly equal, so a swapped tensor would hardly show), rounded to bfloat16."""
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(reference_config(family))
+    config = reference_config(family, vocab_rows)
+    model = AutoModelForCausalLM.from_config(config)
     state = {}
     for name, tensor in model.state_dict().items():
-        if name == "lm_head.weight" and reference_config(family).tie_word_embeddings:
+        if name == "lm_head.weight" and config.tie_word_embeddings:
             continue
         if name.endswith("norm.weight"):
             value = 1.0 + 0.2 * torch.randn_like(tensor)
@@ -194,19 +197,26 @@ def random_state(family: str, seed: int = 0) -> dict[str, torch.Tensor]:
     return state
 
 
-def tokenizer_json(family: str) -> str:
+def with_mask(family: str, tokenizer_file: Path) -> tuple[str, int]:
+    """A tokenizers file with the family's mask token added, and the mask's id."""
     from tokenizers import AddedToken, Tokenizer
 
-    tok = Tokenizer.from_file(str(ASSETS / "smollm2-a2d" / "tokenizer.json"))
+    tok = Tokenizer.from_file(str(tokenizer_file))
     mask = MASK_TOKEN.get(family, "<|mask|>")
     tok.add_special_tokens([AddedToken(mask, special=True)])
-    assert tok.token_to_id(mask) == MASK_ID
-    return tok.to_str()
+    return tok.to_str(), tok.token_to_id(mask)
 
 
-def build(folder: Path, family: str, seed: int = 0) -> tuple[Path, dict[str, torch.Tensor]]:
-    """The directory, and its weights under Hugging Face Llama/Qwen names (for `reference`)."""
-    state = random_state(family, seed)
+def build(
+    folder: Path, family: str, seed: int = 0, tokenizer_file: Path | None = None
+) -> tuple[Path, dict[str, torch.Tensor]]:
+    """The directory, and its weights under Hugging Face Llama/Qwen names (for `reference`).
+    `tokenizer_file`: another vocabulary than SmolLM2's (its first token ends a text)."""
+    tokenizer, mask_id = with_mask(
+        family, tokenizer_file or ASSETS / "smollm2-a2d" / "tokenizer.json"
+    )
+    vocab_rows = mask_id + 8
+    state = random_state(family, seed, vocab_rows)
     stored = {llada_name(k) if family == "llada" else k: v for k, v in state.items()}
     folder.mkdir(parents=True)
     names = sorted(stored)
@@ -218,6 +228,7 @@ def build(folder: Path, family: str, seed: int = 0) -> tuple[Path, dict[str, tor
         weight_map.update(dict.fromkeys(keys, shard))
     index = {"metadata": {"total_size": 0}, "weight_map": weight_map}
     (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=1))
-    (folder / "config.json").write_text(json.dumps(hf_config(family), indent=1))
-    (folder / "tokenizer.json").write_text(tokenizer_json(family))
+    config = hf_config(family, vocab_rows, mask_id)
+    (folder / "config.json").write_text(json.dumps(config, indent=1))
+    (folder / "tokenizer.json").write_text(tokenizer)
     return folder, state

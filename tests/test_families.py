@@ -243,3 +243,35 @@ def test_load_model_reads_every_family_through_one_entry_point(built):
         model.logits(torch.zeros(2, 5))
     with pytest.raises(cdd.InputError, match="no such directory"):
         cdd.load_model("/no/such/model")
+
+
+def metaspace_tokenizer(path: Path) -> Path:
+    """A SentencePiece-style BPE ("▁" marks a word's space) trained on README.md: the
+    vocabulary layout of LLaMA-2-era models, whose decoder drops a text's first space."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.decoder = decoders.Metaspace()
+    trainer = trainers.BpeTrainer(vocab_size=1500, special_tokens=["<|endoftext|>", "<unk>"])
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    tokenizer.train_from_iterator(text.splitlines(), trainer)
+    tokenizer.save(str(path))
+    return path
+
+
+def test_word_constraints_read_word_boundaries_from_a_sentencepiece_vocabulary(tmp_path):
+    vocabulary = metaspace_tokenizer(tmp_path / "metaspace.json")
+    folder, _ = family_dirs.build(tmp_path / "model", "a2d-llama", tokenizer_file=vocabulary)
+    loaded = registry.load(str(folder), "text", "cpu")
+    texts = loaded.tokenizer.token_texts()
+    the = loaded.tokenizer.encode(" the model")[0]
+    assert texts[the] == " the" and loaded.tokenizer.token_text(the) == "the"  # decode drops it
+    spec = tmp_path / "lexical.yaml"
+    spec.write_text(LEXICAL.replace("harbor", "model"))
+    args = ["generate", "--model", str(folder), "--spec", str(spec), "-n", "3", "-q"]
+    result = runner.invoke(app, [*args, "--length", "14", "--steps", "7"])
+    assert result.exit_code == 0, result.output
+    for record in judged(result.output):
+        words = [w.lower() for w in split_words(record["text"])]
+        assert record["satisfied"] and 4 <= len(words) <= 7 and "model" in words, record

@@ -141,7 +141,8 @@ def token_classes(tokenizer: TextTokenizer) -> tuple[dict[str, torch.Tensor], di
     classes[END][tokenizer.eos_id] = True
     by_word: dict[str, list[int]] = {}
     special = (tokenizer.eos_id, tokenizer.mask_id)
-    texts = {i: tokenizer.token_text(i) for i in range(len(tokenizer)) if i not in special}
+    read = tokenizer.token_texts()  # as each reads inside a text, whatever the tokenizer
+    texts = {i: text for i, text in enumerate(read) if i not in special}
     vocabulary = set(texts.values())
     for token_id, text in texts.items():
         if re.fullmatch(r" [A-Za-z]+", text):

@@ -170,8 +170,14 @@ class TextTokenizer:
         return "<mask>" if token_id == self.mask_id else self.bpe.decode([token_id])
 
     def token_texts(self) -> list[str]:
-        """Each id's text, in id order (a byte-level piece of a character reads as U+FFFD)."""
-        return [self.token_text(i) for i in range(len(self))]
+        """Each id's text as it reads inside a text, in id order, from its bytes (a piece of a
+        character reads as U+FFFD; specials as the tokenizer decodes them). Not `decode([id])`:
+        a SentencePiece-style decoder drops the space of a word-initial "▁the" at a text's
+        start, which would make every word token read as a piece of a word."""
+        return [
+            self.token_text(i) if raw is None else raw.decode("utf-8", errors="replace")
+            for i, raw in enumerate(self.token_bytes())
+        ]
 
     def token_bytes(self) -> list[bytes | None]:
         """Each id's bytes, in id order (None: a special token, the mask or end-of-text,
