@@ -190,14 +190,16 @@ def generate(
     sampler: str | None = None,
     block_length: int | None = None,
     dtype: str | None = None,
+    chat: bool = False,
     device: str = "auto",
     reporter: Reporter | None = None,
 ) -> Iterator[dict]:
     """Records of `n` continuations (default: the spec's n, else 4) of each prompt, as `cdd
     generate` writes them. `prompts`: a text, texts, or {"prompt": ..., "id": ...} objects;
     None generates unconditionally. `length`: tokens after the prompt (default 64, or what
-    the model's length leaves). `sampler`, `block_length`, `dtype`: as `cdd generate`'s
-    flags (default: the model family's)."""
+    the model's length leaves). `sampler`, `block_length`, `dtype`, `chat`: as `cdd
+    generate`'s flags (default: the model family's; `chat` wraps each prompt in the model's
+    chat template)."""
     from cdd_cli.pipeline import prepare_text
 
     if length is not None and length <= 0:
@@ -205,6 +207,7 @@ def generate(
     sampling = {"n": n, "seed": seed, "steps": steps, "batch_size": batch_size}
     sampling["block_length"] = block_length
     resolved = _spec(spec, constraints, model, method, sampling, sampler=sampler, dtype=dtype)
+    resolved.sampling.chat = chat or resolved.sampling.chat
     run = prepare_text(resolved, device, _prompts(prompts), length)
     return run.records(resolved.sampling.n or 4, reporter)
 

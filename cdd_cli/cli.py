@@ -489,6 +489,14 @@ def generate(
             metavar="NAME",
         ),
     ] = None,
+    chat: Annotated[
+        bool,
+        typer.Option(
+            "--chat",
+            help="Wrap each prompt in the model's chat template as a user turn (instruct models).",
+            metavar=FLAG,
+        ),
+    ] = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Generate text continuations as JSONL records, e.g. under a toxicity constraint."""
@@ -513,6 +521,7 @@ def generate(
             sampler=sampler, block_length=block_length, dtype=dtype,
         )  # fmt: skip
         resolved.sampling.n = resolved.sampling.n or 4
+        resolved.sampling.chat = chat or resolved.sampling.chat
         job = TextJob(
             n=resolved.sampling.n,
             spec=resolved,

@@ -48,6 +48,7 @@ from cdd_cli.evaluate.molecules import (
 )
 from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.models import registry
+from cdd_cli.models.chat import apply_template, read_template
 from cdd_cli.models.tokenizers import SmilesTokenizer, TextTokenizer
 from cdd_cli.projection.engine import PRESETS, Job
 from cdd_cli.projection.presets import fill_model_defaults
@@ -86,9 +87,14 @@ class Prompt:
     """A prompt as the sampler sees it: its index in the job, text and token ids."""
 
     index: int = 0
-    text: str | None = None
+    text: str | None = None  # what the model conditions on (with --chat, the template's text)
     ids: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
     id: str | int | None = None
+    given: str | None = None  # the prompt as the user gave it, which records show
+
+    @property
+    def shown(self) -> str | None:
+        return self.given if self.given is not None else self.text
 
 
 @dataclass
@@ -279,7 +285,7 @@ def record(
     return {
         "id": f"{prompt.index}-{draw.index}",
         "prompt_id": prompt.id,  # the prompts file's `id` (null without one): a fixed schema
-        "prompt": prompt.text,
+        "prompt": prompt.shown,
         "text": draw.text,
         "seed": spec.sampling.seed,
         "model": loaded.name,
@@ -622,24 +628,32 @@ DEFAULT_LENGTH = 64
 
 
 def tokenize_prompts(
-    given: list[PromptInput | None], asked: int | None, loaded: registry.LoadedModel
+    given: list[PromptInput | None],
+    asked: int | None,
+    loaded: registry.LoadedModel,
+    chat: bool = False,
 ) -> tuple[list[Prompt], int]:
-    """Token ids of each prompt and the continuation length; a prompt that leaves no room for
-    `--length` tokens in the model's length is refused."""
+    """Token ids of each prompt (with `chat`, wrapped in the model's chat template) and the
+    continuation length; a prompt that leaves no room for `--length` tokens in the model's
+    length is refused."""
     limit = loaded.config.model_length
+    template = read_template(loaded.directory) if chat else None
     prompts = []
     for index, one in enumerate(given):
         if one is None:
+            if template is not None:
+                raise InputError("--chat needs a prompt (--prompt or --prompts)")
             prompts.append(Prompt(index))
             continue
-        size = len(one.text.encode("utf-8"))
+        text = one.text if template is None else apply_template(*template, one.text)
+        size = len(text.encode("utf-8"))
         if size > loaded.tokenizer.longest_token_bytes * limit:  # refused before tokenizing
             raise InputError(
                 f"prompt {index} ({size:,} bytes) cannot fit model {loaded.name}'s length of "
                 f"{limit} tokens"
             )
-        ids = torch.tensor(loaded.tokenizer.encode(one.text), dtype=torch.long)
-        prompts.append(Prompt(index, one.text, ids, one.id))
+        ids = torch.tensor(loaded.tokenizer.encode(text), dtype=torch.long)
+        prompts.append(Prompt(index, text, ids, one.id, one.text if template else None))
     index = max(range(len(prompts)), key=lambda i: len(prompts[i].ids))
     longest = len(prompts[index].ids)
     length = asked or min(DEFAULT_LENGTH, limit - longest)
@@ -701,7 +715,7 @@ def prepare_text(
     spec.model = spec.model or loaded.name
     if not isinstance(loaded.tokenizer, TextTokenizer):
         raise InputError(f"model {loaded.name} is not a text model (its tokenizer reads SMILES)")
-    tokenized, length = tokenize_prompts(prompts, length, loaded)
+    tokenized, length = tokenize_prompts(prompts, length, loaded, spec.sampling.chat)
     constraints = build_constraints(spec.constraints, loaded, device)
     if not constraints:
         spec.method = "unconstrained"

@@ -71,6 +71,8 @@ class SamplingSettings:
     # The weights' precision (float32, bfloat16, float16); null: the checkpoint's on a GPU,
     # float32 on a CPU. Only published families (LLaDA, Dream, A2D) take another.
     dtype: str | None = None
+    # Wrap each prompt in the model's chat template (tokenizer_config.json) as one user turn.
+    chat: bool = False
 
 
 DECODINGS = ("well-formed", "plain")

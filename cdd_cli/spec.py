@@ -321,7 +321,8 @@ def _settings(loc: _Located, node: yaml.Node, key: str, cls: type) -> Any:
                 f"{loc.where(k)}: unknown key '{key}.{name}' (known: {', '.join(known)})"
             )
         hint = get_args(hints[name]) or (hints[name],)  # int, float or str, some None-able
-        types = (int, float) if float in hint else (str,) if str in hint else (int,)
+        kinds = ((float, (int, float)), (str, (str,)), (bool, (bool,)))
+        types = next((t for kind, t in kinds if kind in hint), (int,))
         value = loc.value(v)
         if getattr(cls(), name) is None and value is None:  # null: left to the model
             values[name] = None

@@ -275,3 +275,35 @@ def test_word_constraints_read_word_boundaries_from_a_sentencepiece_vocabulary(t
     for record in judged(result.output):
         words = [w.lower() for w in split_words(record["text"])]
         assert record["satisfied"] and 4 <= len(words) <= 7 and "model" in words, record
+
+
+LLADA_STYLE_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}<|start_header_id|>{{ message['role'] }}"
+    "<|end_header_id|>\n\n{{ message['content'] }}<|eot_id|>{% endfor %}"
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
+
+
+def test_chat_wraps_each_prompt_in_the_models_template_and_records_show_the_prompt(built, tmp_path):
+    from cdd_cli.pipeline import prepare_text
+    from cdd_cli.prompts import PromptInput
+    from cdd_cli.spec import Spec
+
+    folder = copy_of(built, "llada", tmp_path)
+    base = ["generate", "--model", str(folder), "--prompt", "Name a port.", "-n", "1", "-q"]
+    base += ["--length", "8", "--steps", "2"]
+    without = runner.invoke(app, [*base, "--chat"])
+    assert without.exit_code == 2 and "has no chat template" in without.output
+    config = {"chat_template": LLADA_STYLE_TEMPLATE, "bos_token": {"content": "<|endoftext|>"}}
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    result = runner.invoke(app, [*base, "--chat"])
+    assert result.exit_code == 0, result.output
+    assert judged(result.output)[0]["prompt"] == "Name a port."
+    spec = Spec(model=str(folder))
+    spec.sampling.chat = True
+    run = prepare_text(spec, "cpu", [PromptInput("Name a port.")], 8)
+    wrapped = run.prompts[0].text
+    assert wrapped.startswith("<|endoftext|><|start_header_id|>user<|end_header_id|>\n\nName")
+    assert wrapped.endswith("<|start_header_id|>assistant<|end_header_id|>\n\n")
+    ids = run.prompts[0].ids.tolist()
+    assert ids[0] == family_dirs.EOS_ID and ids == run.loaded.tokenizer.encode(wrapped)

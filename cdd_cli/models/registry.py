@@ -102,6 +102,7 @@ def download_from_hub(repo_id: str) -> Path:
                 "model.safetensors.index.json",
                 "tokenizer.json",
                 "tokenizer_config.json",
+                "chat_template.jinja",
             ],
         )
     except Exception as exc:  # network and hub errors come in many types
