@@ -133,6 +133,7 @@ def test_the_readme_python_example_runs(monkeypatch, capsys):
     assert printed.count("True") + printed.count("False") == 8  # one line per molecule
     assert "step 0 of" in printed
     assert len(namespace["records"]) == 4
+    assert namespace["logits"].shape == (1, 3, len(namespace["model"].tokenizer))
 
 
 def test_one_constraint_need_not_be_in_a_list():

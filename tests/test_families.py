@@ -307,3 +307,27 @@ def test_chat_wraps_each_prompt_in_the_models_template_and_records_show_the_prom
     assert wrapped.endswith("<|start_header_id|>assistant<|end_header_id|>\n\n")
     ids = run.prompts[0].ids.tolist()
     assert ids[0] == family_dirs.EOS_ID and ids == run.loaded.tokenizer.encode(wrapped)
+
+
+def test_toxicity_needs_a_surrogate_for_the_familys_vocabulary_and_works_with_one(built, tmp_path):
+    folder = str(built["Dream"][0])
+    base = ["generate", "--model", folder, "-n", "2", "--length", "10", "--steps", "5", "-q"]
+    mismatch = runner.invoke(app, [*base, "-c", "toxicity", "--tau", "0.5"])
+    assert mismatch.exit_code == 2 and mismatch.output.count("\n") == 1
+    assert f"cdd train toxicity-surrogate --model {folder}" in mismatch.output
+    data = tmp_path / "labeled_data.csv"
+    rows = [f"3,{i % 3},tweet {i} about {'rain' if i % 2 else 'sun'}" for i in range(120)]
+    data.write_text("count,class,tweet\n" + "\n".join(rows) + "\n")
+    train = ["train", "toxicity-surrogate", "--data", str(data), "--out", str(tmp_path / "s")]
+    train += ["--model", folder, "--epochs", "1", "--batch-size", "16", "--corpus-spans", "0"]
+    assert runner.invoke(app, [*train, "-q"]).exit_code == 0
+    spec = tmp_path / "toxicity.yaml"
+    spec.write_text(
+        f"constraints:\n  - type: toxicity\n    tau: 0.5\n    surrogate: {tmp_path / 's'}\n"
+    )
+    result = runner.invoke(app, [*base, "--spec", str(spec)])
+    assert result.exit_code == 0, result.output
+    records = judged(result.output)
+    assert len(records) == 2 and all(
+        r["constraints"]["toxicity"]["surrogate"] is not None for r in records
+    )

@@ -64,6 +64,10 @@ sampling: {steps: 16, batch_size: 8, seed: 3, n: 10}
         "batch_size": 8,
         "seed": 3,
         "decode": None,
+        "sampler": None,
+        "block_length": None,
+        "dtype": None,
+        "chat": False,
     }
     again = write(tmp_path, yaml.safe_dump(resolved))
     assert load_spec(again).resolved() == resolved
