@@ -331,3 +331,24 @@ def test_toxicity_needs_a_surrogate_for_the_familys_vocabulary_and_works_with_on
     assert len(records) == 2 and all(
         r["constraints"]["toxicity"]["surrogate"] is not None for r in records
     )
+
+
+def test_a_hub_id_offline_is_read_from_the_local_cache_only(built, tmp_path, monkeypatch):
+    # The Hugging Face cache layout: models--owner--name/{refs/main, snapshots/REVISION/...}.
+    cache = tmp_path / "hub"
+    repo = cache / "models--someone--tiny-dream"
+    revision = "0" * 40
+    shutil.copytree(built["Dream"][0], repo / "snapshots" / revision)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(revision)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    args = ["generate", "--model", "hf://someone/tiny-dream", "-n", "1", "--length", "6", "-q"]
+    result = runner.invoke(app, [*args, "--steps", "3"])
+    assert result.exit_code == 0, result.output
+    assert judged(result.output)[0]["model"] == "hf://someone/tiny-dream"
+    missing = runner.invoke(app, ["generate", "--model", "hf://someone/absent", "-n", "1"])
+    assert missing.exit_code == 2 and "not in the local Hugging Face cache" in missing.output

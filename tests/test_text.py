@@ -321,7 +321,8 @@ def test_a_hub_id_without_network_is_one_line_and_no_download(monkeypatch):
     assert result.exit_code == 2
     assert (
         result.stderr
-        == "cdd: error: --model hf://someone/some-model: HF_HUB_OFFLINE=1, so no download\n"
+        == "cdd: error: --model hf://someone/some-model: HF_HUB_OFFLINE=1 and it is not in "
+        "the local Hugging Face cache, so no download\n"
     )
     monkeypatch.setattr(registry_module, "download_from_hub", no_download)
     # A missing local path with one slash is a missing path, never a hub id.

@@ -81,10 +81,20 @@ def resolve_directory(name_or_dir: str) -> Path:
     )
 
 
+HUB_FILES = [
+    "config.json",
+    "*.safetensors",
+    "model.safetensors.index.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+]
+
+
 def download_from_hub(repo_id: str) -> Path:
-    """Fetch a hub repository the user named explicitly; never done for defaults or tests."""
-    if os.environ.get("HF_HUB_OFFLINE") == "1":
-        raise InputError(f"--model {HUB_PREFIX}{repo_id}: HF_HUB_OFFLINE=1, so no download")
+    """Fetch a hub repository the user named explicitly; never done for defaults or tests.
+    With HF_HUB_OFFLINE=1 only the local Hugging Face cache is read."""
+    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
@@ -94,18 +104,13 @@ def download_from_hub(repo_id: str) -> Path:
             "(or download the folder yourself and pass its path)"
         ) from None
     try:
-        path = snapshot_download(
-            repo_id,
-            allow_patterns=[
-                "config.json",
-                "*.safetensors",
-                "model.safetensors.index.json",
-                "tokenizer.json",
-                "tokenizer_config.json",
-                "chat_template.jinja",
-            ],
-        )
-    except Exception as exc:  # network and hub errors come in many types
+        path = snapshot_download(repo_id, allow_patterns=HUB_FILES, local_files_only=offline)
+    except Exception as exc:  # network, cache and hub errors come in many types
+        if offline:
+            raise InputError(
+                f"--model {HUB_PREFIX}{repo_id}: HF_HUB_OFFLINE=1 and it is not in the local "
+                "Hugging Face cache, so no download"
+            ) from None
         raise InputError(
             f"--model {HUB_PREFIX}{repo_id}: download failed ({type(exc).__name__}: "
             f"{str(exc).splitlines()[0] if str(exc) else 'no network?'})"
