@@ -81,8 +81,59 @@ app.add_typer(models_app, name="models")
 app.add_typer(constraints_app, name="constraints")
 
 
+def run_job(job, run, quiet: bool) -> int:
+    """`run(job, console, display)` in this process, or as this torchrun rank's share of the
+    run (see distributed.py): every rank meets the others after its share, whatever
+    happened, so that none waits for a rank that failed."""
+    from cdd_cli.distributed import Ranks, gather, launch_from_env
+
+    launch = launch_from_env()
+    if launch is None:
+        if job.resume and job.output != "-" and job.shard == (0, 1):
+            gather(job.output)  # the parts an interrupted torchrun run left
+        return run(job, console, RichReporter(quiet))
+    if job.shard != (0, 1):
+        raise InputError("--shard under torchrun: the ranks are the shards")
+    ranks = Ranks(launch, job.output)
+    output, lead = job.output, launch.rank == 0
+    job.output, job.written = launch.part(output), output
+    job.shard, job.device = (launch.rank, launch.world), launch.device(job.device)
+    told = console if lead else Console(stderr=True, quiet=True)
+    ranks.start()
+    code = 1  # a defect, unless the run says otherwise
+    try:
+        code = run(job, told, RichReporter(quiet or not lead))
+    except InputError:
+        code = 2
+        raise
+    except Interrupted as exc:
+        code = exc.code
+        raise
+    except KeyboardInterrupt as exc:
+        code = 143 if isinstance(exc, Terminated) else 130
+        raise
+    finally:
+        worst, written = ranks.finish(code)
+    if lead and written >= 0:
+        message = f"{written} records from {launch.world} processes in {output}"
+        console.print(message, markup=False, soft_wrap=True)
+    if lead and worst != code:
+        raise fail(f"another process of the run failed (exit {worst}): rerun with --resume", worst)
+    return worst
+
+
+def processes_sharing(shard: str | None) -> int:
+    """How many processes of one run share this machine (--shard N, or torchrun's)."""
+    from cdd_cli.distributed import launch_from_env
+
+    launch = launch_from_env()
+    return launch.local_world if launch else parse_shard(shard)[1]
+
+
 def fail(message: str, code: int = 2) -> typer.Exit:
-    console.print(f"cdd: error: {message}", markup=False, soft_wrap=True)
+    rank = os.environ.get("RANK", "0") if os.environ.get("WORLD_SIZE", "1") != "1" else "0"
+    where = f"rank {rank}: " if rank != "0" else ""  # under torchrun, which process says it
+    console.print(f"cdd: error: {where}{message}", markup=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -422,14 +473,13 @@ def molecules(
     def body() -> None:
         from cdd_cli.pipeline import MoleculeJob, run_molecules
 
-        set_threads(threads, parse_shard(shard)[1])
+        set_threads(threads, processes_sharing(shard))
         resolved = build_spec(
             spec, model, constraint, tau, method, steps, batch_size, seed, n, novel, decode
         )
         resolved.sampling.n = resolved.sampling.n or 16  # the resolved config names it
         job = MoleculeJob(resolved.sampling.n, resolved, device, output, resume, parse_shard(shard))
-        code = run_molecules(job, console, RichReporter(quiet))
-        raise typer.Exit(code)
+        raise typer.Exit(run_job(job, run_molecules, quiet))
 
     run_guarded(body)
 
@@ -505,7 +555,7 @@ def generate(
         from cdd_cli.pipeline import TextJob, run_text
         from cdd_cli.prompts import PromptInput, check_prompt, read_prompts
 
-        set_threads(threads, parse_shard(shard)[1])
+        set_threads(threads, processes_sharing(shard))
         if prompt is not None and prompts is not None:
             raise InputError("give --prompt or --prompts, not both")
         if length is not None and length <= 0:
@@ -532,7 +582,7 @@ def generate(
             resume=resume,
             shard=parse_shard(shard),
         )
-        raise typer.Exit(run_text(job, console, RichReporter(quiet)))
+        raise typer.Exit(run_job(job, run_text, quiet))
 
     run_guarded(body)
 

@@ -68,6 +68,9 @@ class MoleculeJob:
     output: str
     resume: bool = False  # write only the records `output` lacks
     shard: tuple[int, int] = (0, 1)  # (I, N): this process writes samples k with k % N == I
+    # Another file whose records of this run count as written (torchrun: the file the ranks'
+    # parts are gathered into).
+    written: str | None = None
 
 
 @dataclass
@@ -80,6 +83,9 @@ class TextJob:
     length: int | None  # None: DEFAULT_LENGTH, or what the model's length leaves room for
     resume: bool = False  # write only the records `output` lacks
     shard: tuple[int, int] = (0, 1)  # (I, N): this process writes samples k with k % N == I
+    # Another file whose records of this run count as written (torchrun: the file the ranks'
+    # parts are gathered into).
+    written: str | None = None
 
 
 @dataclass(frozen=True)
@@ -394,11 +400,13 @@ def resume_from(
     resume: bool,
     say: Callable[[str], None],
     shard: tuple[int, int] = (0, 1),
+    also: str | None = None,
 ) -> Share:
     """The share of a run of `shape` (prompts, samples per prompt) and `seed` that this
-    process writes: the samples of its `shard`, less the records already in `output`:
-    refused without `--resume`, skipped with it. A torn last line (a kill or a full disk
-    mid-write) is dropped with `--resume` (and said), refused without."""
+    process writes: the samples of its `shard`, less the records already in `output` (and
+    in `also`, torchrun's gathered file): refused without `--resume`, skipped with it. A torn
+    last line (a kill or a full disk mid-write) is dropped with `--resume` (and said),
+    refused without."""
     prompts, n = shape
     share = Share(shard=shard)
     total = share.count(0, prompts * n)
@@ -419,15 +427,21 @@ def resume_from(
             )
         cut_torn_tail(output, existing.torn_bytes)
         say(f"-o {output}: dropped an incomplete last line ({existing.torn_bytes} bytes)")
+    satisfied = existing.satisfied.get(seed, [])
     done = {i for s, i in existing.keys if s == seed and ours(i)}
+    if also is not None:
+        gathered = existing_records(also)
+        done |= {i for s, i in gathered.keys if s == seed and ours(i)}
+        satisfied = satisfied + gathered.satisfied.get(seed, [])
+    named = also or output
     if done and not resume:
         raise InputError(
-            f"-o {output}: already holds {len(done)} of this run's {total} records (seed "
+            f"-o {named}: already holds {len(done)} of this run's {total} records (seed "
             f"{seed}); add --resume to write only the missing ones, or choose another file"
         )
     if done:
-        say(f"-o {output}: resuming: {len(done)} of {total} records already there")
-    share.ids, share.satisfied = done, existing.satisfied.get(seed, [])
+        say(f"-o {named}: resuming: {len(done)} of {total} records already there")
+    share.ids, share.satisfied = done, satisfied
     return share
 
 
@@ -449,10 +463,13 @@ def first_difference(ours: object, theirs: object, where: str = "") -> str | Non
     return None if ours == theirs else where.rstrip(".") or "the configuration"
 
 
-def check_resolved_config(spec: Spec, output: str) -> None:
+def check_resolved_config(spec: Spec, output: str, also: str | None = None) -> None:
     """An output file that holds records must hold records of this configuration (sampling
     aside but for its steps: more samples, other seeds, another batch size): refused before
-    any sampling otherwise, naming the first setting that differs."""
+    any sampling otherwise, naming the first setting that differs. `also`: another file the
+    run's records count in (torchrun's gathered output), checked the same way."""
+    if also is not None:
+        check_resolved_config(spec, also)
     out, beside = Path(output), Path(f"{output}.config.yaml")
     if output == "-" or not out.is_file() or not out.stat().st_size or not beside.is_file():
         return
@@ -595,9 +612,11 @@ def run_molecules(job: MoleculeJob, console: Console, display: Display | None = 
     """Write the job's records to its output and summarise them on `console`."""
     run = prepare_molecules(job.spec, job.device)
     display = display or Display()
-    check_resolved_config(run.spec, job.output)
+    check_resolved_config(run.spec, job.output, job.written)
     seed = run.spec.sampling.seed
-    share = resume_from(job.output, seed, (1, job.n), job.resume, say(console), job.shard)
+    share = resume_from(
+        job.output, seed, (1, job.n), job.resume, say(console), job.shard, job.written
+    )
     reports: list[MoleculeReport] = []
     violating = 0
     started = time.perf_counter()
@@ -731,10 +750,10 @@ def run_text(job: TextJob, console: Console, display: Display | None = None) -> 
     """Write the job's records to its output and summarise them on `console`."""
     run = prepare_text(job.spec, job.device, job.prompts, job.length)
     display = display or Display()
-    check_resolved_config(run.spec, job.output)
+    check_resolved_config(run.spec, job.output, job.written)
     seed = run.spec.sampling.seed
     shape = (len(run.prompts), job.n)
-    share = resume_from(job.output, seed, shape, job.resume, say(console), job.shard)
+    share = resume_from(job.output, seed, shape, job.resume, say(console), job.shard, job.written)
     violating = count = 0
     seconds = 0.0
     started = time.perf_counter()

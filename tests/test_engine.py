@@ -213,7 +213,7 @@ LAYERS = [
     {"evaluate", "spec"},
     {"constraints"},
     {"projection"},
-    {"pipeline", "reporting", "api", "evaluate.report", "shards"},
+    {"pipeline", "reporting", "api", "evaluate.report", "shards", "distributed"},
     {"cli", "train", "__main__", "__init__"},
 ]
 

@@ -185,3 +185,56 @@ def test_shards_merge_into_the_one_process_run(tmp_path: Path, text_model_dir: P
     )
     assert mixed.exit_code == 2 and "another configuration" in mixed.stderr
     assert "sampling.steps" in mixed.stderr
+
+
+def torchrun(processes: int, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """`torchrun --standalone --nproc-per-node N -m cdd_cli ARGS` (gloo on the CPU)."""
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    launcher += ["--nproc-per-node", str(processes), "-m", "cdd_cli", *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(launcher, cwd=cwd, capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_torchrun_processes_write_the_one_process_records_and_resume_with_another_count(
+    tmp_path: Path,
+):
+    args = ["molecules", "-q", "-n", "7", "--seed", "3", "-c", "sa", "--tau", "4"]
+    one, out = tmp_path / "one.jsonl", tmp_path / "out.jsonl"
+    single = subprocess.run(
+        [sys.executable, "-m", "cdd_cli", *args, "-o", str(one)], capture_output=True, timeout=300
+    )
+    assert single.returncode in (0, 3), single.stderr
+    two = torchrun(2, [*args, "-o", str(out)], tmp_path)
+    assert two.returncode == 0, two.stderr
+    assert f"7 records from 2 processes in {out}" in two.stderr
+    assert same_records(one, out)
+    ids = [json.loads(line)["id"] for line in out.read_text().splitlines()]
+    assert ids == [f"0-{i}" for i in range(7)]  # gathered in order, no part left beside
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["one.jsonl", "one.jsonl.config.yaml", "out.jsonl", "out.jsonl.config.yaml"]
+    )
+    # A run stopped with parts left (rank files of 3 processes): one process finishes it.
+    lines = one.read_text().splitlines(keepends=True)
+    out.write_text(lines[0])
+    for rank, line in enumerate(lines[1:4]):
+        part = tmp_path / f"out.jsonl.rank{rank}"
+        part.write_text(line + '{"id": "0-6", "se')  # each with a torn last line
+    again = runner.invoke(app, [*args, "-o", str(out)])
+    assert again.exit_code == 2 and "add --resume" in again.stderr
+    resumed = runner.invoke(app, [*args, "-o", str(out), "--resume"])
+    assert resumed.exit_code in (0, 3), resumed.stderr
+    assert "resuming: 4 of 7 records already there" in resumed.stderr
+    assert same_records(one, out) and not list(tmp_path.glob("out.jsonl.rank*"))
+
+
+def test_torchrun_generate_resumes_a_one_process_run(tmp_path: Path, text_model_dir: Path):
+    args = ["generate", "-q", "--model", str(text_model_dir), "-n", "3", "--length", "6"]
+    args += ["--prompt", "The whale", "--seed", "2"]
+    whole, out = tmp_path / "whole.jsonl", tmp_path / "out.jsonl"
+    assert runner.invoke(app, [*args, "-o", str(whole)]).exit_code == 0
+    assert runner.invoke(app, [*args, "-n", "1", "-o", str(out)]).exit_code == 0
+    refused = torchrun(2, [*args, "-o", str(out)], tmp_path)
+    assert refused.returncode != 0 and "add --resume" in refused.stderr
+    done = torchrun(2, [*args, "-o", str(out), "--resume"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert same_records(whole, out)
