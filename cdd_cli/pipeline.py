@@ -259,6 +259,14 @@ class Generation:
         return [{k: v[i] for k, v in scores.items()} for i in range(len(ids))]
 
     def run(self, indices: Sequence[int], prompt: Prompt | None = None) -> list[Draw]:
+        """Samples `indices` (one batch), final, in index order."""
+        return sorted(self.finished(indices, prompt), key=lambda d: d.index)
+
+    def finished(self, indices: Sequence[int], prompt: Prompt | None = None) -> Iterator[Draw]:
+        """Samples `indices` (one batch), each once it is final: drawn, judged, and redrawn
+        while it violates, up to the method's cap. The samples a pass finishes come out after
+        that pass, in index order: the batch's redraws never hold back its finished samples
+        (an interrupted run keeps them)."""
         prompt = prompt or Prompt()
         draws = [Draw(i) for i in indices]
         pending = draws
@@ -274,8 +282,10 @@ class Generation:
             if pending is not draws:
                 seconds = time.perf_counter() - started
                 self.stage_seconds["redraws"] = self.stage_seconds.get("redraws", 0.0) + seconds
-            pending = [d for d in pending if not d.satisfied and d.attempts < cap]
-        return draws
+            redraw = [d for d in pending if not d.satisfied and d.attempts < cap]
+            again = {id(d) for d in redraw}
+            yield from (d for d in pending if id(d) not in again)
+            pending = redraw
 
 
 def record(
@@ -538,7 +548,7 @@ class MoleculeRun:
         reporter.run_started("molecules", total)
         valid = violating = made = 0
         for indices in share.batches(0, n, "0", spec.sampling.batch_size):
-            for draw in generation.run(indices):
+            for draw in generation.finished(indices):
                 report = describe(draw.text, reference)
                 valid += report.valid
                 violating += not draw.satisfied
@@ -717,7 +727,7 @@ class TextRun:
             told = [c.with_prompt(prompt.text or "", len(prompt.ids)) for c in self.constraints]
             first = prompt.index * n  # the prompt's first sample, counted over the run
             for indices in share.batches(first, n, str(prompt.index), spec.sampling.batch_size):
-                for draw in generation.run(indices, prompt):
+                for draw in generation.finished(indices, prompt):
                     violating += not draw.satisfied
                     written += 1
                     yield record(draw, told, spec, self.loaded, prompt)

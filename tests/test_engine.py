@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import torch
@@ -260,3 +261,28 @@ def test_another_method_over_a_written_configuration_is_refused(tmp_path: Path):
     spec.write_text("method: cdd\nprojection: {mu_max: 2}\n")
     loaded_free = runner.invoke(app, ["molecules", "--spec", str(spec), "--method", "reject"])
     assert loaded_free.exit_code == 0, loaded_free.stderr  # mu_init is checked only where used
+
+
+class RejectsTheSecondOnce(NoCarbonEver):
+    """A judge that rejects only the second text of its first call."""
+
+    name: str = "second-once"
+    calls: ClassVar[list[int]] = [0]  # shared by the copies a redraw makes
+
+    def judge(self, texts: list[str]) -> list[float | None]:
+        self.calls[0] += 1
+        return [1.0 if (self.calls[0] == 1 and i == 1) else -1.0 for i in range(len(texts))]
+
+
+def test_finished_samples_come_out_before_the_batch_redraws_the_rest(
+    uniform_model_dir: Path, monkeypatch
+):
+    import cdd_cli.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "canonical", lambda text: text)  # the toy model's SMILES
+    loaded = registry.load(str(uniform_model_dir), "molecules")
+    spec = Spec(method="reject")  # the judge is called once a pass (no search asks it)
+    spec.reject.max_attempts = 3
+    finished = Generation(spec, loaded, [RejectsTheSecondOnce()], 4).finished(range(3))
+    order = [(d.index, d.attempts, d.satisfied) for d in finished]
+    assert order == [(0, 1, True), (2, 1, True), (1, 2, True)]
