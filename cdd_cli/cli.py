@@ -86,12 +86,14 @@ def run_job(job, run, quiet: bool) -> int:
     run (see distributed.py): every rank meets the others after its share, whatever
     happened, so that none waits for a rank that failed."""
     from cdd_cli.distributed import Ranks, gather, launch_from_env
+    from cdd_cli.records import output_lock
 
     launch = launch_from_env()
     if launch is None:
-        if job.resume and job.output != "-" and job.shard == (0, 1):
-            gather(job.output)  # the parts an interrupted torchrun run left
-        return run(job, console, RichReporter(quiet))
+        with output_lock(job.output):
+            if job.resume and job.output != "-" and job.shard == (0, 1):
+                gather(job.output)  # the parts an interrupted torchrun run left
+            return run(job, console, RichReporter(quiet))
     if job.shard != (0, 1):
         raise InputError("--shard under torchrun: the ranks are the shards")
     ranks = Ranks(launch, job.output)
@@ -102,7 +104,8 @@ def run_job(job, run, quiet: bool) -> int:
     ranks.start()
     code = 1  # a defect, unless the run says otherwise
     try:
-        code = run(job, told, RichReporter(quiet or not lead))
+        with output_lock(job.output):
+            code = run(job, told, RichReporter(quiet or not lead))
     except InputError:
         code = 2
         raise

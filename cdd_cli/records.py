@@ -7,7 +7,7 @@ import json
 import os
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -200,3 +200,39 @@ def read_jsonl(source: str, what: str) -> list[tuple[str, dict]]:
     if not items:
         raise InputError(f"{where}: no {what}s")
     return items
+
+
+@contextlib.contextmanager
+def output_lock(target: str) -> Iterator[None]:
+    """Hold `TARGET.lock` (an advisory lock) for the whole run: two processes appending to
+    one file at once would each pass the one-configuration check and interleave their runs.
+    The lock dies with its process (a kill leaves an empty, unlocked file behind)."""
+    try:
+        import fcntl
+    except ImportError:  # no advisory locks on this platform
+        yield
+        return
+    if target == "-":
+        yield
+        return
+    path = f"{target}.lock"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise InputError(f"-o {target}: cannot create its lock {path} ({exc.strerror})") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise InputError(
+            f"-o {target}: another cdd process is writing it (it holds {path}); wait for it "
+            "to finish or choose another file"
+        ) from None
+    try:
+        yield
+    finally:
+        # Removed while still held: a process that opens the path after this makes a new
+        # file, and one that opened it before finds it locked.
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        os.close(fd)

@@ -238,3 +238,18 @@ def test_torchrun_generate_resumes_a_one_process_run(tmp_path: Path, text_model_
     done = torchrun(2, [*args, "-o", str(out), "--resume"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert same_records(whole, out)
+
+
+def test_a_second_process_writing_the_same_file_is_refused(tmp_path: Path):
+    import fcntl
+
+    out = tmp_path / "out.jsonl"
+    args = ["molecules", "-q", "-n", "2", "-o", str(out)]
+    with open(f"{out}.lock", "w") as held:  # another run holds the file
+        fcntl.flock(held, fcntl.LOCK_EX)
+        refused = runner.invoke(app, args)
+        assert refused.exit_code == 2 and "another cdd process is writing it" in refused.stderr
+        assert not out.exists()
+    done = runner.invoke(app, args)  # released (a stale lock file is no lock)
+    assert done.exit_code == 0, done.stderr
+    assert len(out.read_text().splitlines()) == 2 and not Path(f"{out}.lock").exists()
