@@ -23,7 +23,13 @@ from cdd_cli import __version__
 from cdd_cli.errors import InputError
 from cdd_cli.models.a2d import A2DConfig, A2DModel, load_base, read_base
 from cdd_cli.models.dit import DiffusionModel, DiTConfig
-from cdd_cli.models.families import family_of, parse_family_config, refuse_causal, supported
+from cdd_cli.models.families import (
+    family_of,
+    parse_family_config,
+    refuse_causal,
+    shape_problems,
+    supported,
+)
 from cdd_cli.settings import MAX_STEPS
 
 M = TypeVar("M", bound=torch.nn.Module)
@@ -176,20 +182,7 @@ def load_checked(
     header = read_shapes(path)
     with torch.device("meta"):
         expected = {k: tuple(v.shape) for k, v in part(build()).items()}
-    missing = sorted(set(expected) - set(header))
-    unexpected = sorted(set(header) - set(expected))
-    misshaped = [
-        f"{k} {header[k][1]} vs {expected[k]}"
-        for k in sorted(set(header) & set(expected))
-        if header[k][1] != expected[k]
-    ]
-    problems = []
-    if missing:
-        problems.append(f"missing keys: {_summarise(missing)}")
-    if unexpected:
-        problems.append(f"unexpected keys: {_summarise(unexpected)}")
-    if misshaped:
-        problems.append(f"mis-shaped keys (file vs config): {_summarise(misshaped)}")
+    problems = shape_problems(expected, {k: shape for k, (_, shape) in header.items()})
     if problems:
         raise InputError(f"{path}: checkpoint does not match config.json; " + "; ".join(problems))
     not_float = [f"{k} ({dtype})" for k, (dtype, _) in header.items() if dtype not in FLOAT_DTYPES]

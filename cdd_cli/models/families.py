@@ -272,6 +272,30 @@ def read_headers(files: dict[str, Path]) -> dict[str, tuple[Path, str, tuple[int
     return out
 
 
+def shape_problems(
+    expected: dict[str, tuple[int, ...]],
+    found: dict[str, tuple[int, ...]],
+    shown=lambda name: name,
+) -> list[str]:
+    """What keeps a checkpoint's tensors (`found`: name -> shape) from being a module's
+    (`expected`), each kind in a few words; `shown`: a key as the checkpoint names it."""
+    missing = sorted(set(expected) - set(found))
+    extra = sorted(shown(k) for k in set(found) - set(expected))
+    misshaped = [
+        f"{shown(k)} {found[k]} vs {expected[k]}"
+        for k in sorted(set(expected) & set(found))
+        if found[k] != expected[k]
+    ]
+    problems = []
+    if missing:
+        problems.append(f"missing keys: {_names(missing)}")
+    if extra:
+        problems.append(f"unexpected keys: {_names(extra)}")
+    if misshaped:
+        problems.append(f"mis-shaped keys (file vs config): {_names(misshaped)}")
+    return problems
+
+
 def _names(items: list[str], limit: int = 3) -> str:
     return ", ".join(items[:limit]) + (
         f" and {len(items) - limit} more" if len(items) > limit else ""
@@ -305,20 +329,8 @@ def load_family(
             renamed[ours] = name
     if unknown:
         raise InputError(f"{directory}: tensors {family} does not have: {_names(unknown)}")
-    missing = sorted(set(expected) - set(renamed))
-    extra = sorted(renamed[k] for k in set(renamed) - set(expected))
-    misshaped = [
-        f"{renamed[k]} {headers[renamed[k]][2]} vs {expected[k]}"
-        for k in sorted(set(expected) & set(renamed))
-        if headers[renamed[k]][2] != expected[k]
-    ]
-    problems = []
-    if missing:
-        problems.append(f"missing {_names(missing)}")
-    if extra:
-        problems.append(f"unexpected {_names(extra)}")
-    if misshaped:
-        problems.append(f"mis-shaped (file vs config) {_names(misshaped)}")
+    found = {ours: headers[name][2] for ours, name in renamed.items()}
+    problems = shape_problems(expected, found, lambda ours: renamed.get(ours, ours))
     not_float = sorted(k for k, (_, kind, _) in headers.items() if kind not in FLOATS)
     if not_float:
         problems.append(f"not floating point: {_names(not_float)}")
