@@ -81,7 +81,7 @@ app.add_typer(models_app, name="models")
 app.add_typer(constraints_app, name="constraints")
 
 
-def run_job(job, run, quiet: bool) -> int:
+def run_job(job, run, quiet: bool, verbose: bool = False) -> int:
     """`run(job, console, display)` in this process, or as this torchrun rank's share of the
     run (see distributed.py): every rank meets the others after its share, whatever
     happened, so that none waits for a rank that failed."""
@@ -93,7 +93,7 @@ def run_job(job, run, quiet: bool) -> int:
         with output_lock(job.output):
             if job.resume and job.output != "-" and job.shard == (0, 1):
                 gather(job.output)  # the parts an interrupted torchrun run left
-            return run(job, console, RichReporter(quiet))
+            return run(job, console, RichReporter(quiet, verbose))
     if job.shard != (0, 1):
         raise InputError("--shard under torchrun: the ranks are the shards")
     ranks = Ranks(launch, job.output)
@@ -105,7 +105,7 @@ def run_job(job, run, quiet: bool) -> int:
     code = 1  # a defect, unless the run says otherwise
     try:
         with output_lock(job.output):
-            code = run(job, told, RichReporter(quiet or not lead))
+            code = run(job, told, RichReporter(quiet or not lead, verbose))
     except InputError:
         code = 2
         raise
@@ -160,9 +160,9 @@ class RichReporter(Display):
 
     LOG_EVERY_S = 10.0  # without a terminal: a plain progress line at most this often
 
-    def __init__(self, quiet: bool):
+    def __init__(self, quiet: bool, verbose: bool = False):
         self.progress = make_progress(quiet)
-        self.quiet = quiet
+        self.quiet, self.verbose = quiet, verbose
         self.overall: TaskID | None = None
         self.denoise: TaskID | None = None
         self.projection: TaskID | None = None
@@ -184,8 +184,9 @@ class RichReporter(Display):
         self.projection = self.progress.add_task("  projection", total=None, info="", visible=False)
 
     def records_done(self, done: int, info: str) -> None:
-        self.progress.update(self.overall, completed=done, info=info)
         now = time.perf_counter()
+        rate = f"{done / max(now - self.started, 1e-9):.2f}/s"
+        self.progress.update(self.overall, completed=done, info=f"{rate}, {info}" if info else rate)
         live = self.progress.live.is_started
         if self.quiet or live or (now - self.logged < self.LOG_EVERY_S and done < self.total):
             return
@@ -201,17 +202,20 @@ class RichReporter(Display):
         self.progress.update(
             self.denoise, total=info.steps, completed=min(info.index + 1, info.steps)
         )
+        # The projection row shows while a step projects; a finished step's is no news.
+        self.progress.update(self.projection, visible=False)
 
     def alm(self, p: ALMProgress) -> None:
+        # In a user's words: how many samples the optimiser still pulls toward their
+        # constraints, in which round; its multipliers only with --verbose.
+        info = f"{p.violating} of {p.samples} sample(s) still outside, round {p.outer}"
+        if self.verbose:
+            info += (
+                f" ({p.inner} inner steps each), λ [{p.lam_range[0]:.3g}, {p.lam_range[1]:.3g}]"
+                f", μ [{p.mu_range[0]:.3g}, {p.mu_range[1]:.3g}]"
+            )
         self.progress.update(
-            self.projection,
-            visible=True,
-            completed=p.outer,
-            info=(
-                f"outer {p.outer} x inner {p.inner}, violating {p.violating}, "
-                f"λ [{p.lam_range[0]:.3g}, {p.lam_range[1]:.3g}], "
-                f"μ [{p.mu_range[0]:.3g}, {p.mu_range[1]:.3g}]"
-            ),
+            self.projection, visible=True, total=p.max_outer or None, completed=p.outer, info=info
         )
 
 
@@ -329,6 +333,15 @@ def check_train_config(cfg: TrainConfig, out: Path, threads: int | None) -> None
 
 FLAG = " "  # a flag takes no value: no "<bool>" beside it in the help
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.", metavar=FLAG)]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        "-v",
+        help="The projection's multipliers (λ, μ) in its progress row.",
+        metavar=FLAG,
+    ),
+]
 
 
 def build_spec(
@@ -470,6 +483,7 @@ def molecules(
     shard: ShardOpt = None,
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Generate SMILES molecules as JSONL records (validity, QED, SA, novelty, constraints)."""
 
@@ -482,7 +496,7 @@ def molecules(
         )
         resolved.sampling.n = resolved.sampling.n or 16  # the resolved config names it
         job = MoleculeJob(resolved.sampling.n, resolved, device, output, resume, parse_shard(shard))
-        raise typer.Exit(run_job(job, run_molecules, quiet))
+        raise typer.Exit(run_job(job, run_molecules, quiet, verbose))
 
     run_guarded(body)
 
@@ -551,6 +565,7 @@ def generate(
         ),
     ] = False,
     quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Generate text continuations as JSONL records, e.g. under a toxicity constraint."""
 
@@ -585,7 +600,7 @@ def generate(
             resume=resume,
             shard=parse_shard(shard),
         )
-        raise typer.Exit(run_job(job, run_text, quiet))
+        raise typer.Exit(run_job(job, run_text, quiet, verbose))
 
     run_guarded(body)
 

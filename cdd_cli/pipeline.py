@@ -554,12 +554,12 @@ class MoleculeRun:
                 violating += not draw.satisfied
                 fields = {**report.fields(), "decode": spec.sampling.decode}
                 yield record(draw, self.constraints, spec, self.loaded, Prompt(), fields)
-            made += len(indices)
-            tally = f"valid {valid}/{made}"
-            reporter.records_done(  # counting the records a resumed run found written
-                len(share.ids) + made,
-                tally + (f", violating {violating}" if self.constraints else ""),
-            )
+                made += 1
+                tally = f"valid {valid}/{made}"
+                reporter.records_done(  # counting the records a resumed run found written
+                    len(share.ids) + made,
+                    tally + (f", violating {violating}" if self.constraints else ""),
+                )
 
 
 def prepare_molecules(spec: Spec, device: str) -> MoleculeRun:
@@ -731,7 +731,8 @@ class TextRun:
                     violating += not draw.satisfied
                     written += 1
                     yield record(draw, told, spec, self.loaded, prompt)
-                reporter.records_done(written, f"violating {violating}" if self.constraints else "")
+                    tally = f"violating {violating}" if self.constraints else ""
+                    reporter.records_done(written, tally)
 
 
 def prepare_text(

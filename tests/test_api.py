@@ -117,7 +117,7 @@ def test_a_reporter_hears_records_and_steps():
     assert heard == []  # nothing sampled before the records are read
     assert len(list(records)) == 3
     assert heard[0] == ("start", "molecules", 3)
-    assert [h for h in heard if h[0] == "done"] == [("done", 2), ("done", 3)]
+    assert [h for h in heard if h[0] == "done"] == [("done", 1), ("done", 2), ("done", 3)]
     assert [h[1] for h in heard if h[0] == "step"] == [0, 1, 2, 3] * 2
 
 

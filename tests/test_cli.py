@@ -425,3 +425,52 @@ def test_help_reads_whole_at_80_columns(command: list[str]):
     result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
     assert result.exit_code == 0
     assert "…" not in result.output, result.output
+
+
+def test_the_live_view_on_a_terminal_shows_rate_eta_and_no_stale_rows(tmp_path: Path):
+    """`cdd molecules` under a pseudo-terminal: the run's row (count, rate, elapsed and
+    remaining time), the batch's denoising row, the projection row while a step projects
+    (in words) and gone once the step is done."""
+    import os
+    import pty
+    import re
+    import select
+    import subprocess
+    import sys
+
+    master, terminal = pty.openpty()
+    env = {**os.environ, "COLUMNS": "140", "TERM": "xterm-256color", "OMP_NUM_THREADS": "1"}
+    args = [sys.executable, "-m", "cdd_cli", "molecules", "-n", "6", "--batch-size", "3"]
+    args += ["-c", "sa", "--tau", "3.0", "--steps", "8", "-o", str(tmp_path / "out.jsonl")]
+    run = subprocess.Popen(
+        args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=terminal, env=env
+    )
+    os.close(terminal)
+    chunks = []
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # the terminal closed with the process
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+            elif run.poll() is not None:
+                break
+        assert run.wait(timeout=120) == 0
+    finally:
+        run.kill()
+        os.close(master)
+    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode("utf-8", "replace"))
+    rows = [row.strip() for row in re.split(r"[\r\n]+", screen) if row.strip()]
+    summary = next(i for i, row in enumerate(rows) if row.startswith("6 molecules in "))
+    last_frame = rows[summary - 2 : summary]  # the run's row and the batch's, as left on screen
+    clock = r"\d+:\d\d:\d\d"
+    assert re.match(rf"molecules .* 6/6 {clock} {clock} \d+\.\d\d/s, valid 6/6", last_frame[0])
+    assert re.match(rf"denoising .* 8/8 {clock} {clock}", last_frame[1])
+    projecting = [row for row in rows if row.startswith("projection")]
+    assert projecting and all("sample(s) still outside, round" in row for row in projecting)
+    assert "λ" not in screen  # the multipliers only with --verbose

@@ -32,9 +32,11 @@ from cdd_cli.settings import ALMSettings
 class ALMProgress:
     outer: int
     inner: int
-    violating: int
+    violating: int  # samples still projected after this outer iteration
     lam_range: tuple[float, float]
     mu_range: tuple[float, float]
+    samples: int = 0  # samples this projection started with
+    max_outer: int = 0
 
 
 @dataclass
@@ -242,6 +244,8 @@ def project(
                     int(running.sum()),
                     (lam.min().item(), lam.max().item()),
                     (mu.min().item(), mu.max().item()),
+                    len(rows),
+                    settings.max_outer_iters,
                 )
             )
         if not running.any():
