@@ -191,22 +191,27 @@ def generate(
     block_length: int | None = None,
     dtype: str | None = None,
     chat: bool = False,
+    temperature: float | None = None,
+    top_p: float | None = None,
     device: str = "auto",
     reporter: Reporter | None = None,
 ) -> Iterator[dict]:
     """Records of `n` continuations (default: the spec's n, else 4) of each prompt, as `cdd
     generate` writes them. `prompts`: a text, texts, or {"prompt": ..., "id": ...} objects;
     None generates unconditionally. `length`: tokens after the prompt (default 64, or what
-    the model's length leaves). `sampler`, `block_length`, `dtype`, `chat`: as `cdd
-    generate`'s flags (default: the model family's; `chat` wraps each prompt in the model's
-    chat template)."""
+    the model's length leaves). `sampler`, `block_length`, `dtype`, `chat`, `temperature`,
+    `top_p`: as `cdd generate`'s flags (default: the model family's; `chat` wraps each prompt
+    in the model's chat template)."""
     from cdd_cli.pipeline import prepare_text
 
     if length is not None and length <= 0:
         raise InputError(f"length must be positive, got {length}")
     sampling = {"n": n, "seed": seed, "steps": steps, "batch_size": batch_size}
     sampling["block_length"] = block_length
-    resolved = _spec(spec, constraints, model, method, sampling, sampler=sampler, dtype=dtype)
+    resolved = _spec(
+        spec, constraints, model, method, sampling,
+        sampler=sampler, dtype=dtype, temperature=temperature, top_p=top_p,
+    )  # fmt: skip
     resolved.sampling.chat = chat or resolved.sampling.chat
     run = prepare_text(resolved, device, _prompts(prompts), length)
     return run.records(resolved.sampling.n or 4, reporter)

@@ -359,6 +359,8 @@ def build_spec(
     sampler: Optional[str] = None,
     block_length: Optional[int] = None,
     dtype: Optional[str] = None,
+    temperature: Optional[float] = None,
+    top_p: Optional[float] = None,
 ):
     """The spec file (if any) with command-line flags laid over it, fully validated."""
     from cdd_cli.spec import Spec, constraint_from_flags, keys_of, load_spec, overlay, takes_tau
@@ -385,6 +387,7 @@ def build_spec(
     sampling = {"steps": steps, "batch_size": batch_size, "seed": seed, "n": n}
     sampling["block_length"] = block_length
     choices = {"decode": decode, "sampler": sampler, "dtype": dtype}
+    choices |= {"temperature": temperature, "top_p": top_p}
     return overlay(spec, given, model, method, sampling, flags=True, **choices)
 
 
@@ -556,6 +559,22 @@ def generate(
             metavar="NAME",
         ),
     ] = None,
+    temperature: Annotated[
+        Optional[float],
+        typer.Option(
+            help="Divide the model's logits by this before sampling (and projecting). "
+            "\\[default: 1]",
+            metavar="FLOAT",
+        ),
+    ] = None,
+    top_p: Annotated[
+        Optional[float],
+        typer.Option(
+            help="Sample from each position's nucleus: the most probable tokens holding this "
+            "much of the mass. \\[default: 1]",
+            metavar="FLOAT",
+        ),
+    ] = None,
     chat: Annotated[
         bool,
         typer.Option(
@@ -587,6 +606,7 @@ def generate(
         resolved = build_spec(
             spec, model, constraint, tau, method, steps, batch_size, seed, n,
             sampler=sampler, block_length=block_length, dtype=dtype,
+            temperature=temperature, top_p=top_p,
         )  # fmt: skip
         resolved.sampling.n = resolved.sampling.n or 4
         resolved.sampling.chat = chat or resolved.sampling.chat

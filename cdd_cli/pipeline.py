@@ -173,6 +173,8 @@ class Generation:
             steps,
             loaded.config.time_conditioning,
             loaded.tokenizer.syntax() if spec.sampling.decode == "well-formed" else None,
+            sampling.temperature,
+            sampling.top_p,
         )
         self.length = length or loaded.config.model_length  # tokens after the prompt
         self.molecules = isinstance(loaded.tokenizer, SmilesTokenizer)
@@ -497,7 +499,7 @@ def check_resolved_config(spec: Spec, output: str, also: str | None = None) -> N
             "sampling.steps": sampling.get("steps"),
             **{
                 f"sampling.{name}": sampling.get(name, getattr(spec.sampling, name))
-                for name in ("decode", "sampler", "block_length", "dtype")
+                for name in ("decode", "sampler", "block_length", "dtype", "temperature", "top_p")
             },
         }
 

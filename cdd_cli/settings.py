@@ -73,6 +73,10 @@ class SamplingSettings:
     dtype: str | None = None
     # Wrap each prompt in the model's chat template (tokenizer_config.json) as one user turn.
     chat: bool = False
+    # The model's distribution as sampled (and projected): logits / temperature, cut to the
+    # nucleus of top_p of the mass (Holtzman et al.); 1 and 1: the model's own.
+    temperature: float = 1.0
+    top_p: float = 1.0
 
 
 DECODINGS = ("well-formed", "plain")

@@ -625,6 +625,14 @@ def check_settings(spec: Spec, where: str) -> None:
             "sampling.block_length must be >= 0 (0: one block)",
         ),
         (
+            math.isfinite(spec.sampling.temperature) and 0 < spec.sampling.temperature <= 100,
+            f"sampling.temperature must be in (0, 100], got {spec.sampling.temperature}",
+        ),
+        (
+            0 < spec.sampling.top_p <= 1,
+            f"sampling.top_p must be in (0, 1], got {spec.sampling.top_p}",
+        ),
+        (
             spec.sampling.dtype in (None, *DTYPE_NAMES),
             f"sampling.dtype must be one of {', '.join(DTYPE_NAMES)}, got {spec.sampling.dtype!r}",
         ),
@@ -648,13 +656,13 @@ def overlay(
     method: str | None = None,
     sampling: dict[str, int | None] | None = None,
     flags: bool = False,
-    decode: str | None = None,
-    sampler: str | None = None,
-    dtype: str | None = None,
+    **choices: str | float | None,
 ) -> Spec:
     """`spec` with what a command line or an API call gives laid over it, fully validated:
     a constraint of a type the spec has replaces its entries; a value given (not None)
-    replaces the spec's. `flags`: name problems as flags (--batch-size) rather than keys."""
+    replaces the spec's. `flags`: name problems as flags (--batch-size) rather than keys.
+    `choices`: other sampling settings by name (decode, sampler, dtype, temperature, top_p),
+    checked with the rest."""
     spec.constraints = [c for c in spec.constraints if c.type not in {g.type for g in constraints}]
     spec.constraints += constraints
     if method is not None:
@@ -680,7 +688,7 @@ def overlay(
                 within = f"in [{low}, {high:,}]" if high is not None else "positive"
                 raise InputError(f"{flag} must be {within}, got {value}")
             setattr(spec.sampling, name, value)
-    for name, value in (("decode", decode), ("sampler", sampler), ("dtype", dtype)):
+    for name, value in choices.items():
         if value is not None:
             setattr(spec.sampling, name, value)
     if model is not None and not model.strip():

@@ -192,3 +192,17 @@ def test_the_masked_noise_removal_changes_only_masked_positions():
     probs[..., 4] = 1.0  # the argmax is token 4 everywhere, decided positions included
     out = process.finish(probs, x)
     assert out.tolist() == [[0, 4, 2, 4], [4, 1, 4, 3]]
+
+
+def test_temperature_and_top_p_shape_the_distribution_the_sampler_reads():
+    logits = torch.log(torch.tensor([[0.5, 0.25, 0.15, 0.1], [0.97, 0.01, 0.01, 0.01]]))
+    own = Sampler(torch.nn.Linear(1, 1), MaskedProcess(4, 3), 1, False)
+    assert own.shaped(logits) is logits  # 1 and 1: untouched
+    nucleus = Sampler(torch.nn.Linear(1, 1), MaskedProcess(4, 3), 1, False, top_p=0.7)
+    kept = nucleus.shaped(logits).isfinite()
+    # The fewest most probable tokens holding 0.7: 0.5 + 0.25 in the first row; the top one,
+    # which alone holds more, in the second.
+    assert kept.tolist() == [[True, True, False, False], [True, False, False, False]]
+    cooled = Sampler(torch.nn.Linear(1, 1), MaskedProcess(4, 3), 1, False, temperature=0.5)
+    expected = (logits * 2).softmax(-1)  # p^2, renormalised
+    assert torch.allclose(cooled.shaped(logits).softmax(-1), expected)

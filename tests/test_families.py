@@ -352,3 +352,19 @@ def test_a_hub_id_offline_is_read_from_the_local_cache_only(built, tmp_path, mon
     assert judged(result.output)[0]["model"] == "hf://someone/tiny-dream"
     missing = runner.invoke(app, ["generate", "--model", "hf://someone/absent", "-n", "1"])
     assert missing.exit_code == 2 and "not in the local Hugging Face cache" in missing.output
+
+
+def test_temperature_and_top_p_are_settings_and_keep_constraints_certified(built, tmp_path):
+    spec = tmp_path / "lexical.yaml"
+    spec.write_text(LEXICAL)
+    out = tmp_path / "out.jsonl"
+    args = ["generate", "--model", str(built["Dream"][0]), "--spec", str(spec), "-n", "3"]
+    args += ["--length", "14", "--steps", "7", "-q", "-o", str(out)]
+    result = runner.invoke(app, [*args, "--top-p", "0.3", "--temperature", "0.7"])
+    assert result.exit_code == 0, result.output
+    assert all(r["satisfied"] for r in judged(result.output))
+    config = (tmp_path / "out.jsonl.config.yaml").read_text()
+    assert "temperature: 0.7" in config and "top_p: 0.3" in config
+    for flag, value in (("--top-p", "0"), ("--top-p", "1.5"), ("--temperature", "0")):
+        bad = runner.invoke(app, [*args, flag, value])
+        assert bad.exit_code == 2 and bad.output.count("\n") == 1, bad.output

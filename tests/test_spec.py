@@ -68,6 +68,8 @@ sampling: {steps: 16, batch_size: 8, seed: 3, n: 10}
         "block_length": None,
         "dtype": None,
         "chat": False,
+        "temperature": 1.0,
+        "top_p": 1.0,
     }
     again = write(tmp_path, yaml.safe_dump(resolved))
     assert load_spec(again).resolved() == resolved
