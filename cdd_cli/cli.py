@@ -562,16 +562,15 @@ def generate(
     temperature: Annotated[
         Optional[float],
         typer.Option(
-            help="Divide the model's logits by this before sampling (and projecting). "
-            "\\[default: 1]",
+            help="Draw each token from the (projected) logits divided by this. \\[default: 1]",
             metavar="FLOAT",
         ),
     ] = None,
     top_p: Annotated[
         Optional[float],
         typer.Option(
-            help="Sample from each position's nucleus: the most probable tokens holding this "
-            "much of the mass. \\[default: 1]",
+            help="Draw each token from its nucleus: the most probable tokens holding this "
+            "much of the (projected) mass. \\[default: 1]",
             metavar="FLOAT",
         ),
     ] = None,

@@ -36,7 +36,7 @@ from rich.console import Console
 from cdd_cli import __version__
 from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, closed_forms
 from cdd_cli.constraints.registry import build_constraints
-from cdd_cli.diffusion.processes import make_process
+from cdd_cli.diffusion.processes import Shape, make_process
 from cdd_cli.diffusion.sampler import Sampler, sample_generator
 from cdd_cli.errors import InputError, Interrupted, Terminated
 from cdd_cli.evaluate.molecules import (
@@ -166,6 +166,7 @@ class Generation:
             loaded.tokenizer.mask_id,
             sampling.sampler or "ancestral",
             sampling.block_length or 0,
+            Shape(sampling.temperature, sampling.top_p),
         )
         self.sampler = Sampler(
             loaded.model,
@@ -173,8 +174,6 @@ class Generation:
             steps,
             loaded.config.time_conditioning,
             loaded.tokenizer.syntax() if spec.sampling.decode == "well-formed" else None,
-            sampling.temperature,
-            sampling.top_p,
         )
         self.length = length or loaded.config.model_length  # tokens after the prompt
         self.molecules = isinstance(loaded.tokenizer, SmilesTokenizer)

@@ -73,8 +73,8 @@ class SamplingSettings:
     dtype: str | None = None
     # Wrap each prompt in the model's chat template (tokenizer_config.json) as one user turn.
     chat: bool = False
-    # The model's distribution as sampled (and projected): logits / temperature, cut to the
-    # nucleus of top_p of the mass (Holtzman et al.); 1 and 1: the model's own.
+    # How a step draws its tokens from the (projected) prediction: logits / temperature, cut
+    # to the nucleus of top_p of the mass (Holtzman et al.); 1 and 1: as it is.
     temperature: float = 1.0
     top_p: float = 1.0
 

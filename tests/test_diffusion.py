@@ -194,15 +194,22 @@ def test_the_masked_noise_removal_changes_only_masked_positions():
     assert out.tolist() == [[0, 4, 2, 4], [4, 1, 4, 3]]
 
 
-def test_temperature_and_top_p_shape_the_distribution_the_sampler_reads():
-    logits = torch.log(torch.tensor([[0.5, 0.25, 0.15, 0.1], [0.97, 0.01, 0.01, 0.01]]))
-    own = Sampler(torch.nn.Linear(1, 1), MaskedProcess(4, 3), 1, False)
-    assert own.shaped(logits) is logits  # 1 and 1: untouched
-    nucleus = Sampler(torch.nn.Linear(1, 1), MaskedProcess(4, 3), 1, False, top_p=0.7)
-    kept = nucleus.shaped(logits).isfinite()
+def test_temperature_and_top_p_shape_the_rows_a_step_draws_from():
+    from cdd_cli.diffusion.processes import Shape
+
+    probs = torch.tensor([[0.5, 0.25, 0.15, 0.1], [0.97, 0.01, 0.01, 0.01]])
+    assert Shape()(probs) is probs  # 1 and 1: untouched
+    kept = Shape(top_p=0.7)(probs) > 0
     # The fewest most probable tokens holding 0.7: 0.5 + 0.25 in the first row; the top one,
     # which alone holds more, in the second.
     assert kept.tolist() == [[True, True, False, False], [True, False, False, False]]
-    cooled = Sampler(torch.nn.Linear(1, 1), MaskedProcess(4, 3), 1, False, temperature=0.5)
-    expected = (logits * 2).softmax(-1)  # p^2, renormalised
-    assert torch.allclose(cooled.shaped(logits).softmax(-1), expected)
+    cooled = Shape(temperature=0.5)(probs)
+    assert torch.allclose(
+        cooled / cooled.sum(-1, keepdim=True), (probs**2) / (probs**2).sum(-1, keepdim=True)
+    )
+    # A masked step draws only from the nucleus: 2,000 draws never leave it.
+    process = MaskedProcess(4, 3, shape=Shape(top_p=0.7))
+    spread = torch.tensor([0.5, 0.3, 0.2, 0.0]).expand(1, 2000, 4)
+    x = torch.full((1, 2000), 3)
+    drawn = process.step(spread, x, 1.0, 0.0, torch.rand(1, 2000), torch.ones(1, 2000) > 0)
+    assert set(drawn.unique().tolist()) == {0, 1}

@@ -31,6 +31,29 @@ def sample_categorical(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Ten
     return ids.clamp_(max=probs.shape[-1] - 1)
 
 
+class Shape:
+    """How a step draws from a distribution: its probabilities to the power 1 / temperature
+    (the logits divided by it), cut to the nucleus, the fewest most probable tokens holding
+    `top_p` of the mass (Holtzman et al.). Applied where a token is drawn, to the rows being
+    drawn (a few per step), after the projection: the projection reads the model's own
+    distribution, and the draw keeps to the top of the projected one. 1 and 1: unchanged."""
+
+    def __init__(self, temperature: float = 1.0, top_p: float = 1.0):
+        self.temperature, self.top_p = temperature, top_p
+
+    def __call__(self, probs: torch.Tensor) -> torch.Tensor:
+        """Rows [..., V] of probabilities, shaped (not renormalised: draws need no sum)."""
+        if self.temperature != 1.0:
+            probs = probs.float().pow(1.0 / self.temperature)
+        if self.top_p < 1.0:
+            ranked, order = probs.float().sort(-1, descending=True)
+            total = ranked.sum(-1, keepdim=True)
+            above = (ranked.cumsum(-1) - ranked) / total  # the mass of more probable tokens
+            ranked = ranked.masked_fill(above >= self.top_p, 0.0)  # the top one always stays
+            probs = torch.zeros_like(ranked).scatter(-1, order, ranked)
+        return probs
+
+
 def make_argmax(probs: torch.Tensor, ids: torch.Tensor | list[int]) -> torch.Tensor:
     """`probs` [..., V] with `ids` [...] made the argmax: each wanted token's probability is
     swapped with its position's current argmax, so every row keeps its mass and its shape."""
@@ -53,10 +76,17 @@ class MaskedProcess:
     removal_passes = 1  # the noise removal only fills the masks left
     keeps_decided = True  # a token once drawn stays to the end
 
-    def __init__(self, vocab_size: int, mask_id: int, schedule: LogLinearSchedule | None = None):
+    def __init__(
+        self,
+        vocab_size: int,
+        mask_id: int,
+        schedule: LogLinearSchedule | None = None,
+        shape: Shape | None = None,
+    ):
         self.vocab_size = vocab_size
         self.mask_id = mask_id
         self.schedule = schedule or LogLinearSchedule()
+        self.shape = shape or Shape()
 
     def timesteps(self, steps: int) -> torch.Tensor:
         # MDLM stops just short of 0 and then replaces leftover masks by their argmax.
@@ -131,7 +161,7 @@ class MaskedProcess:
         x_s = x_t.clone()
         # Only the positions that unmask are drawn: a V-wide inverse CDF over every position
         # would cost a sixth of a text model's step.
-        x_s[changing] = sample_categorical(x0_probs[changing], u.clamp(max=1.0))
+        x_s[changing] = sample_categorical(self.shape(x0_probs[changing]), u.clamp(max=1.0))
         return x_s
 
     def finish(self, x0_probs: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -178,10 +208,11 @@ class OrderedProcess(MaskedProcess):
         order: str = "confidence",
         block_length: int = 0,
         schedule: LogLinearSchedule | None = None,
+        shape: Shape | None = None,
     ):
         if order not in ORDERS:
             raise ValueError(f"order {order!r} is not one of {', '.join(ORDERS)}")
-        super().__init__(vocab_size, mask_id, schedule)
+        super().__init__(vocab_size, mask_id, schedule, shape)
         self.order = order
         self.block_length = block_length
 
@@ -194,7 +225,7 @@ class OrderedProcess(MaskedProcess):
     def scores(self, x0_probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
         """[N] how sure the model is at N positions' distributions [N, V] (higher: surer)."""
         if self.order == "confidence":
-            drawn = sample_categorical(x0_probs, uniforms)
+            drawn = sample_categorical(self.shape(x0_probs), uniforms)  # as `step` draws
             return x0_probs.gather(-1, drawn.unsqueeze(-1)).squeeze(-1)
         if self.order == "margin":
             top = x0_probs.topk(2, dim=-1).values
@@ -249,7 +280,7 @@ class OrderedProcess(MaskedProcess):
             changing = self.changing(x_t, t, s, uniforms, x0_probs)
         x_s = x_t.clone()
         u = uniforms.to(x_t.device)[changing]
-        x_s[changing] = sample_categorical(x0_probs[changing], u)
+        x_s[changing] = sample_categorical(self.shape(x0_probs[changing]), u)
         return x_s
 
 
@@ -260,9 +291,15 @@ class UniformProcess:
     keeps_decided = False  # every token may change at every step
     removal_passes = 8  # argmax passes of the noise removal, until the sequence stops changing
 
-    def __init__(self, vocab_size: int, schedule: LogLinearSchedule | None = None):
+    def __init__(
+        self,
+        vocab_size: int,
+        schedule: LogLinearSchedule | None = None,
+        shape: Shape | None = None,
+    ):
         self.vocab_size = vocab_size
         self.schedule = schedule or LogLinearSchedule()
+        self.shape = shape or Shape()
 
     def timesteps(self, steps: int) -> torch.Tensor:
         # The last interval is never drawn: the noise removal reads x at times[-2].
@@ -317,7 +354,10 @@ class UniformProcess:
         uniforms: torch.Tensor,
         changing: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        return sample_categorical(self.posterior(x0_probs, x_t, t, s), uniforms)
+        shaped = self.shape(x0_probs)  # every position draws: the whole prediction
+        if shaped is not x0_probs:
+            shaped = shaped / shaped.sum(-1, keepdim=True)  # the posterior wants a distribution
+        return sample_categorical(self.posterior(shaped, x_t, t, s), uniforms)
 
     def finish(self, x0_probs: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         # Noise removal: the last prediction's argmax.
@@ -335,12 +375,18 @@ SAMPLERS = ("ancestral", *ORDERS)
 
 
 def make_process(
-    noise: str, vocab_size: int, mask_id: int, sampler: str = "ancestral", block_length: int = 0
+    noise: str,
+    vocab_size: int,
+    mask_id: int,
+    sampler: str = "ancestral",
+    block_length: int = 0,
+    shape: Shape | None = None,
 ) -> MaskedProcess | UniformProcess:
     """The reverse process of a model's noise, with `sampler` (ancestral, or an order of
-    OrderedProcess) choosing which masked positions each step decides."""
+    OrderedProcess) choosing which masked positions each step decides, drawing as `shape`
+    says (temperature, top_p)."""
     if noise == "masked":
         if sampler != "ancestral":
-            return OrderedProcess(vocab_size, mask_id, sampler, block_length)
-        return MaskedProcess(vocab_size, mask_id)
-    return UniformProcess(vocab_size)
+            return OrderedProcess(vocab_size, mask_id, sampler, block_length, shape=shape)
+        return MaskedProcess(vocab_size, mask_id, shape=shape)
+    return UniformProcess(vocab_size, shape=shape)

@@ -97,14 +97,11 @@ class Sampler:
         steps: int,
         time_conditioning: bool,
         syntax: Syntax | None = None,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
     ):
         self.model = model
         self.process = process
         self.steps = steps
         self.syntax = syntax
-        self.temperature, self.top_p = temperature, top_p
         # A model that ignores t gives the same p(x_0 | x_t) while x_t is unchanged (MDLM's cache).
         self.cacheable = isinstance(process, MaskedProcess) and not time_conditioning
 
@@ -117,22 +114,7 @@ class Sampler:
         """p(x_0 | x_t) [B, L, V]; written into `out` (an earlier prediction) where given."""
         sigma = self.process.schedule.sigma(torch.full((x.shape[0],), t, device=x.device))
         logits = self.model(x, sigma, where=self.process.predicted(x))
-        return self.process.x0_probs(self.shaped(logits), x, out)
-
-    def shaped(self, logits: torch.Tensor) -> torch.Tensor:
-        """The model's logits [..., V] divided by the temperature and, with top_p < 1, cut to
-        each position's nucleus (the fewest most probable tokens holding top_p of the mass;
-        the rest at -inf): what the sampler, and so the projection, treats as the model's
-        distribution. Unchanged at temperature 1 and top_p 1."""
-        if self.temperature != 1.0:
-            logits = logits.float() / self.temperature
-        if self.top_p < 1.0:
-            logits = logits.float()
-            ranked, order = logits.sort(-1, descending=True)
-            before = ranked.softmax(-1).cumsum(-1) - ranked.softmax(-1)  # mass above each
-            cut = before >= self.top_p  # the most probable token always stays
-            logits = logits.scatter(-1, order, ranked.masked_fill(cut, -torch.inf))
-        return logits
+        return self.process.x0_probs(logits, x, out)
 
     def well_formed(self, probs: torch.Tensor) -> torch.Tensor:
         return well_formed(probs, self.syntax)
