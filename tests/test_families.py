@@ -151,15 +151,57 @@ def test_ordered_steps_split_a_block_as_llada_does_and_never_look_past_it():
     assert not (x == 5).any()
 
 
-@pytest.mark.parametrize("order", ["confidence", "margin", "entropy"])
-def test_an_ordered_step_decides_the_positions_the_model_is_surest_of(order):
-    process = OrderedProcess(vocab_size=4, mask_id=3, order=order)
-    sure, unsure = torch.tensor([0.97, 0.02, 0.01, 0.0]), torch.tensor([0.4, 0.35, 0.25, 0.0])
-    probs = torch.stack([unsure, sure, unsure, unsure, sure]).unsqueeze(0)
-    x = torch.full((1, 5), 3)
-    uniforms = torch.full((1, 5), 0.1)  # every draw takes each row's first token
-    changing = process.changing(x, 1.0, 0.6, uniforms, probs)  # ceil(5 * 0.4) = 2
-    assert changing[0].tolist() == [False, True, False, False, True]
+@pytest.mark.parametrize(("order", "chosen"), [("confidence", 0), ("margin", 3), ("entropy", 2)])
+def test_each_order_decides_the_position_its_measure_ranks_first(order, chosen):
+    """Four positions the three measures rank differently (each decides one of four)."""
+    process = OrderedProcess(vocab_size=7, mask_id=6, order=order)
+    rows = [
+        [0.6, 0.4, 0, 0, 0, 0, 0],  # drawn (u 0.1): 0.6, the surest draw; margin 0.2
+        [0.5, 0.1, 0.1, 0.1, 0.1, 0.1, 0],  # drawn 0.5; margin 0.4; the flattest
+        [0.8, 0.2, 0, 0, 0, 0, 0],  # drawn (u 0.9): 0.2; margin 0.6; the least entropy
+        [0.85, 0.05, 0.05, 0.05, 0, 0, 0],  # drawn (u 0.97): 0.05; margin 0.8, the widest
+    ]
+    probs = torch.tensor(rows).unsqueeze(0)
+    uniforms = torch.tensor([[0.1, 0.1, 0.9, 0.97]])
+    x = torch.full((1, 4), 6)
+    changing = process.changing(x, 1.0, 0.75, uniforms, probs)  # ceil(4 * 0.25) = 1
+    assert changing[0].nonzero().flatten().tolist() == [chosen]
+    # Without a `changing`, a step decides the same position, with the token it ranked.
+    step = process.step(probs, x, 1.0, 0.75, uniforms)
+    assert (step != 6).nonzero()[:, 1].tolist() == [chosen]
+    assert int(step[0, chosen]) == {0: 0, 3: 3, 2: 1}[chosen]
+
+
+def test_ties_are_decided_left_to_right_and_an_unknown_order_is_refused():
+    process = OrderedProcess(vocab_size=3, mask_id=2, order="margin")
+    probs = torch.tensor([0.7, 0.3, 0.0]).expand(1, 6, 3)
+    changing = process.changing(torch.full((1, 6), 2), 1.0, 0.5, torch.zeros(1, 6), probs)
+    assert changing[0].tolist() == [True, True, True, False, False, False]
+    with pytest.raises(ValueError, match="'fastest' is not one of confidence, margin, entropy"):
+        OrderedProcess(vocab_size=3, mask_id=2, order="fastest")
+
+
+@pytest.mark.parametrize("steps", [4, 5, 7])
+def test_blocks_start_after_the_prompt_and_every_step_decides_in_its_own_block(steps):
+    """A 3-token prompt, then 2 blocks of 4: steps (a multiple of the blocks or not) decide
+    the first block's positions before any of the second's, each step at least one."""
+    process = OrderedProcess(vocab_size=5, mask_id=4, order="confidence", block_length=4)
+    generator = torch.Generator().manual_seed(steps)
+    probs = torch.rand(1, 11, 5, generator=generator)
+    probs[..., 4] = 0
+    x = torch.cat([torch.tensor([[0, 1, 2]]), torch.full((1, 8), 4)], dim=1)
+    times = process.timesteps(steps).tolist()
+    order = []
+    for i in range(steps - 1):  # the last step is the noise removal (finish)
+        uniforms = torch.rand(1, 11, generator=generator)
+        changing = process.changing(x, times[i], times[i + 1], uniforms, probs, start=3)
+        assert not changing[0, :3].any() and changing.any()
+        order.append(changing[0].nonzero().flatten().tolist())
+        x = process.step(probs, x, times[i], times[i + 1], uniforms, changing)
+    decided = [p for positions in order for p in positions]
+    first = [p for p in decided if p < 7]
+    assert sorted(first) == [3, 4, 5, 6] and decided[: len(first)] == first
+    assert x[0, :3].tolist() == [0, 1, 2]
 
 
 def test_ancestral_blocks_and_too_few_steps_are_refused_with_one_line(built):

@@ -190,8 +190,9 @@ class OrderedProcess(MaskedProcess):
     semi-autoregressive sampling): the steps are shared equally between blocks, and a step
     chooses among the masked positions up to its block's end. A step of block-local times
     t > s decides ceil(m (1 - s / t)) of the m masked positions there: the last of a block's
-    steps decides all that are left, and with steps a multiple of the blocks that is LLaDA's
-    own count (masks split evenly over the block's steps, the remainder first).
+    steps decides all that are left (and every step at least one), and with steps a multiple
+    of the blocks that is LLaDA's own count (masks split evenly over the block's steps, the
+    remainder first).
 
     Tokens are drawn from the (projected) prediction with the position's uniform, the same
     draw whose probability ranked it, so an unconstrained step decides exactly the token it
@@ -247,18 +248,22 @@ class OrderedProcess(MaskedProcess):
         masked = x_t == self.mask_id
         length = x_t.shape[1] - start
         blocks = self.blocks(length)
-        # The block of this step, and the step's times within it.
-        middle = 1.0 - (t + s) / 2
-        block = min(int(middle * blocks), blocks - 1)
+        width = self.block_length or length
+        # The block: the leftmost that still has a masked position (in any sample: blocks
+        # advance together); its share of the time, [low, low + 1 / blocks], as [0, 1].
+        left_of = masked[:, start:].any(0).nonzero()
+        block = min(int(left_of[0]) // width, blocks - 1) if len(left_of) else blocks - 1
         low = 1.0 - (block + 1) / blocks
         t_in = min(max((t - low) * blocks, 0.0), 1.0)
         s_in = min(max((s - low) * blocks, 0.0), 1.0)
-        end = start + min((block + 1) * (self.block_length or length), length)
+        end = start + min((block + 1) * width, length)
         candidates = masked.clone()
         candidates[:, end:] = False
         left = candidates.sum(1)
+        # Past its time (t_in 0: the last of the block's steps) a block decides all it has
+        # left; every step decides at least one position while the block has any.
         share = 1.0 if t_in <= 0 else 1.0 - s_in / t_in
-        count = (left * share).ceil().long()
+        count = torch.maximum((left * share).ceil().long(), (left > 0).long())
         score = torch.full(x_t.shape, -torch.inf, device=x_t.device)
         score[candidates] = self.scores(x0_probs[candidates].float(), uniforms[candidates])
         order = score.argsort(dim=1, descending=True, stable=True)
