@@ -213,3 +213,40 @@ def test_temperature_and_top_p_shape_the_rows_a_step_draws_from():
     x = torch.full((1, 2000), 3)
     drawn = process.step(spread, x, 1.0, 0.0, torch.rand(1, 2000), torch.ones(1, 2000) > 0)
     assert set(drawn.unique().tolist()) == {0, 1}
+
+
+@pytest.mark.parametrize("branch", ["unmasks by its uniform", "told against its uniform"])
+def test_a_masked_step_draws_tokens_in_proportion_on_either_branch(branch):
+    """One uniform decides whether a position unmasks (u < p) and, rescaled to [0, 1), which
+    token: u / p below p, (u - p) / (1 - p) above. Either way the token follows the
+    prediction (a rescaling by the wrong factor shifts it far outside this band)."""
+    process = MaskedProcess(3, mask_id=2)
+    t, s = 0.6, 0.3
+    p = process.unmask_probability(t, s)  # 0.5: neither branch nearly the whole interval
+    generator = torch.Generator().manual_seed(1)
+    u = torch.rand(1, 4000, generator=generator)
+    uniforms = u * p if branch == "unmasks by its uniform" else p + (1 - p) * u
+    even = torch.tensor([0.5, 0.5, 0.0]).expand(1, 4000, 3)
+    drawn = process.step(even, torch.full((1, 4000), 2), t, s, uniforms, torch.ones(1, 4000) > 0)
+    assert 0.46 < (drawn == 1).float().mean().item() < 0.54 and (drawn < 2).all()
+
+
+def test_make_process_builds_the_sampler_asked_for():
+    from cdd_cli.diffusion.processes import OrderedProcess, UniformProcess, make_process
+
+    assert type(make_process("masked", 5, 4)) is MaskedProcess
+    ordered = make_process("masked", 5, 4, "entropy", 8)
+    assert isinstance(ordered, OrderedProcess) and (ordered.order, ordered.block_length) == (
+        "entropy",
+        8,
+    )
+    assert (ordered.vocab_size, ordered.mask_id) == (5, 4)
+    assert type(make_process("uniform", 5, 4)) is UniformProcess
+
+
+def test_make_argmax_breaks_ties_toward_the_wanted_token():
+    from cdd_cli.diffusion.processes import make_argmax
+
+    tied = torch.tensor([[0.4, 0.4, 0.2]])
+    out = make_argmax(tied, [1])
+    assert out.argmax(-1).tolist() == [1] and torch.allclose(out.sum(-1), torch.ones(1))
