@@ -701,7 +701,8 @@ def validate(
             raise InputError(f"--length must be positive, got {length}")
         resolved = load_spec(spec)
         text = any(domain_of(c.type) == "text" for c in resolved.constraints)
-        loaded = registry.load(resolved.model, "text" if text else "molecules", "cpu")
+        kind = "text" if text else "molecules"
+        loaded = registry.load(resolved.model, kind, "cpu", resolved.sampling.dtype, weights=False)
         constraints = build_constraints(resolved.constraints, loaded, "cpu")
         resolved.model = resolved.model or loaded.name
         fill_model_defaults(resolved, loaded)

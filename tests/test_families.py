@@ -410,3 +410,24 @@ def test_temperature_and_top_p_are_settings_and_keep_constraints_certified(built
     for flag, value in (("--top-p", "0"), ("--top-p", "1.5"), ("--temperature", "0")):
         bad = runner.invoke(app, [*args, flag, value])
         assert bad.exit_code == 2 and bad.output.count("\n") == 1, bad.output
+
+
+def test_validate_checks_a_familys_weights_from_their_headers_without_reading_them(built, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    folder = copy_of(built, "Dream", tmp_path)
+    shard = folder / "model-00001-of-00002.safetensors"
+    tensors = load_file(str(shard))
+    name = sorted(tensors)[0]
+    tensors[name] = torch.full_like(tensors[name], float("nan"))  # only reading shows this
+    save_file(tensors, str(shard))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"model: {folder}\nconstraints:\n  - {{type: word_count, max: 5}}\n")
+    checked = runner.invoke(app, ["validate", str(spec)])
+    assert checked.exit_code == 0, checked.output
+    assert "sampler: entropy" in checked.output and "dtype: float32" in checked.output
+    loaded = runner.invoke(app, ["generate", "--spec", str(spec), "-n", "1", "--length", "4"])
+    assert loaded.exit_code == 2 and "NaN or infinite values" in loaded.output
+    (folder / "model-00002-of-00002.safetensors").unlink()  # what the headers show, it shows
+    missing = runner.invoke(app, ["validate", str(spec)])
+    assert missing.exit_code == 2 and "shard(s) missing" in missing.output

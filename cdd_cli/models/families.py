@@ -308,10 +308,12 @@ def load_family(
     family: str,
     device: str | torch.device = "cpu",
     dtype: torch.dtype | None = None,
-) -> A2DModel:
+    check_only: bool = False,
+) -> A2DModel | None:
     """The model of a published family's directory, its weights checked against `config`
     from the headers before any is allocated. `dtype`: None keeps the checkpoint's (float32
-    on a CPU, where half-precision matmuls are slow and inexact)."""
+    on a CPU, where half-precision matmuls are slow and inexact). `check_only`: the checks
+    alone, no weight read (`cdd validate` of an 8B checkpoint takes no 32 GB)."""
     directory = Path(directory)
     headers = read_headers(weight_files(directory))
     with torch.device("meta"):
@@ -336,6 +338,8 @@ def load_family(
         problems.append(f"not floating point: {_names(not_float)}")
     if problems:
         raise InputError(f"{directory}: weights do not match config.json: " + "; ".join(problems))
+    if check_only:
+        return None
     if dtype is None:
         kinds = {headers[renamed[k]][1] for k in expected}
         stored = {"F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float32}

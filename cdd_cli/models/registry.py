@@ -125,7 +125,7 @@ class LoadedModel:
     name: str
     directory: Path
     config: ModelConfig | A2DConfig
-    model: DiffusionModel | A2DModel
+    model: DiffusionModel | A2DModel | None  # None: checked, not loaded (`cdd validate`)
     tokenizer: Tokenizer
     meta: dict = field(default_factory=dict)
 
@@ -143,10 +143,15 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 def load(
-    name_or_dir: str | None, kind: str, device: str = "cpu", dtype: str | None = None
+    name_or_dir: str | None,
+    kind: str,
+    device: str = "cpu",
+    dtype: str | None = None,
+    weights: bool = True,
 ) -> LoadedModel:
     """`dtype` (float32, bfloat16, float16; published families only): None keeps the
-    checkpoint's on a GPU, float32 on a CPU."""
+    checkpoint's on a GPU, float32 on a CPU. `weights=False`: a published family's weights
+    are checked from their headers but not read (the model is None)."""
     name = name_or_dir or DEFAULT_FOR[kind]
     directory = resolve_directory(name)
     if name in SHIPPED and not (directory / "model.safetensors").is_file():
@@ -156,7 +161,9 @@ def load(
         raise InputError(f"dtype {dtype!r}: use one of {', '.join(DTYPES)}")
     if "family" in meta:
         family_dtype = DTYPES[dtype] if dtype else None
-        model = load_family(directory, config, meta["family"], device, family_dtype)
+        model = load_family(
+            directory, config, meta["family"], device, family_dtype, check_only=not weights
+        )
     elif dtype not in (None, "float32"):
         raise InputError(f"--dtype {dtype}: only published families (LLaDA, Dream, A2D) take it")
     elif isinstance(config, A2DConfig):

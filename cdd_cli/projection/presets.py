@@ -184,4 +184,6 @@ def fill_sampler(spec: Spec, loaded: LoadedModel) -> None:
             "decides positions at random, not in blocks (use sampler confidence, margin or "
             "entropy, or block_length 0)"
         )
-    sampling.dtype = str(next(loaded.model.parameters()).dtype).removeprefix("torch.")
+    if loaded.model is not None:  # (not loaded: `cdd validate`, which says what a CPU run uses)
+        sampling.dtype = str(next(loaded.model.parameters()).dtype).removeprefix("torch.")
+    sampling.dtype = sampling.dtype or "float32"
