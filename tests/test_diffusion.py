@@ -242,6 +242,12 @@ def test_make_process_builds_the_sampler_asked_for():
     )
     assert (ordered.vocab_size, ordered.mask_id) == (5, 4)
     assert type(make_process("uniform", 5, 4)) is UniformProcess
+    # The draw's shape (temperature, top_p) reaches every kind of step.
+    from cdd_cli.diffusion.processes import Shape
+
+    shape = Shape(0.5, 0.9)
+    for noise, sampler in (("masked", "ancestral"), ("masked", "confidence"), ("uniform", "")):
+        assert make_process(noise, 5, 4, sampler or "ancestral", shape=shape).shape is shape
 
 
 def test_make_argmax_breaks_ties_toward_the_wanted_token():
