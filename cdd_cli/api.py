@@ -243,7 +243,6 @@ class Model:
     "a2d-qwen3", ...) and `module` (the torch module) say what it is."""
 
     def __init__(self, loaded: Any):
-        self._loaded = loaded
         self.name: str = loaded.name
         self.tokenizer = loaded.tokenizer
         self.mask_id: int = loaded.tokenizer.mask_id

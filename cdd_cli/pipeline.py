@@ -36,7 +36,7 @@ from rich.console import Console
 from cdd_cli import __version__
 from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, closed_forms
 from cdd_cli.constraints.registry import build_constraints
-from cdd_cli.diffusion.processes import Shape, make_process
+from cdd_cli.diffusion.processes import Shape, block_count, make_process
 from cdd_cli.diffusion.sampler import Sampler, sample_generator
 from cdd_cli.errors import InputError, Interrupted, Terminated
 from cdd_cli.evaluate.molecules import (
@@ -128,7 +128,7 @@ class Draw:
 def check_blocks(spec: Spec, length: int) -> None:
     """Every block of a semi-autoregressive sampler gets at least one step."""
     block = spec.sampling.block_length or 0
-    blocks = -(-length // block) if block else 1
+    blocks = block_count(length, block)
     if spec.sampling.steps is not None and spec.sampling.steps < blocks:
         raise InputError(
             f"{spec.sampling.steps} steps cannot decide {blocks} blocks of {block} tokens "

@@ -178,6 +178,11 @@ class MaskedProcess:
 ORDERS = ("confidence", "margin", "entropy")
 
 
+def block_count(length: int, block_length: int) -> int:
+    """How many blocks of `block_length` tokens (0: one block) a continuation takes."""
+    return -(-length // block_length) if block_length else 1
+
+
 class OrderedProcess(MaskedProcess):
     """Masked diffusion whose steps decide the masked positions the model is surest of.
 
@@ -220,9 +225,6 @@ class OrderedProcess(MaskedProcess):
     def timesteps(self, steps: int) -> torch.Tensor:
         return torch.linspace(1.0, 0.0, steps + 1)
 
-    def blocks(self, length: int) -> int:
-        return -(-length // self.block_length) if self.block_length else 1
-
     def scores(self, x0_probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
         """[N] how sure the model is at N positions' distributions [N, V] (higher: surer)."""
         if self.order == "confidence":
@@ -247,7 +249,7 @@ class OrderedProcess(MaskedProcess):
         uniforms = uniforms.to(x_t.device)
         masked = x_t == self.mask_id
         length = x_t.shape[1] - start
-        blocks = self.blocks(length)
+        blocks = block_count(length, self.block_length)
         width = self.block_length or length
         # The block: the leftmost that still has a masked position (in any sample: blocks
         # advance together); its share of the time, [low, low + 1 / blocks], as [0, 1].

@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
 
 from cdd_cli.errors import InputError
-from cdd_cli.models.a2d import A2DConfig, A2DModel
+from cdd_cli.models.a2d import HF_CONFIG_NAMES, A2DConfig, A2DModel
 
 MAX_LAYERS = 512
 MAX_WIDTH = 1 << 17
@@ -101,6 +101,43 @@ def _number(raw: dict, key: str, where: str, default: float) -> float:
     return float(value)
 
 
+LLADA_CONFIG_NAMES = {  # LLaDA's config keys -> ours (embedding_size, where given, wins)
+    "vocab_size": "vocab_size",
+    "embedding_size": "vocab_size",
+    "d_model": "hidden_dim",
+    "n_layers": "n_layers",
+    "n_heads": "n_heads",
+    "n_kv_heads": "n_kv_heads",
+    "mlp_hidden_size": "ffn_dim",
+    "rope_theta": "rope_theta",
+    "rms_norm_eps": "rms_eps",
+    "weight_tying": "tie_word_embeddings",
+    "include_qkv_bias": "attention_bias",
+}
+REQUIRED = ("vocab_size", "hidden_dim", "n_layers", "n_heads", "ffn_dim")
+
+
+def config_values(raw: dict, names: dict[str, str], where: str) -> dict:
+    """The A2DConfig fields a config gives under `names` (theirs -> ours), each checked as
+    its field's kind; a required one missing is refused."""
+    kinds = {f.name: str(f.type) for f in fields(A2DConfig)}
+    values: dict = {}
+    for theirs, ours in names.items():
+        if raw.get(theirs) is None:
+            continue
+        if kinds[ours] == "bool":
+            values[ours] = bool(raw[theirs])
+        elif kinds[ours] == "float":
+            values[ours] = _number(raw, theirs, where, 0.0)
+        else:
+            values[ours] = _int(raw, theirs, where)
+    missing = [ours for ours in REQUIRED if ours not in values]
+    if missing:
+        wanted = [theirs for theirs, ours in names.items() if ours in missing]
+        raise InputError(f"{where}: missing field(s) {', '.join(wanted)}")
+    return values
+
+
 def parse_family_config(
     raw: dict, family: str, directory: Path, where: str
 ) -> tuple[A2DConfig, dict]:
@@ -115,39 +152,19 @@ def parse_family_config(
             raise InputError(f"{where}: activation_type {raw['activation_type']!r} not supported")
         if raw.get("include_bias"):
             raise InputError(f"{where}: include_bias is not supported (LLaDA-8B has none)")
-        heads = _int(raw, "n_heads", where)
-        values = dict(
-            vocab_size=_int(raw, "embedding_size", where, raw.get("vocab_size")),
-            hidden_dim=_int(raw, "d_model", where),
-            n_layers=_int(raw, "n_layers", where),
-            n_heads=heads,
-            n_kv_heads=_int(raw, "n_kv_heads", where, heads),
-            ffn_dim=_int(raw, "mlp_hidden_size", where),
-            rope_theta=_number(raw, "rope_theta", where, 10000.0),
-            rms_eps=_number(raw, "rms_norm_eps", where, 1e-5),
-            tie_word_embeddings=bool(raw.get("weight_tying", False)),
-            attention_bias=bool(raw.get("include_qkv_bias", False)),
-            logit_shift=False,
-        )
+        values = config_values(raw, LLADA_CONFIG_NAMES, where)
+        values.update(logit_shift=False)
         mask_id = _int(raw, "mask_token_id", where, 126336)
         eos_id = _int(raw, "eos_token_id", where, 126081)
     else:
-        heads = _int(raw, "num_attention_heads", where)
-        values = dict(
-            vocab_size=_int(raw, "vocab_size", where),
-            hidden_dim=_int(raw, "hidden_size", where),
-            n_layers=_int(raw, "num_hidden_layers", where),
-            n_heads=heads,
-            n_kv_heads=_int(raw, "num_key_value_heads", where, heads),
-            ffn_dim=_int(raw, "intermediate_size", where),
-            rope_theta=_number(raw, "rope_theta", where, 10000.0),
-            rms_eps=_number(raw, "rms_norm_eps", where, 1e-6),
-            tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
-            attention_bias=bool(raw.get("attention_bias", family in ("Dream", "a2d-qwen2"))),
-            qk_norm=family == "a2d-qwen3",
-            head_size=_int(raw, "head_dim", where, 0) if family == "a2d-qwen3" else 0,
-            logit_shift=family == "Dream",
+        names = (
+            {**HF_CONFIG_NAMES, "head_dim": "head_size"}
+            if family == "a2d-qwen3"
+            else HF_CONFIG_NAMES
         )
+        values = {"rms_eps": 1e-6, "attention_bias": family in ("Dream", "a2d-qwen2")}
+        values.update(config_values(raw, names, where))
+        values.update(qk_norm=family == "a2d-qwen3", logit_shift=family == "Dream")
         if raw.get("mask_token_id") is not None:
             mask_id = _int(raw, "mask_token_id", where)
         elif family != "Dream" and mask_in_tokenizer(directory) is not None:
@@ -155,6 +172,7 @@ def parse_family_config(
         else:
             raise InputError(f"{where}: no mask_token_id, and no {MASK_TOKEN} in tokenizer.json")
         eos_id = _int(raw, "eos_token_id", where)
+    values.setdefault("n_kv_heads", values["n_heads"])
     config = A2DConfig(
         **values,
         mask_id=mask_id,

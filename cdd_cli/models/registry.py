@@ -22,6 +22,7 @@ from cdd_cli.models.checkpoint import (
 from cdd_cli.models.dit import DiffusionModel
 from cdd_cli.models.families import load_family, weight_files
 from cdd_cli.models.tokenizers import Tokenizer, load_tokenizer
+from cdd_cli.settings import DTYPE_NAMES
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
@@ -139,7 +140,7 @@ class LoadedModel:
         return int(self.meta.get("default_sampling_steps") or 32)
 
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 
 
 def load(
