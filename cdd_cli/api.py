@@ -108,6 +108,14 @@ def WordCount(
     return constraint("word_count", min=min, max=max, equals=equals)
 
 
+def SentenceCount(
+    min: int | None = None, max: int | None = None, equals: int | None = None
+) -> ConstraintSpec:
+    """The continuation's number of sentences: at least `min`, at most `max`, or `equals`
+    (sentences as the `words` rules of `generate` split them)."""
+    return constraint("sentence_count", min=min, max=max, equals=equals)
+
+
 def Count(letter: str | None = None, word: str | None = None) -> ConstraintSpec:
     """The first number written is how often `letter` occurs in `word` (both None: read from
     a prompt such as "How many r's are in strawberry?")."""
@@ -132,6 +140,7 @@ def _spec(
     model: str | None,
     method: str | None,
     sampling: dict[str, int | None],
+    words: str | None = None,
     **choices: str | None,
 ) -> Spec:
     if isinstance(spec, Spec):
@@ -146,7 +155,7 @@ def _spec(
             raise InputError(
                 f"constraints: expected values such as cdd.SA(tau=3.5), got {type(c).__name__}"
             )
-    return overlay(base, given, model, method, sampling, **choices)
+    return overlay(base, given, model, method, sampling, words=words, **choices)
 
 
 def molecules(
@@ -193,6 +202,7 @@ def generate(
     chat: bool = False,
     temperature: float | None = None,
     top_p: float | None = None,
+    words: str | None = None,
     device: str = "auto",
     reporter: Reporter | None = None,
 ) -> Iterator[dict]:
@@ -201,7 +211,8 @@ def generate(
     None generates unconditionally. `length`: tokens after the prompt (default 64, or what
     the model's length leaves). `sampler`, `block_length`, `dtype`, `chat`, `temperature`,
     `top_p`: as `cdd generate`'s flags (default: the model family's; `chat` wraps each prompt
-    in the model's chat template)."""
+    in the model's chat template). `words`: the word rules lexical constraints are judged and
+    laid out by, "plain" (default) or "collie" (the COLLIE benchmark's)."""
     from cdd_cli.pipeline import prepare_text
 
     if length is not None and length <= 0:
@@ -209,7 +220,7 @@ def generate(
     sampling = {"n": n, "seed": seed, "steps": steps, "batch_size": batch_size}
     sampling["block_length"] = block_length
     resolved = _spec(
-        spec, constraints, model, method, sampling,
+        spec, constraints, model, method, sampling, words=words,
         sampler=sampler, dtype=dtype, temperature=temperature, top_p=top_p,
     )  # fmt: skip
     resolved.sampling.chat = chat or resolved.sampling.chat

@@ -703,7 +703,7 @@ def validate(
         text = any(domain_of(c.type) == "text" for c in resolved.constraints)
         kind = "text" if text else "molecules"
         loaded = registry.load(resolved.model, kind, "cpu", resolved.sampling.dtype, weights=False)
-        constraints = build_constraints(resolved.constraints, loaded, "cpu")
+        constraints = build_constraints(resolved.constraints, loaded, "cpu", resolved.words)
         resolved.model = resolved.model or loaded.name
         fill_model_defaults(resolved, loaded)
         note = ""

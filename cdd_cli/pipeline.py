@@ -495,6 +495,7 @@ def check_resolved_config(spec: Spec, output: str, also: str | None = None) -> N
         # (A file written before a setting existed was made with its default: the spec's.)
         return {
             **{k: v for k, v in config.items() if k != "sampling"},
+            "words": config.get("words", spec.words),
             "sampling.steps": sampling.get("steps"),
             **{
                 f"sampling.{name}": sampling.get(name, getattr(spec.sampling, name))
@@ -570,7 +571,7 @@ def prepare_molecules(spec: Spec, device: str) -> MoleculeRun:
     spec.model = spec.model or loaded.name
     if isinstance(loaded.tokenizer, TextTokenizer):
         raise InputError(f"model {loaded.name} is a text model: use `cdd generate`")
-    constraints = build_constraints(spec.constraints, loaded, device)
+    constraints = build_constraints(spec.constraints, loaded, device, spec.words)
     if not constraints:
         spec.method = "unconstrained"  # nothing to project or reject against
     fill_model_defaults(spec, loaded)
@@ -747,7 +748,7 @@ def prepare_text(
     if not isinstance(loaded.tokenizer, TextTokenizer):
         raise InputError(f"model {loaded.name} is not a text model (its tokenizer reads SMILES)")
     tokenized, length = tokenize_prompts(prompts, length, loaded, spec.sampling.chat)
-    constraints = build_constraints(spec.constraints, loaded, device)
+    constraints = build_constraints(spec.constraints, loaded, device, spec.words)
     if not constraints:
         spec.method = "unconstrained"
     fill_model_defaults(spec, loaded)

@@ -23,6 +23,7 @@ import yaml
 from cdd_cli import plugins
 from cdd_cli.diffusion.processes import SAMPLERS
 from cdd_cli.errors import InputError
+from cdd_cli.evaluate.lexical import SCHEMES
 from cdd_cli.evaluate.properties import PROPERTIES, smarts_pattern
 from cdd_cli.plugins import ConstraintPlugin
 from cdd_cli.settings import (
@@ -60,6 +61,9 @@ class Spec:
     reject: RejectSettings = field(default_factory=RejectSettings)
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
     method: str = "cdd"
+    # The word rules every lexical constraint is judged and laid out by: "plain" (whitespace
+    # words, DESIGN.md §5) or "collie" (the COLLIE benchmark's NLTK-style words and sentences).
+    words: str = "plain"
     source: str = "command line"
 
     def resolved(self) -> dict:
@@ -79,6 +83,7 @@ class Spec:
         return {
             "model": absolute_folder(self.model),
             "method": self.method,
+            "words": self.words,
             "constraints": constraints,
             "projection": asdict(self.projection),
             "search": asdict(self.search),
@@ -133,6 +138,11 @@ CONSTRAINT_KEYS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "include": {"words": ((list,), True)},
     "exclude": {"words": ((list,), True)},
     "word_count": {"min": ((int,), False), "max": ((int,), False), "equals": ((int,), False)},
+    "sentence_count": {
+        "min": ((int,), False),
+        "max": ((int,), False),
+        "equals": ((int,), False),
+    },
     "count": {"letter": ((str,), False), "word": ((str,), False)},
     # Structured output: the whole continuation matches (structured.py).
     "regex": {"pattern": ((str,), True), "ignore_case": ((bool,), False)},
@@ -159,12 +169,13 @@ DESCRIPTIONS = {
     "include": "each of these words somewhere in the continuation",
     "exclude": "none of these words in the continuation",
     "word_count": "the continuation's number of words: min, max or equals",
+    "sentence_count": "the continuation's number of sentences: min, max or equals",
     "count": "the first number written is how often a letter occurs in a word",
     "regex": "the whole continuation matches the pattern (Python re; ignore_case: true)",
     "json_schema": "the continuation is JSON valid under the schema (a mapping or .json file)",
 }
 SCOPES = ("continuation", "full")
-LEXICAL_TYPES = ("word_at", "include", "exclude", "word_count", "count")
+LEXICAL_TYPES = ("word_at", "include", "exclude", "word_count", "sentence_count", "count")
 STRUCTURED_TYPES = ("regex", "json_schema")
 TEXT_TYPES = ("toxicity", *LEXICAL_TYPES, *STRUCTURED_TYPES)
 RANGES = {"sa": (1.0, 10.0), "toxicity": (0.0, 1.0)}
@@ -182,7 +193,15 @@ OPTION_DEFAULTS: dict[str, dict[str, Any]] = {
     "regex": {"ignore_case": False},
 }
 # Types whose options no flag can give (count reads its question from the prompt).
-SPEC_ONLY = ("word_at", "include", "exclude", "word_count", "substructure", *STRUCTURED_TYPES)
+SPEC_ONLY = (
+    "word_at",
+    "include",
+    "exclude",
+    "word_count",
+    "sentence_count",
+    "substructure",
+    *STRUCTURED_TYPES,
+)
 WEIGHTS = ("average", "exact")
 BUILTIN = frozenset(CONSTRAINT_KEYS)
 Keys = dict[str, tuple[tuple[type, ...], bool]]
@@ -416,12 +435,12 @@ def check_lexical_options(c: ConstraintSpec) -> None:
         words = o["words"]
         if not words or not all(isinstance(w, str) and w.strip() for w in words):
             raise InputError(f"{c.where}: key 'words' must be a list of non-empty words")
-    if c.type == "word_count":
+    if c.type in ("word_count", "sentence_count"):
         bounds = {k: o[k] for k in ("min", "max", "equals") if k in o}
         if not bounds:
-            raise InputError(f"{c.where}: word_count needs min, max or equals")
+            raise InputError(f"{c.where}: {c.type} needs min, max or equals")
         if any(v < 0 for v in bounds.values()):
-            raise InputError(f"{c.where}: word counts must be >= 0")
+            raise InputError(f"{c.where}: {c.type.replace('_', ' ')}s must be >= 0")
         if "equals" in bounds and len(bounds) > 1:
             raise InputError(f"{c.where}: give 'equals' alone, or 'min'/'max'")
         if bounds.get("min", 0) > bounds.get("max", bounds.get("min", 0)):
@@ -454,8 +473,12 @@ def check_structured_options(c: ConstraintSpec) -> None:
         load_schema(c.options["schema"], c.where)
 
 
-def check_lexical_together(constraints: list[ConstraintSpec]) -> None:
-    """Contradictions between lexical constraints that no model or length can resolve."""
+def check_lexical_together(constraints: list[ConstraintSpec], words: str = "plain") -> None:
+    """Contradictions between lexical constraints, under the word rules `words`, that no model
+    or length can resolve: a required word those rules read as several words (COLLIE reads
+    "don't" as "do" and "n't"), one word slot given two words, a word required and excluded."""
+    from cdd_cli.evaluate.lexical import split_words, word_key
+
     required: dict[str, str] = {}
     forbidden: dict[str, str] = {}
     positions: dict[int, tuple[str, str]] = {}
@@ -463,7 +486,7 @@ def check_lexical_together(constraints: list[ConstraintSpec]) -> None:
         if c.type == "word_at":
             required[c.options["word"]] = c.where
             p, w = c.options["position"], c.options["word"]
-            if p in positions and positions[p][0] != w:
+            if p in positions and word_key(positions[p][0], words) != word_key(w, words):
                 raise InputError(
                     f"{c.where}: word {p} cannot be {w!r}: {positions[p][1]} makes it "
                     f"{positions[p][0]!r}"
@@ -472,11 +495,18 @@ def check_lexical_together(constraints: list[ConstraintSpec]) -> None:
         if c.type == "include":
             required.update({w: c.where for w in c.options["words"]})
         if c.type == "exclude":
-            forbidden.update({w: c.where for w in c.options["words"]})
+            forbidden.update({word_key(w, words): c.where for w in c.options["words"]})
     for word, where in required.items():
-        if word in forbidden:
+        read = split_words(word, words)
+        if [word_key(w, words) for w in read] != [word_key(word, words)]:
             raise InputError(
-                f"{where}: {word!r} is required here but excluded at {forbidden[word]}"
+                f"{where}: {word!r} is not one word under the {words} word rules (it reads "
+                f"as {read!r})"
+            )
+        if word_key(word, words) in forbidden:
+            raise InputError(
+                f"{where}: {word!r} is required here but excluded at "
+                f"{forbidden[word_key(word, words)]}"
             )
 
 
@@ -554,9 +584,16 @@ def load_spec(path: Path) -> Spec:
             spec.reject = _settings(loc, v, "reject", RejectSettings)
         elif name == "sampling":
             spec.sampling = _settings(loc, v, "sampling", SamplingSettings)
+        elif name == "words":
+            spec.words = _check_type(loc, v, "words", loc.value(v), (str,))
+            if spec.words not in SCHEMES:
+                raise InputError(
+                    f"{loc.where(v)}: key 'words': {spec.words!r} is not one of "
+                    f"{', '.join(SCHEMES)}"
+                )
         else:
             raise InputError(
-                f"{loc.where(k)}: unknown key '{name}' (known: model, method, "
+                f"{loc.where(k)}: unknown key '{name}' (known: model, method, words, "
                 "constraints, projection, search, repair, reject, sampling)"
             )
     check_settings(spec, where)
@@ -640,7 +677,9 @@ def check_settings(spec: Spec, where: str) -> None:
     for ok, message in rules:
         if not ok:
             raise InputError(f"{where}: {message}")
-    check_lexical_together(spec.constraints)
+    if spec.words not in SCHEMES:
+        raise InputError(f"{where}: words must be one of {', '.join(SCHEMES)}, got {spec.words!r}")
+    check_lexical_together(spec.constraints, spec.words)
     seen: dict[str, str] = {}
     for c in spec.constraints:
         key = repr((c.type, sorted(c.options.items())))
@@ -656,13 +695,14 @@ def overlay(
     method: str | None = None,
     sampling: dict[str, int | None] | None = None,
     flags: bool = False,
+    words: str | None = None,
     **choices: str | float | None,
 ) -> Spec:
     """`spec` with what a command line or an API call gives laid over it, fully validated:
     a constraint of a type the spec has replaces its entries; a value given (not None)
     replaces the spec's. `flags`: name problems as flags (--batch-size) rather than keys.
-    `choices`: other sampling settings by name (decode, sampler, dtype, temperature, top_p),
-    checked with the rest."""
+    `words`: the word rules of lexical constraints. `choices`: other sampling settings by
+    name (decode, sampler, dtype, temperature, top_p), checked with the rest."""
     spec.constraints = [c for c in spec.constraints if c.type not in {g.type for g in constraints}]
     spec.constraints += constraints
     if method is not None:
@@ -691,6 +731,7 @@ def overlay(
     for name, value in choices.items():
         if value is not None:
             setattr(spec.sampling, name, value)
+    spec.words = words or spec.words
     if model is not None and not model.strip():
         raise InputError(f"{'--model' if flags else 'model'} is empty")
     spec.model = model or spec.model

@@ -310,7 +310,7 @@ def exact_layout_distribution(probs: torch.Tensor, tokenizer, layout, valid) -> 
                 continue
             role = r if r in (*PUNCTUATION_ROLES, *WORD_ROLES, END) else WORD
             if i > 0 and r != END:  # all undecided: each pair of neighbours is lifted
-                weight *= ROLE_LIFTS[STATES[state][0], role]
+                weight *= ROLE_LIFTS[STATES[state].lift, role]
             if r == END:
                 weight *= float((probs[i] * layout.classes[END]).sum())
                 continue
@@ -489,7 +489,7 @@ def test_a_layout_with_zero_probability_is_still_drawn():
     ],
 )
 def test_the_continuation_starts_where_the_prompt_leaves_off(prompt, state):
-    assert STATES[start_state(prompt)] == state
+    assert (STATES[start_state(prompt)].lift, STATES[start_state(prompt)].chunk) == state
 
 
 def test_a_bare_word_starts_a_word_only_after_whitespace():

@@ -1,12 +1,13 @@
 """Lexical and counting constraints on the continuation: `word_at`, `include`, `exclude`,
-`word_count`, `count`.
+`word_count`, `sentence_count`, `count`.
 
-Judges are exact string checks with the plain word rules of `cdd_cli.evaluate.lexical` (split
-on whitespace, surrounding punctuation stripped, case-sensitive; DESIGN.md §5); each value is
-1.0 when satisfied, 0.0 when not. None of them is differentiable: each says what it needs of
-the continuation's words (a word at a position, words somewhere, forbidden words, a number of
-words), and `word_layout.py` turns all of them together into one closed-form projection of
-the probability tensor.
+Judges are exact string checks under a spec's word rules (`words: plain`, the default: split
+on whitespace, surrounding punctuation stripped, case-sensitive, DESIGN.md §5; or `words:
+collie`, the COLLIE benchmark's own; both in `cdd_cli.evaluate.lexical`); each value is 1.0
+when satisfied, 0.0 when not. None of them is differentiable: each says what it needs of the
+continuation (a word at a position, words somewhere, forbidden words, a number of words or
+sentences), and `word_layout.py` turns all of them together into one closed-form projection of
+the probability tensor, under the same word rules.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from cdd_cli.constraints.base import ClosedFormBuilder, ExactConstraint
 from cdd_cli.constraints.word_layout import WordLayout
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate import lexical
-from cdd_cli.evaluate.lexical import Judgement
+from cdd_cli.evaluate.lexical import Judgement, Scheme
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class LexicalConstraint(ExactConstraint):
     tau: float = 1.0
     upper_bound: bool = False  # value 1.0 (satisfied) >= tau
     judge_name: str = "plain-words"
+    scheme: Scheme = "plain"  # the word rules: "plain" or "collie"
 
     def check(self, text: str) -> Judgement:
         raise NotImplementedError
@@ -48,6 +50,9 @@ class LexicalConstraint(ExactConstraint):
     def word_bounds(self) -> tuple[int | None, int | None]:
         return None, None
 
+    def sentence_bounds(self) -> tuple[int | None, int | None]:
+        return None, None
+
     def closed_form(self) -> ClosedFormBuilder:
         return WordLayout
 
@@ -59,7 +64,7 @@ class WordAt(LexicalConstraint):
     name: str = "word_at"
 
     def check(self, text: str) -> Judgement:
-        return lexical.word_at(text, self.position, self.word)
+        return lexical.word_at(text, self.position, self.word, scheme=self.scheme)
 
     def pinned(self) -> dict[int, str]:
         return {self.position: self.word}
@@ -74,7 +79,7 @@ class Include(LexicalConstraint):
     name: str = "include"
 
     def check(self, text: str) -> Judgement:
-        return lexical.include(text, self.words)
+        return lexical.include(text, self.words, scheme=self.scheme)
 
     def included(self) -> tuple[str, ...]:
         return self.words
@@ -89,7 +94,7 @@ class Exclude(LexicalConstraint):
     name: str = "exclude"
 
     def check(self, text: str) -> Judgement:
-        return lexical.exclude(text, self.words)
+        return lexical.exclude(text, self.words, scheme=self.scheme)
 
     def forbidden(self) -> tuple[str, ...]:
         return self.words
@@ -106,16 +111,40 @@ class WordCount(LexicalConstraint):
     name: str = "word_count"
 
     def check(self, text: str) -> Judgement:
-        return lexical.word_count(text, self.min, self.max, self.equals)
+        return lexical.word_count(text, self.min, self.max, self.equals, scheme=self.scheme)
 
-    def word_bounds(self) -> tuple[int | None, int | None]:
+    def bounds(self) -> tuple[int | None, int | None]:
         if self.equals is not None:
             return self.equals, self.equals
         return self.min, self.max
 
+    def word_bounds(self) -> tuple[int | None, int | None]:
+        return self.bounds()
+
     def label(self) -> str:
-        low, high = self.word_bounds()
+        low, high = self.bounds()
         return f"{low if low is not None else 0}..{high if high is not None else 'any'} words"
+
+
+@dataclass(frozen=True)
+class SentenceCount(WordCount):
+    """The number of sentences, as the scheme's sentence splitter counts them; the layout
+    ends sentences with a lone ., ? or ! after a word that is no abbreviation, before a
+    capitalised word, a line break or the end (`word_layout.Grammar`)."""
+
+    name: str = "sentence_count"
+
+    def check(self, text: str) -> Judgement:
+        return lexical.sentence_count(text, self.min, self.max, self.equals, scheme=self.scheme)
+
+    def word_bounds(self) -> tuple[int | None, int | None]:
+        return None, None
+
+    def sentence_bounds(self) -> tuple[int | None, int | None]:
+        return self.bounds()
+
+    def label(self) -> str:
+        return super().label().replace("words", "sentences")
 
 
 @dataclass(frozen=True)
@@ -163,19 +192,21 @@ class Count(LexicalConstraint):
         return f"count of {self.resolved[0]!r} in {self.resolved[1]!r}"
 
 
-def lexical_from_spec(kind: str, options: dict) -> LexicalConstraint:
+def lexical_from_spec(kind: str, options: dict, words: Scheme = "plain") -> LexicalConstraint:
+    """The constraint of a spec entry, judged and laid out under the word rules `words`."""
+    rules = {"scheme": words, "judge_name": f"{words}-words"}
     if kind == "word_at":
-        return WordAt(position=options["position"], word=options["word"])
+        return WordAt(position=options["position"], word=options["word"], **rules)
     if kind == "include":
-        return Include(words=tuple(options["words"]))
+        return Include(words=tuple(options["words"]), **rules)
     if kind == "exclude":
-        return Exclude(words=tuple(options["words"]))
-    if kind == "word_count":
-        return WordCount(
-            min=options.get("min"), max=options.get("max"), equals=options.get("equals")
-        )
-    if kind == "count":
-        count = Count(letter=options.get("letter"), word=options.get("word"))
+        return Exclude(words=tuple(options["words"]), **rules)
+    if kind in ("word_count", "sentence_count"):
+        counted = WordCount if kind == "word_count" else SentenceCount
+        bounds = {k: options.get(k) for k in ("min", "max", "equals")}
+        return counted(**bounds, **rules)
+    if kind == "count":  # digits and letters, not words: the same under either rules
+        count = Count(letter=options.get("letter"), word=options.get("word"), scheme=words)
         if count.letter is not None and count.word is not None:
             count = replace(count, resolved=(count.letter, count.word))
         return count

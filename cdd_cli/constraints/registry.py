@@ -93,8 +93,10 @@ def _surrogate_for(
 
 
 def build_constraints(
-    specs: list[ConstraintSpec], model: LoadedModel, device: str
+    specs: list[ConstraintSpec], model: LoadedModel, device: str, words: str = "plain"
 ) -> list[Constraint]:
+    """The constraints of `specs` for `model`; lexical ones judged and laid out under the word
+    rules `words` (a spec's `words:`)."""
     built: list[Constraint] = []
     text_model = isinstance(model.tokenizer, TextTokenizer)
     nets: dict[str, SoftTokenRegressor | None] = {}  # property surrogates, one load a folder
@@ -145,7 +147,7 @@ def build_constraints(
                 )
             )
         elif spec.type in LEXICAL_TYPES:
-            built.append(lexical_from_spec(spec.type, spec.options))
+            built.append(lexical_from_spec(spec.type, spec.options, words))
         elif spec.type == "regex":
             built.append(
                 RegexConstraint(pattern=options["pattern"], ignore_case=options["ignore_case"])

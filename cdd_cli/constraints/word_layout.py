@@ -62,18 +62,19 @@ always exists (roles the model gives probability 0 keep a tiny weight, so it is 
 from __future__ import annotations
 
 import re
+import string
 import unicodedata
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property, partial
 
 import numpy as np
 import torch
 
 from cdd_cli.errors import InputError
-from cdd_cli.evaluate.lexical import split_words
+from cdd_cli.evaluate.lexical import ends_no_sentence, split_words, word_key
 from cdd_cli.models.tokenizers import TextTokenizer
 
-WORD, BARE, PUNCT, OPENER, BREAK = "word", "bare", "punct", "opener", "break"
+WORD, BARE, PUNCT, OPENER, BREAK, STOP = "word", "bare", "punct", "opener", "break", "stop"
 PLACED, END, AFTER_END, HIDDEN = "placed", "end", "after end", "hidden"
 WORD_ROLES = (WORD, BARE)
 PUNCTUATION_ROLES = (PUNCT, OPENER, BREAK)
@@ -81,7 +82,7 @@ PUNCTUATION_ROLES = (PUNCT, OPENER, BREAK)
 # Role bigram lifts P(role | previous role) / P(role) over the public-domain corpus (State of
 # the Union addresses, Moby-Dick, Shakespeare; 400,000 characters of each), from
 # `python bench/role_lifts.py`. A placed word's first token is a WORD; a bare word ends its
-# chunk in letters, as a word does.
+# chunk in letters, as a word does; a sentence's stop is punctuation.
 ROLE_LIFTS: dict[tuple[str, str], float] = {
     (WORD, WORD): 1.108,
     (WORD, BARE): 0.642,
@@ -105,21 +106,142 @@ ROLE_LIFTS: dict[tuple[str, str], float] = {
     (BREAK, BREAK): 4.286,
 }
 
-# The layout's states: the previous role and whether the text since the last whitespace has
-# letters ("A") or only punctuation ("C": a bare word may start a word here).
-STATES = ((WORD, "A"), (PUNCT, "A"), (PUNCT, "C"), (OPENER, "C"), (BREAK, "C"))
+# COLLIE's word rules read a mark as no word when it stands alone as one ASCII character
+# (string.punctuation); a straight double quote becomes a word (`` or ''), and so do two
+# hyphens, three periods and every non-ASCII mark. Under `collie` a punctuation token is one
+# of these marks, never two side by side.
+COLLIE_MARKS = frozenset(string.punctuation) - set('"`')
+SENTENCE_STOPS = (".", "?", "!")
+
+
+@dataclass(frozen=True)
+class State:
+    """What the layout remembers after a token: the role whose lifts follow it (`lift`),
+    whether the text since the last whitespace has letters ("A") or only punctuation ("C": a
+    bare word may start a word here), and, where sentences are counted, whether a sentence
+    may stop here (after a word that is no abbreviation), whether nothing but whitespace came
+    since the last stop or the start (`fresh`: the text so far ends a sentence) and whether
+    the next word must be capitalised (a sentence just stopped)."""
+
+    lift: str
+    chunk: str
+    can_stop: bool = False
+    fresh: bool = False
+    capital: bool = False
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """The roles and states of one job's layout: the word scheme the judges read, and whether
+    sentences are counted (then words carry two traits, capitalised and `short`, a single
+    letter or an abbreviation that a period does not end a sentence after, and a sentence
+    stops at a lone ., ? or ! token, the only tokens with those marks)."""
+
+    scheme: str = "plain"
+    sentences: bool = False
+
+    @cached_property
+    def word_roles(self) -> tuple[str, ...]:
+        if not self.sentences:
+            return WORD_ROLES
+        return tuple(
+            base + " capital" * capital + " short" * short
+            for base in WORD_ROLES
+            for capital in (False, True)
+            for short in (False, True)
+        )
+
+    @cached_property
+    def punctuation_roles(self) -> tuple[str, ...]:
+        return (*PUNCTUATION_ROLES, STOP) if self.sentences else PUNCTUATION_ROLES
+
+    @cached_property
+    def states(self) -> tuple[State, ...]:
+        base = (
+            State(WORD, "A", can_stop=True),  # 0: after a word (where a placed word leads)
+            State(PUNCT, "A"),
+            State(PUNCT, "C"),
+            State(OPENER, "C"),
+            State(BREAK, "C"),
+        )
+        if not self.sentences:
+            return base
+        return (
+            *base,
+            State(WORD, "A"),  # after a short word: no stop here
+            State(PUNCT, "A", fresh=True, capital=True),  # a sentence just stopped
+            State(BREAK, "C", fresh=True, capital=True),  # ... and a line break since
+            State(BREAK, "C", fresh=True),  # the start, after whitespace
+            State(WORD, "A", fresh=True),  # the start, after a prompt's word or mark
+        )
+
+    def lift_role(self, role: str) -> str:
+        """The role whose lifts `role` takes: a word role its base, a stop punctuation's."""
+        if role == STOP:
+            return PUNCT
+        if role == PLACED:
+            return WORD
+        return role.split()[0]
+
+    def traits(self, role: str) -> tuple[str, bool, bool]:
+        """A word role's (base, capitalised, short)."""
+        parts = role.split()
+        return parts[0], "capital" in parts, "short" in parts
+
+    @cache  # noqa: B019 (a few grammars a process, each asked the same moves every step)
+    def next_state(self, state: int, role: str, word: str | None = None) -> int | None:
+        """The state after `role`'s token (for PLACED: the `word` placed); None where it
+        cannot stand."""
+        s, states = self.states[state], self.states
+        if role == PLACED or role in self.word_roles:
+            if role == PLACED:
+                base, capital, short = WORD, word[:1].isupper(), ends_no_sentence(word)
+            else:
+                base, capital, short = self.traits(role)
+            if (s.capital and not capital) or (base == BARE and s.chunk != "C"):
+                return None
+            return 5 if self.sentences and short else 0
+        if role == STOP:
+            return 6 if s.can_stop else None
+        if s.capital and role != BREAK:
+            return None  # after a stop: a capitalised word, a line break or the end
+        if role == BREAK:
+            if s.fresh:
+                return 7 if s.capital else 8
+            return states.index(State(BREAK, "C"))
+        if role == PUNCT:
+            if self.scheme == "collie" and s.lift in (PUNCT, OPENER) and not s.fresh:
+                return None  # two marks side by side may read as a word ("--", "...")
+            return states.index(State(PUNCT, s.chunk))
+        return states.index(State(OPENER, "C"))
+
+    def start_state(self, prompt: str) -> int:
+        """The state the continuation starts in, after `prompt` (a text's start: after a
+        break). Where sentences are counted, a fresh one: the judges read the continuation."""
+        if not prompt or prompt[-1].isspace():
+            after = State(BREAK, "C")
+        elif not is_punctuation(prompt[-1]):
+            after = State(WORD, "A", can_stop=True)
+        else:
+            chunk = re.split(r"\s", prompt)[-1]
+            after = State(PUNCT, "C" if is_punctuation(chunk) else "A")
+        if self.sentences:
+            return 8 if after.chunk == "C" else 9
+        return self.states.index(after)
+
+
+PLAIN = Grammar()
+STATES = PLAIN.states
 
 
 def next_state(state: int, role: str) -> int | None:
-    """The state after a role's token (a placed word is a WORD); None where it cannot stand."""
-    chunk = STATES[state][1]
-    if role in (WORD, PLACED):
-        return 0
-    if role == BARE:
-        return 0 if chunk == "C" else None
-    if role == PUNCT:
-        return STATES.index((PUNCT, chunk))
-    return STATES.index((role, "C"))
+    """The plain grammar's state after a role's token (a placed word is a WORD)."""
+    return PLAIN.next_state(state, WORD if role == PLACED else role)
+
+
+def start_state(prompt: str) -> int:
+    """The plain grammar's state after `prompt`."""
+    return PLAIN.start_state(prompt)
 
 
 def is_punctuation(text: str, whitespace: bool = False) -> bool:
@@ -133,46 +255,52 @@ def is_punctuation(text: str, whitespace: bool = False) -> bool:
 
 
 @cache
-def token_classes(tokenizer: TextTokenizer) -> tuple[dict[str, torch.Tensor], dict[str, list]]:
-    """Boolean masks over the vocabulary: the tokens of each role (END: end-of-text and line
-    breaks alone), and the single tokens that spell each word, with or without its space."""
-    classes = {r: torch.zeros(len(tokenizer), dtype=torch.bool) for r in (*WORD_ROLES, END)}
-    classes |= {r: torch.zeros(len(tokenizer), dtype=torch.bool) for r in PUNCTUATION_ROLES}
+def token_classes(
+    tokenizer: TextTokenizer, grammar: Grammar = PLAIN
+) -> tuple[dict[str, torch.Tensor], dict[str, list]]:
+    """Boolean masks over the vocabulary: the tokens of each of `grammar`'s roles (END:
+    end-of-text and line breaks alone), and the single tokens that spell each word, with or
+    without its space, keyed as the scheme compares words."""
+    roles = (*grammar.word_roles, *grammar.punctuation_roles, END)
+    classes = {r: torch.zeros(len(tokenizer), dtype=torch.bool) for r in roles}
     classes[END][tokenizer.eos_id] = True
     by_word: dict[str, list[int]] = {}
     special = (tokenizer.eos_id, tokenizer.mask_id)
     read = tokenizer.token_texts()  # as each reads inside a text, whatever the tokenizer
     texts = {i: text for i, text in enumerate(read) if i not in special}
     vocabulary = set(texts.values())
+    collie = grammar.scheme == "collie"
     for token_id, text in texts.items():
-        if re.fullmatch(r" [A-Za-z]+", text):
-            classes[WORD][token_id] = True
-            by_word.setdefault(text[1:], []).append(token_id)
-        elif re.fullmatch(r"[A-Za-z]+", text):
+        letters = text[1:] if text[:1] == " " else text
+        if re.fullmatch(r"[A-Za-z]+", letters):
             # Only letters the vocabulary also knows after a space ("The": " The") are a word of
-            # their own; the others ("ers", "ization") are pieces of longer words.
-            if " " + text in vocabulary:
-                classes[BARE][token_id] = True
-                by_word.setdefault(text, []).append(token_id)
+            # their own; the others ("ers", "ization") are pieces of longer words. COLLIE reads
+            # some as two words ("cannot", "gonna"): never one word's token there.
+            if (letters == text and " " + text not in vocabulary) or (
+                collie and split_words(letters, "collie") != [letters]
+            ):
+                continue
+            base = WORD if letters != text else BARE
+            if grammar.sentences:
+                base += " capital" * letters[0].isupper() + " short" * ends_no_sentence(letters)
+            classes[base][token_id] = True
+            by_word.setdefault(word_key(letters, grammar.scheme), []).append(token_id)
         elif is_punctuation(text, whitespace=True) and text.strip(" \t") != "":
+            marks = "".join(ch for ch in text if ch not in " \n\r\t")
+            if collie and (len(marks) > 1 or (marks and marks not in COLLIE_MARKS)):
+                continue
+            if grammar.sentences and any(stop in marks for stop in SENTENCE_STOPS):
+                classes[STOP][token_id] = text in SENTENCE_STOPS
+                continue
             if text[-1] in " \n\r\t":
-                classes[BREAK][token_id] = True
+                # Under COLLIE a line break carries no mark: "-" then "-\n" reads as a word.
+                classes[BREAK][token_id] = not (collie and marks)
                 classes[END][token_id] = set(text) <= set("\r\n")
             elif is_punctuation(text):
                 classes[PUNCT][token_id] = True
             else:
                 classes[OPENER][token_id] = True
     return classes, by_word
-
-
-def start_state(prompt: str) -> int:
-    """The state the continuation starts in, after `prompt` (a text's start: after a break)."""
-    if not prompt or prompt[-1].isspace():
-        return STATES.index((BREAK, "C"))
-    if not is_punctuation(prompt[-1]):
-        return STATES.index((WORD, "A"))
-    chunk = re.split(r"\s", prompt)[-1]
-    return STATES.index((PUNCT, "C" if is_punctuation(chunk) else "A"))
 
 
 @dataclass
@@ -192,22 +320,25 @@ class Plan:
 
     @property
     def words(self) -> list[int]:
-        return self.where(*WORD_ROLES)
+        """Free words' positions (any word role: "word", "bare capital", ...)."""
+        return sorted(p for p, r in self.roles.items() if r.split()[0] in WORD_ROLES)
 
     @property
     def punctuation(self) -> list[int]:
-        return self.where(*PUNCTUATION_ROLES)
+        return self.where(*PUNCTUATION_ROLES, STOP)
 
 
 @dataclass(frozen=True)
 class _Counting:
     """What the dynamic programme counts: `slots` maps 0-based word slots to placed words;
-    words beyond `top` are counted as `top` when `saturate` (nothing depends on them)."""
+    words beyond `top` are counted as `top` when `saturate` (nothing depends on them).
+    Sentences likewise (`sentences`: low, top, saturate; (0, 0, True) when not counted)."""
 
     slots: dict[int, str]
     low: int
     top: int
     saturate: bool
+    sentences: tuple[int, int, bool] = (0, 0, True)
 
 
 class WordLayout:
@@ -226,31 +357,51 @@ class WordLayout:
         """`start`: the first continuation position (the prompt's length); `length`: tokens
         in the continuation. Raises InputError for layouts no text can satisfy."""
         self.tokenizer, self.start, self.length = tokenizer, start, length
+        schemes = {c.scheme for c in constraints}
+        if len(schemes) > 1:
+            raise InputError(f"lexical constraints under different word rules: {sorted(schemes)}")
+        scheme = schemes.pop() if schemes else "plain"
+        key = partial(word_key, scheme=scheme)
         self.words_of: dict[str, list[int]] = {}
         pins: dict[int, str] = {}
         includes: list[str] = []
         forbidden: set[str] = set()
         low, high = 0, None
+        sentence_low, sentence_high, counts_sentences = 0, None, False
         for c in constraints:
             for position, word in c.pinned().items():
-                if pins.get(position, word) != word:
+                if key(pins.get(position, word)) != key(word):
                     raise InputError(
                         f"word {position} cannot be both {pins[position]!r} and {word!r}"
                     )
                 pins[position] = word
-            includes += [w for w in c.included() if w not in includes]
-            forbidden |= set(c.forbidden())
+            includes += [w for w in c.included() if key(w) not in map(key, includes)]
+            forbidden |= {key(w) for w in c.forbidden()}
             c_low, c_high = c.word_bounds()
             low = max(low, c_low or 0)
             if c_high is not None:
                 high = c_high if high is None else min(high, c_high)
+            s_low, s_high = c.sentence_bounds()
+            if s_low is not None or s_high is not None:
+                counts_sentences = True
+                sentence_low = max(sentence_low, s_low or 0)
+                if s_high is not None:
+                    sentence_high = s_high if sentence_high is None else min(sentence_high, s_high)
+        if sentence_high is not None and sentence_low > sentence_high:
+            raise InputError(
+                f"the constraints need at least {sentence_low} sentence(s) and at most "
+                f"{sentence_high}"
+            )
+        self.grammar = Grammar(scheme, counts_sentences)
+        self.states = self.grammar.states
+        self.sentence_bounds = (sentence_low, sentence_high)
         for word in [*pins.values(), *includes]:
-            if split_words(word) != [word]:
+            read = split_words(word, scheme)
+            if [key(w) for w in read] != [key(word)]:
                 raise InputError(
-                    f"{word!r} is not one word under the word rules (it reads as "
-                    f"{split_words(word)!r})"
+                    f"{word!r} is not one word under the {scheme} word rules (it reads as {read!r})"
                 )
-            if word in forbidden:
+            if key(word) in forbidden:
                 raise InputError(f"{word!r} is both required and forbidden")
             self.words_of[word] = tokenizer.encode(" " + word)
         # Tokens beyond one per word that the placed words take, at the least (a word placed
@@ -272,16 +423,16 @@ class WordLayout:
         self.needed = needed
         if not any(self.counting(n) for n in self.word_counts()):
             raise InputError("two word positions name the same word slot")
-        self.includes = [w for w in includes if w not in pins.values()]
-        classes, by_word = token_classes(tokenizer)
+        self.includes = [w for w in includes if key(w) not in map(key, pins.values())]
+        classes, by_word = token_classes(tokenizer, self.grammar)
         self.classes = dict(classes)
-        for role in WORD_ROLES:  # no free word spells a forbidden one
+        for role in self.grammar.word_roles:  # no free word spells a forbidden one
             self.classes[role] = classes[role].clone()
             for word in forbidden:
                 self.classes[role][by_word.get(word, [])] = False
-        self.spellings = {w: by_word.get(w, []) for w in self.includes}
+        self.spellings = {w: by_word.get(key(w), []) for w in self.includes}
         prompt = next((c.prompt for c in constraints), "")
-        self.first_state = start_state(prompt)
+        self.first_state = self.grammar.start_state(prompt)
         self.check_some_layout_exists()
         # With positions counted from the end, the number of words is drawn once per sample.
         self.counts: list[int] | None = None
@@ -291,13 +442,20 @@ class WordLayout:
         self.drawn_hidden: torch.Tensor | None = None
         self.last: tuple[torch.Tensor, torch.Tensor] | None = None
 
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """Every one-token role of this layout's grammar (words, punctuation, stops)."""
+        return (*self.grammar.word_roles, *self.grammar.punctuation_roles)
+
     def check_some_layout_exists(self) -> None:
         """InputError unless some layout fits: the dynamic programme with every role weighing
         1 wherever it fits. (With positions from the end and no exact count, each sample's
         count is checked when drawn.)"""
         zero = np.zeros((1, self.length), dtype=np.float32)
-        scores = {r: zero for r in (*PUNCTUATION_ROLES, END, AFTER_END, HIDDEN)}
-        scores |= {(r, m): zero for r in WORD_ROLES for m in range(1 << len(self.includes))}
+        scores = {r: zero for r in (*self.grammar.punctuation_roles, END, AFTER_END, HIDDEN)}
+        scores |= {
+            (r, m): zero for r in self.grammar.word_roles for m in range(1 << len(self.includes))
+        }
         for word, ids in self.words_of.items():
             starts = np.full((1, self.length), -np.inf, dtype=np.float32)
             starts[:, : max(0, self.length - len(ids) + 1)] = 0.0
@@ -306,7 +464,7 @@ class WordLayout:
         options = self.word_counts()
         if len(options) > 1:
             slots = {p - 1: w for p, w in self.pins.items() if p > 0}
-            counts = [_Counting(slots, low=min(options), top=max(options), saturate=False)]
+            counts = [_Counting(slots, min(options), max(options), False, self.sentence_counting())]
         else:
             counts = [self.counting(options[0])]
         for count in counts:
@@ -330,6 +488,12 @@ class WordLayout:
             return list(range(self.needed, self.most + 1))
         return [None]
 
+    def sentence_counting(self) -> tuple[int, int, bool]:
+        """(low, top, saturate) of the sentences counted: beyond `top` counted as `top` when
+        only a lower bound is given; (0, 0, True) when no constraint counts them."""
+        low, high = self.sentence_bounds
+        return (low, high, False) if high is not None else (low, low, True)
+
     def counting(self, n_words: int | None) -> _Counting | None:
         """The counting for samples with `n_words` words (None: free within the bounds);
         None when two positions then name one word slot with different words."""
@@ -340,12 +504,14 @@ class WordLayout:
             slots = {}
             for p, word in self.pins.items():
                 slot = p - 1 if p > 0 else n_words + p
-                if slots.setdefault(slot, word) != word:
+                if word_key(slots.setdefault(slot, word), self.grammar.scheme) != word_key(
+                    word, self.grammar.scheme
+                ):
                     return None
             low = high = n_words
         # All placed slots come before `top`, so beyond it only an upper bound needs counting.
         top = high if high is not None else max([low, *(s + 1 for s in slots)])
-        return _Counting(slots, low, top, saturate=high is None)
+        return _Counting(slots, low, top, high is None, self.sentence_counting())
 
     # ----------------------------------------------------------------------------------------
     # The layout's weights
@@ -361,6 +527,7 @@ class WordLayout:
         p = probs[:, s:e].float()
         decided, tokens = fixed[:, s:e], x[:, s:e]
         classes = {r: c.to(p.device) for r, c in self.classes.items()}
+        word_roles = self.grammar.word_roles
 
         def score(mass: torch.Tensor, fits: torch.Tensor) -> np.ndarray:
             chosen = torch.where(fits, 0.0, -torch.inf)
@@ -368,7 +535,7 @@ class WordLayout:
             weight = mass.clamp_min(1e-30).log()
             return torch.where(decided, chosen, weight).cpu().numpy()
 
-        roles = (*WORD_ROLES, *PUNCTUATION_ROLES, END)
+        roles = (*self.roles, END)
         # One pass over [B, L, V] for every role's mass.
         masses = dict(
             zip(
@@ -377,12 +544,13 @@ class WordLayout:
                 strict=True,
             )
         )
-        scores: dict = {r: score(masses[r], classes[r][tokens]) for r in PUNCTUATION_ROLES}
-        scores[END] = score(masses[END], classes[END][tokens])
+        scores: dict = {
+            r: score(masses[r], classes[r][tokens]) for r in (*self.grammar.punctuation_roles, END)
+        }
         # Positions after the end: the text is over there, and they weigh what free text
         # would weigh in their place, so that a layout ends where the model ends the text,
         # not where ending escapes the layout's restriction to words and punctuation.
-        free = sum(masses[r] for r in (*WORD_ROLES, *PUNCTUATION_ROLES))
+        free = sum(masses[r] for r in self.roles)
         eos = tokens == self.tokenizer.eos_id
         scores[AFTER_END] = score(free, eos)
         scores[HIDDEN] = score(free, eos | drawn_hidden.to(eos.device))
@@ -399,7 +567,7 @@ class WordLayout:
         # an include word is its placement, so each text has one layout, not one per copy.
         for m in range(1 << len(self.includes)):
             waiting = torch.tensor(self.waiting_tokens(m), dtype=torch.long, device=p.device)
-            for r in WORD_ROLES:
+            for r in word_roles:
                 fits = classes[r][tokens] & ~torch.isin(tokens, waiting)
                 spelled = (p[..., waiting] * classes[r][waiting]).sum(-1)
                 scores[(r, m)] = score(masses[r] - spelled, fits)
@@ -425,7 +593,7 @@ class WordLayout:
             # free texts short (COLLIE c09: 28 words against 35, perplexity +33%).
             lift = 1.0
             if role != END:
-                lift = ROLE_LIFTS[STATES[state][0], WORD if role == PLACED else role]
+                lift = ROLE_LIFTS[self.states[state].lift, self.grammar.lift_role(role)]
             lifted = scores[key, state] = scores[key] + np.log(lift) * scores["lift"]
         return lifted
 
@@ -433,34 +601,41 @@ class WordLayout:
         """[B] the `lifted` weight at position i."""
         return self.lifted(scores, key, state, role)[:, i]
 
+    def moves(self, role: str, word: str | None = None) -> list[tuple[int, list[int]]]:
+        """`role`'s moves (for PLACED: placing `word`), grouped by the state they lead to:
+        (to, [from ...])."""
+        to = {q: self.grammar.next_state(q, role, word) for q in range(len(self.states))}
+        return [(t, [q for q in to if to[q] == t]) for t in sorted(set(to.values()) - {None})]
+
     def forward(self, scores: dict, count: _Counting) -> np.ndarray:
-        """alpha[i, m, q, b, w]: log total weight of the role sequences of the first i
+        """alpha[i, m, q, b, w, s]: log total weight of the role sequences of the first i
         positions that placed the include words in bitmask m, end in state q and hold w words
-        (w = top: at least top when saturated)."""
-        n, length, states = len(scores[PUNCT]), self.length, range(len(STATES))
+        (w = top: at least top when saturated) and s stopped sentences (likewise)."""
+        n, length, states = len(scores[PUNCT]), self.length, range(len(self.states))
         masks = 1 << len(self.includes)
-        alpha = np.full((length + 1, masks, len(STATES), n, count.top + 1), -np.inf, np.float32)
-        alpha[0, 0, self.first_state, :, 0] = 0.0
-        placed_slot = np.zeros(count.top + 1, dtype=bool)
+        _, sentence_top, sentence_saturate = count.sentences
+        alpha = np.full(
+            (length + 1, masks, len(self.states), n, count.top + 1, sentence_top + 1),
+            -np.inf,
+            np.float32,
+        )
+        alpha[0, 0, self.first_state, :, 0, 0] = 0.0
+        placed_slot = np.zeros((count.top + 1, 1), dtype=bool)
         placed_slot[[s for s in count.slots if s <= count.top]] = True
+        grammar = self.grammar
 
         def stacked(key, role: str) -> np.ndarray:  # [states, B, L]
             return np.stack([self.lifted(scores, key, q, role) for q in states])
 
-        # Each one-token role's moves, grouped by the state they lead to: (to, [from ...]).
-        moves = {}
-        for role in (*PUNCTUATION_ROLES, *WORD_ROLES):
-            to = {q: next_state(q, role) for q in states}
-            moves[role] = [
-                (t, [q for q in states if to[q] == t]) for t in set(to.values()) - {None}
-            ]
-        weights = {r: stacked(r, r) for r in PUNCTUATION_ROLES}
-        weights |= {(r, m): stacked((r, m), r) for r in WORD_ROLES for m in range(masks)}
+        moves = {role: self.moves(role) for role in self.roles}
+        placing = {w: self.moves(PLACED, w) for w in self.words_of}
+        weights = {r: stacked(r, r) for r in grammar.punctuation_roles}
+        weights |= {(r, m): stacked((r, m), r) for r in grammar.word_roles for m in range(masks)}
         weights |= {(PLACED, w): stacked((PLACED, w), PLACED) for w in self.words_of}
 
         def arrive(source: np.ndarray, weight: np.ndarray, sources) -> np.ndarray:
-            """[B, W]: the summed weight of moving from each of `sources` states."""
-            return np.logaddexp.reduce(source[sources] + weight[sources, :, None], axis=0)
+            """[B, W, S]: the summed weight of moving from each of `sources` states."""
+            return np.logaddexp.reduce(source[sources] + weight[sources, :, None, None], axis=0)
 
         def add_word(target: np.ndarray, moved: np.ndarray) -> None:
             # One more free or include word: w -> w + 1 where slot w is not placed.
@@ -469,18 +644,26 @@ class WordLayout:
             if count.saturate:
                 np.logaddexp(target[:, -1], moved[:, -1], out=target[:, -1])
 
+        def add_sentence(target: np.ndarray, moved: np.ndarray) -> None:
+            np.logaddexp(target[..., 1:], moved[..., :-1], out=target[..., 1:])
+            if sentence_saturate:
+                np.logaddexp(target[..., -1], moved[..., -1], out=target[..., -1])
+
         with np.errstate(invalid="ignore"):
             for i in range(length):
                 for m in range(masks):
-                    source = alpha[i, m]  # [states, B, W]
+                    source = alpha[i, m]  # [states, B, W, S]
                     if not np.isfinite(source).any():
                         continue
-                    for role in PUNCTUATION_ROLES:
+                    for role in grammar.punctuation_roles:
                         for to, sources in moves[role]:
-                            target = alpha[i + 1, m, to]
                             moved = arrive(source, weights[role][..., i], sources)
-                            np.logaddexp(target, moved, out=target)
-                    for role in WORD_ROLES:
+                            if role == STOP:
+                                add_sentence(alpha[i + 1, m, to], moved)
+                            else:
+                                target = alpha[i + 1, m, to]
+                                np.logaddexp(target, moved, out=target)
+                    for role in grammar.word_roles:
                         for to, sources in moves[role]:
                             moved = arrive(source, weights[role, m][..., i], sources)
                             add_word(alpha[i + 1, m, to], moved)
@@ -488,19 +671,26 @@ class WordLayout:
                         end = i + len(self.words_of[word])
                         if end <= length:
                             weight = weights[PLACED, word][..., i]  # [states, B]
-                            moved = np.logaddexp.reduce(source[:, :, slot] + weight, axis=0)
-                            target = alpha[end, m, 0, :, slot + 1]
-                            np.logaddexp(target, moved, out=target)
+                            for to, sources in placing[word]:
+                                moved = np.logaddexp.reduce(
+                                    source[sources, :, slot] + weight[sources, :, None], axis=0
+                                )
+                                target = alpha[end, m, to, :, slot + 1]
+                                np.logaddexp(target, moved, out=target)
                     for j, word in enumerate(self.includes):
                         end = i + len(self.words_of[word])
                         if not m >> j & 1 and end <= length:
                             weight = weights[PLACED, word][..., i]
-                            add_word(alpha[end, m | 1 << j, 0], arrive(source, weight, states))
+                            for to, sources in placing[word]:
+                                add_word(
+                                    alpha[end, m | 1 << j, to], arrive(source, weight, sources)
+                                )
         return alpha
 
     def finals(self, alpha: np.ndarray, scores: dict, count: _Counting) -> np.ndarray:
-        """log weight [B, L + 1, states, top + 1] of ending after i positions in a state with
-        w words (then end-of-text, then hidden), -inf where the constraints are not met."""
+        """log weight [B, L + 1, states, top + 1, sentences top + 1] of ending after i
+        positions in a state with w words and s stopped sentences (then end-of-text, then
+        hidden), -inf where the constraints are not met."""
         after, hidden = scores[AFTER_END], scores[HIDDEN]
         n = len(after)
         hidden_from = np.cumsum(hidden[:, ::-1], axis=1)[:, ::-1]  # sum over positions >= j
@@ -508,13 +698,22 @@ class WordLayout:
         # The end at i: end-of-text at i + 1, hidden from i + 2.
         behind = np.concatenate([after[:, 1:], np.zeros((n, 1))], axis=1)
         behind = behind + hidden_from[:, 2 : self.length + 2]
-        tail = np.zeros((n, self.length + 1, len(STATES)))
-        for q in range(len(STATES)):
+        tail = np.zeros((n, self.length + 1, len(self.states)))
+        for q in range(len(self.states)):
             tail[:, :-1, q] = self.lifted(scores, END, q, END) + behind
         last = max([count.low, *(s + 1 for s in count.slots)])
-        ok = np.arange(count.top + 1) >= last
+        words_ok = np.arange(count.top + 1) >= last  # [W]
+        # The text's sentences: those stopped, plus the one it is in unless nothing but
+        # whitespace came since the last stop (or the start).
+        low, top, saturate = count.sentences
+        open_sentence = np.array([not q.fresh for q in self.states])  # [Q]
+        sentences = np.arange(top + 1)[None, :] + open_sentence[:, None]  # [Q, S]
+        if saturate:
+            sentences = np.minimum(sentences, top)
+        sentences_ok = (sentences >= low) & (sentences <= top)  # [Q, S]
+        ok = words_ok[None, :, None] & sentences_ok[:, None, :]  # [Q, W, S]
         with np.errstate(invalid="ignore"):
-            weights = alpha[:, -1].transpose(2, 0, 1, 3) + tail[..., None]
+            weights = alpha[:, -1].transpose(2, 0, 1, 3, 4) + tail[..., None, None]
         return np.where(ok, weights, -np.inf)
 
     # ----------------------------------------------------------------------------------------
@@ -550,7 +749,7 @@ class WordLayout:
             alpha = self.forward(part, count)
             finals = self.finals(alpha, part, count)
             for k, b in enumerate(rows):
-                plans[b] = self.draw(alpha[..., k, :], finals[k], part, k, count, generators[b])
+                plans[b] = self.draw(alpha[..., k, :, :], finals[k], part, k, count, generators[b])
         hidden = torch.zeros_like(decided)
         for b, plan in enumerate(plans):
             if plan.end is not None:
@@ -567,9 +766,11 @@ class WordLayout:
         from the end weigh in once the number is drawn, which is cheaper than a pass per
         number and only approximately the exact conditional)."""
         slots = {p - 1: w for p, w in self.pins.items() if p > 0}
-        count = _Counting(slots, low=min(options), top=max(options), saturate=False)
-        finals = self.finals(self.forward(scores, count), scores, count)  # [B, L+1, Q, W+1]
-        totals = np.logaddexp.reduce(finals.reshape(len(finals), -1, count.top + 1), axis=1)
+        count = _Counting(slots, min(options), max(options), False, self.sentence_counting())
+        finals = self.finals(self.forward(scores, count), scores, count)  # [B, L+1, Q, W+1, S]
+        totals = np.logaddexp.reduce(
+            np.moveaxis(finals, 3, 1).reshape(len(finals), count.top + 1, -1), axis=2
+        )
         feasible = [self.counting(n) is not None for n in options]
         weights = np.where(feasible, totals[:, options], -np.inf)
         return [options[_choose(row, g)] for row, g in zip(weights, generators, strict=True)]
@@ -583,13 +784,16 @@ class WordLayout:
         count: _Counting,
         generator: torch.Generator,
     ) -> Plan:
-        """Backward sampling of one sample's layout; alpha [L + 1, masks, states, top + 1]."""
+        """Backward sampling of one sample's layout; alpha [L + 1, masks, states, top + 1,
+        sentences top + 1]."""
         flat = finals.reshape(-1)
         if not np.isfinite(flat).any():
             raise InputError("no continuation fits the lexical constraints together")
-        i, rest = divmod(_choose(flat, generator), len(STATES) * (count.top + 1))
-        q, w = divmod(rest, count.top + 1)
+        i, q, w, s = np.unravel_index(_choose(flat, generator), finals.shape)
+        i, q, w, s = int(i), int(q), int(w), int(s)
         m = (1 << len(self.includes)) - 1
+        grammar, states = self.grammar, range(len(self.states))
+        _, sentence_top, sentence_saturate = count.sentences
         plan = Plan()
         if i < self.length:
             plan.end = self.start + i
@@ -597,38 +801,44 @@ class WordLayout:
         if i + 1 < self.length:
             plan.pinned[self.start + i + 1] = self.tokenizer.eos_id
         while i > 0:
-            # Every move that ends in state (i, m, q, w): (role, previous i, m, q, w, word).
+            # Every move that ends in state (i, m, q, w, s): (role, previous i, m, q, w, s,
+            # word placed).
             moves = []
-            for p in range(len(STATES)):
+            for p in states:
                 for role in PUNCTUATION_ROLES:
-                    if next_state(p, role) == q:
-                        moves.append((role, i - 1, m, p, w, None))
-            if q == 0:  # a word ends here
-                previous = [w - 1] if w > 0 else []
-                if count.saturate and w == count.top:
-                    previous.append(w)
-                for p in range(len(STATES)):
-                    if w > 0 and (w - 1) in count.slots:
-                        word = count.slots[w - 1]
-                        moves.append((PLACED, i - len(self.words_of[word]), m, p, w - 1, word))
-                    for v in (v for v in previous if v not in count.slots):
-                        for role in WORD_ROLES:
-                            if next_state(p, role) == 0:
-                                moves.append((role, i - 1, m, p, v, None))
-                        for j, word in enumerate(self.includes):
-                            if m >> j & 1:
-                                moves.append(
-                                    (PLACED, i - len(self.words_of[word]), m ^ 1 << j, p, v, word)
-                                )
+                    if grammar.next_state(p, role) == q:
+                        moves.append((role, i - 1, m, p, w, s, None))
+                if grammar.sentences and grammar.next_state(p, STOP) == q:
+                    before = [s - 1] if s > 0 else []
+                    if sentence_saturate and s == sentence_top:
+                        before.append(s)
+                    moves += [(STOP, i - 1, m, p, w, s_, None) for s_ in before]
+            previous = [w - 1] if w > 0 else []
+            if count.saturate and w == count.top:
+                previous.append(w)
+            for p in states:
+                if w > 0 and (w - 1) in count.slots:
+                    word = count.slots[w - 1]
+                    if grammar.next_state(p, PLACED, word) == q:
+                        span = len(self.words_of[word])
+                        moves.append((PLACED, i - span, m, p, w - 1, s, word))
+                for v in (v for v in previous if v not in count.slots):
+                    for role in grammar.word_roles:
+                        if grammar.next_state(p, role) == q:
+                            moves.append((role, i - 1, m, p, v, s, None))
+                    for j, word in enumerate(self.includes):
+                        if m >> j & 1 and grammar.next_state(p, PLACED, word) == q:
+                            span = len(self.words_of[word])
+                            moves.append((PLACED, i - span, m ^ 1 << j, p, v, s, word))
             moves = [move for move in moves if move[1] >= 0]
             weights = []
-            for role, i_, m_, p, w_, word in moves:
-                key = (PLACED, word) if word else (role, m_) if role in WORD_ROLES else role
-                weights.append(alpha[i_, m_, p, w_] + self.weight(scores, key, p, role, i_)[b])
-            role, i, m, q, w, word = moves[_choose(np.array(weights), generator)]
+            for role, i_, m_, p, w_, s_, word in moves:
+                key = (PLACED, word) if word else (role, m_) if role in grammar.word_roles else role
+                weights.append(alpha[i_, m_, p, w_, s_] + self.weight(scores, key, p, role, i_)[b])
+            role, i, m, q, w, s, word = moves[_choose(np.array(weights), generator)]
             if word is None:
                 plan.roles[self.start + i] = role
-                if role in WORD_ROLES and (waiting := self.waiting_tokens(m)):
+                if role in grammar.word_roles and (waiting := self.waiting_tokens(m)):
                     plan.not_yet[self.start + i] = waiting
             else:
                 plan.placed.append([self.start + i + k for k in range(len(self.words_of[word]))])
@@ -670,7 +880,7 @@ class WordLayout:
             for position, tokens in plan.not_yet.items():
                 if not fixed[b, position]:
                     out[b, position, tokens] = 0.0
-            for role in (*WORD_ROLES, *PUNCTUATION_ROLES, END):
+            for role in (*self.roles, END):
                 free = [p for p in plan.where(role) if not fixed[b, p]]
                 if not free:
                     continue

@@ -177,6 +177,13 @@ def split_words(text: str, scheme: Scheme = "plain") -> list[str]:
     return _WORDS[scheme](text)
 
 
+def word_key(word: str, scheme: Scheme = "plain") -> str:
+    """What `word` is compared by under `scheme`: itself (plain); lower-cased with surrounding
+    ASCII punctuation stripped (COLLIE)."""
+    _check_scheme(scheme)
+    return _KEYS[scheme](word)
+
+
 # --------------------------------------------------------------------------------------------
 # Sentences
 #
@@ -272,6 +279,13 @@ def _collie_sentences(text: str) -> list[str]:
     if text[start:].strip():
         sentences.append(text[start:].strip())
     return sentences
+
+
+def ends_no_sentence(word: str) -> bool:
+    """Whether a period after `word` (letters only) may end no sentence under some scheme: an
+    abbreviation either scheme knows, or a single letter (an initial). A layout that ends
+    sentences exactly under both schemes ends none after such a word."""
+    return len(word) == 1 or word.lower() in _PLAIN_ABBREVIATIONS | _COLLIE_ABBREVIATIONS
 
 
 _SENTENCES: dict[str, Callable[[str], list[str]]] = {
