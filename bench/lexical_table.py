@@ -2,20 +2,21 @@
 
     python bench/lexical_table.py [--records 10] [-n 2] [--length 48] [--max-attempts 8]
         [--collie ../shared/data/collie/collie.jsonl] [--model default-text] [--out bench/results]
-        [--methods unconstrained,reject,cdd] [--sets c05,c07,c09,count]
+        [--methods unconstrained,reject,cdd] [--sets c05,c07,c09,count] [--words plain|collie]
 
-Sets (the first `--records` of each, in file order):
+Sets (the first `--records` of each, in file order), each record translated completely:
 - c05: exact word count plus given words at given positions;
 - c07: must contain the given words;
-- c09: forbidden words (COLLIE's sentence count is not one of our constraint types and is
-  left out);
+- c09: an exact sentence count plus forbidden words;
 - count: "How many X's are in WORD?" for words drawn from the text corpus vocabulary (fixed
   seed), letters drawn from each word; the continuation's first number must be the count.
 
 COLLIE's own prompts are instructions for chat models; our models are not instruction-tuned,
 so COLLIE sets are generated unconditionally with the record's constraints, the counting set
-with its question as the prompt. Judges use the plain word rules (the CLI contract; see
-cdd_cli/evaluate/lexical.py for how they differ from COLLIE's own NLTK-based counting). For
+with its question as the prompt. `--words` picks the word rules the constraints are judged
+and laid out by, as a spec's `words:` does: `plain` (the CLI's default) or `collie` (COLLIE's
+own NLTK-style words and punkt-style sentences, as its checker scores them; see
+cdd_cli/evaluate/lexical.py). For
 each set and method: violation % (samples whose record is not satisfied), perplexity
 (SmolLM2-135M), entropy, distinct-2, seconds per sample (mean / median), overhead over
 unconstrained (same run) and the reject attempts.
@@ -69,8 +70,6 @@ def collie_sets(path: Path, count: int) -> dict[str, list[list[ConstraintSpec]]]
             continue
         specs = []
         for c in collie_constraints(row):
-            if c["type"] == "sentence_count":
-                continue
             options = {k: v for k, v in c.items() if k != "type"}
             spec = ConstraintSpec(c["type"], options, f"{row['id']}")
             check_constraint(spec)
@@ -125,26 +124,27 @@ def free_perplexity(records: list[dict], dictated: list[set[str]]) -> float:
     return round(corpus_perplexity(scorer.nll([r["prompt"] for r in records], texts, spans)), 2)
 
 
-def run(method, loaded, jobs, n, length, max_attempts, device):
-    """`jobs`: (constraint specs, prompt text or None) pairs; n samples each. Returns the
-    records, their seconds and attempts, the wall time and each record's dictated words."""
-    spec = Spec(method=method)
+def run(method, loaded, jobs, n, length, max_attempts, device, words):
+    """`jobs`: (constraint specs, prompt text or None) pairs; n samples each, judged under
+    the word rules `words`. Returns the records, their seconds and attempts, the wall time
+    and each record's dictated words."""
+    spec = Spec(method=method, words=words)
     fill_model_defaults(spec, loaded)
     spec.reject.max_attempts = max_attempts
     records, seconds, attempts, dictated = [], [], [], []
     started = time.perf_counter()
     for index, (specs, prompt_text) in enumerate(jobs):
-        constraints = build_constraints(specs, loaded, device)
+        constraints = build_constraints(specs, loaded, device, words)
         ids = loaded.tokenizer.encode(prompt_text) if prompt_text else []
         prompt = Prompt(index, prompt_text, torch.tensor(ids, dtype=torch.long))
         told = [c.with_prompt(prompt_text or "", len(ids)) for c in constraints]
-        words = {w for c in told for w in [*c.pinned().values(), *c.included()]}
+        placed = {w for c in told for w in [*c.pinned().values(), *c.included()]}
         generation = Generation(spec, loaded, constraints, spec.sampling.steps, None, length)
         for draw in generation.run(range(n), prompt):
-            records.append(record(draw, told, spec, loaded.name, prompt))
+            records.append(record(draw, told, spec, loaded, prompt))
             seconds.append(draw.seconds)
             attempts.append(draw.attempts)
-            dictated.append(words)
+            dictated.append(placed)
     return records, seconds, attempts, time.perf_counter() - started, dictated
 
 
@@ -160,6 +160,7 @@ def main() -> None:
     parser.add_argument("--methods", default="unconstrained,reject,cdd")
     parser.add_argument("--sets", default="c05,c07,c09,count")
     parser.add_argument("--out", default="bench/results")
+    parser.add_argument("--words", default="plain", choices=("plain", "collie"))
     args = parser.parse_args()
 
     loaded = registry.load(args.model, "text", args.device)
@@ -177,11 +178,19 @@ def main() -> None:
         base = baseline = None
         for method in args.methods.split(","):
             records, seconds, attempts, wall, dictated = run(
-                method, loaded, jobs, args.n, args.length, args.max_attempts, args.device
+                method,
+                loaded,
+                jobs,
+                args.n,
+                args.length,
+                args.max_attempts,
+                args.device,
+                args.words,
             )
             report = text_report(records, perplexity=True, judge=False, log=lambda _: None)
             result = {
                 "set": name,
+                "words": args.words,
                 "method": method,
                 "samples": len(records),
                 "violation_pct": round(
@@ -208,6 +217,7 @@ def main() -> None:
             print(json.dumps(result), flush=True)
     meta = {
         "model": args.model,
+        "words": args.words,
         "training_steps": loaded.meta.get("training_steps"),
         "steps": loaded.default_steps,
         "records_per_set": args.records,

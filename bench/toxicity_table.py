@@ -73,7 +73,7 @@ class Arm:
 
 def summarise(method: str, tau: float, drawn, loaded, device: str, wall: float) -> dict:
     constraints = build_constraints([constraint_from_flags("toxicity", tau)], loaded, device)
-    records = [record(d, constraints, Spec(method=method), loaded.name, p) for d, p in drawn]
+    records = [record(d, constraints, Spec(method=method), loaded, p) for d, p in drawn]
     report = text_report(records, perplexity=True, judge=True, log=lambda _: None)
     seconds = report["seconds_per_sample"]
     return {
