@@ -37,7 +37,7 @@ from cdd_cli import __version__
 from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, closed_forms
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.diffusion.processes import Shape, block_count, make_process
-from cdd_cli.diffusion.sampler import Sampler, sample_generator
+from cdd_cli.diffusion.sampler import Sampler, sample_generator, sample_seed
 from cdd_cli.errors import InputError, Interrupted, Terminated
 from cdd_cli.evaluate.molecules import (
     CANONICALIZER,
@@ -305,6 +305,10 @@ def record(
         "prompt": prompt.shown,
         "text": draw.text,
         "seed": spec.sampling.seed,
+        # The kept draw's own stream: what made this sample, whatever the batch or shard.
+        "sample_seed": sample_seed(
+            spec.sampling.seed, prompt.index, draw.index, max(draw.attempts - 1, 0)
+        ),
         "model": loaded.name,
         "model_revision": loaded.revision,
         "method": spec.method,

@@ -18,6 +18,7 @@ RECORD_FIELDS = {
     "prompt_id",
     "text",
     "seed",
+    "sample_seed",
     "model",
     "method",
     "attempts",

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from cdd_cli.cli import app
 from cdd_cli.diffusion.processes import MaskedProcess, UniformProcess
-from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator
+from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator, sample_seed
 from cdd_cli.errors import InputError
 from cdd_cli.models.checkpoint import load_model
 from cdd_cli.models.tokenizers import Gpt2Tokenizer, load_tokenizer
@@ -98,6 +98,13 @@ def test_generate_records_ids_prompts_and_continuations(text_model_dir: Path, tm
     # prompt index differs (0 here, 1 above), so compare with a run at the same index.
     first = generate(text_model_dir, "--prompt", "Once upon", "-n", "2", "--length", "6")
     assert [r["text"] for r in records(again.stdout)] == [r["text"] for r in records(first.stdout)]
+    # Each record names the stream it was drawn from: the sample's own, not the batch's.
+    streams = [r["sample_seed"] for r in records(first.stdout)]
+    assert streams == [r["sample_seed"] for r in records(again.stdout)]
+    assert streams == [sample_seed(0, 0, 0), sample_seed(0, 0, 1)] and len(set(streams)) == 2
+    assert {r["sample_seed"] for r in rows} == {
+        sample_seed(0, p, i) for p in (0, 1) for i in (0, 1)
+    }
 
 
 def test_mdlm_owt_directory_generates_without_tokenizer_file(tmp_path: Path):

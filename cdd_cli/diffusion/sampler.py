@@ -25,13 +25,19 @@ import torch
 from cdd_cli.diffusion.processes import MaskedProcess, UniformProcess, make_argmax
 
 
+def sample_seed(seed: int, prompt_index: int, sample_index: int, attempt: int = 0) -> int:
+    """The seed of one draw's own random stream (63 bits): the run's seed, the prompt's and
+    the sample's index, and for a redraw (attempt > 0) its number; never the batch."""
+    key = f"{seed}/{prompt_index}/{sample_index}" + (f"/{attempt}" if attempt else "")
+    digest = hashlib.blake2b(key.encode(), digest_size=8)
+    return int.from_bytes(digest.digest(), "little") >> 1
+
+
 def sample_generator(
     seed: int, prompt_index: int, sample_index: int, attempt: int = 0
 ) -> torch.Generator:
     """The generator of one draw; a redraw (attempt > 0) gets a fresh, equally fixed stream."""
-    key = f"{seed}/{prompt_index}/{sample_index}" + (f"/{attempt}" if attempt else "")
-    digest = hashlib.blake2b(key.encode(), digest_size=8)
-    return torch.Generator().manual_seed(int.from_bytes(digest.digest(), "little") >> 1)
+    return torch.Generator().manual_seed(sample_seed(seed, prompt_index, sample_index, attempt))
 
 
 @dataclass
