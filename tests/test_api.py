@@ -78,6 +78,8 @@ def test_text_records_equal_the_clis():
         (lambda: cdd.SA(tau=True), "option 'tau': expected number, got True"),
         (lambda: cdd.WordCount(equals=3.7), "option 'equals': expected int"),
         (lambda: cdd.molecules(n=1, device="gpu"), "unknown device 'gpu'"),
+        (lambda: cdd.SentenceCount(), "sentence_count needs min, max or equals"),
+        (lambda: cdd.generate("Hi", words="nltk"), "words must be one of plain, collie"),
     ],
 )
 def test_bad_input_raises_the_clis_one_line_error(make, message: str):
@@ -140,3 +142,15 @@ def test_one_constraint_need_not_be_in_a_list():
     one = [without_timing(r) for r in cdd.molecules(n=2, steps=4, constraints=cdd.SA(tau=4.5))]
     listed = cdd.molecules(n=2, steps=4, constraints=[cdd.SA(tau=4.5)])
     assert one == [without_timing(r) for r in listed]
+
+
+def test_generate_takes_the_word_rules():
+    rows = list(
+        cdd.generate(
+            n=2, length=24, steps=8, words="collie",
+            constraints=[cdd.SentenceCount(equals=2), cdd.WordAt(position=1, word="the")],
+        )
+    )  # fmt: skip
+    for row in rows:
+        assert row["satisfied"] and row["constraints"]["word_at"]["judge"] == "collie-words"
+        assert row["text"].split()[0].lower() == "the"  # COLLIE compares words lower-cased
