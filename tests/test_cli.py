@@ -475,3 +475,24 @@ def test_the_live_view_on_a_terminal_shows_rate_eta_and_no_stale_rows(tmp_path: 
     projecting = [row for row in rows if row.startswith("projection")]
     assert projecting and all("sample(s) still outside, round" in row for row in projecting)
     assert "λ" not in screen  # the multipliers only with --verbose
+
+
+def test_without_a_terminal_progress_is_plain_log_lines(monkeypatch: pytest.MonkeyPatch):
+    """A log file or a pipe gets no live view but a plain line now and then (here after every
+    record): records done, the rate, the time left, what the records say so far."""
+    import re
+
+    from cdd_cli.cli import RichReporter
+
+    monkeypatch.setattr(RichReporter, "LOG_EVERY_S", 0.0)
+    args = ["molecules", "-n", "3", "--batch-size", "1", "--steps", "4"]
+    result = runner.invoke(app, [*args, "-c", "sa", "--tau", "6"])
+    assert result.exit_code in (0, 3), result.stderr
+    lines = [row for row in result.stderr.splitlines() if re.search(r" \d/3 \(", row)]
+    assert len(lines) == 3, result.stderr
+    for done, row in enumerate(lines[:-1], start=1):
+        assert re.search(rf" {done}/3 \(\d+\.\d\d/s, about \d+ s left\), valid \d/{done}", row), row
+    assert re.search(r" 3/3 \(\d+\.\d\d/s\), valid \d/3", lines[-1]) and "left" not in lines[-1]
+    assert "\x1b[" not in result.stderr  # no control codes in a log
+    quiet = runner.invoke(app, [*args, "--quiet"])
+    assert quiet.exit_code == 0 and not re.search(r" \d/3 \(", quiet.stderr)
