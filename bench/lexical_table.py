@@ -29,6 +29,10 @@ word count of its paired constrained text (same job and sample index), and
 words, include words, the count's answer) read as context but not scored, which separates the
 surprisal of the requested words from how the text around them was written. Records are
 written to `OUT/lexical_{set}_{method}.jsonl`.
+
+`--rejudge DIR` judges the records a run wrote to DIR again, under both word rules, with
+`cdd_cli.evaluate.lexical.check` (not the records' own verdicts): which texts made under one
+rules would fail the other's judges.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from pathlib import Path
 import torch
 
 from cdd_cli.constraints.registry import build_constraints
-from cdd_cli.evaluate.lexical import collie_constraints
+from cdd_cli.evaluate.lexical import SCHEMES, check, collie_constraints
 from cdd_cli.evaluate.report import text_report
 from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.evaluate.text import Perplexity, corpus_perplexity
@@ -76,6 +80,25 @@ def collie_sets(path: Path, count: int) -> dict[str, list[list[ConstraintSpec]]]
             specs.append(spec)
         sets[family].append(specs)
     return sets
+
+
+def rejudge(folder: Path, sets: dict, names: list[str], methods: list[str]) -> None:
+    """Print, for each records file in `folder`, how many texts fail each rules' judges."""
+    print("| set | method | records | fail plain judges | fail collie judges |")
+    print("|---|---|---|---|---|")
+    for name in names:
+        for method in methods:
+            path = folder / f"lexical_{name}_{method}.jsonl"
+            if not path.is_file():
+                continue
+            rows = [json.loads(line) for line in path.read_text().splitlines()]
+            failed = dict.fromkeys(SCHEMES, 0)
+            for row in rows:
+                specs, _ = sets[name][int(row["id"].split("-")[0])]
+                wanted = [{"type": c.type, **c.options} for c in specs]
+                for scheme in SCHEMES:
+                    failed[scheme] += not all(check(row["text"], c, scheme=scheme) for c in wanted)
+            print(f"| {name} | {method} | {len(rows)} | {failed['plain']} | {failed['collie']} |")
 
 
 def counting_prompts(count: int, seed: int = 0) -> list[str]:
@@ -161,7 +184,15 @@ def main() -> None:
     parser.add_argument("--sets", default="c05,c07,c09,count")
     parser.add_argument("--out", default="bench/results")
     parser.add_argument("--words", default="plain", choices=("plain", "collie"))
+    parser.add_argument("--rejudge", type=Path, help="judge a run's records again, both rules")
     args = parser.parse_args()
+    if args.rejudge:
+        sets = {
+            name: [(specs, None) for specs in jobs]
+            for name, jobs in collie_sets(Path(args.collie), args.records).items()
+        }
+        rejudge(args.rejudge, sets, args.sets.split(","), args.methods.split(","))
+        return
 
     loaded = registry.load(args.model, "text", args.device)
     sets = {
