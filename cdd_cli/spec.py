@@ -563,13 +563,14 @@ def load_spec(path: Path) -> Spec:
             spec.model = _check_type(loc, v, "model", loc.value(v), (str,))
             if not spec.model.strip():
                 raise InputError(f"{loc.where(v)}: key 'model' is empty")
-        elif name == "method":
-            spec.method = _check_type(loc, v, "method", loc.value(v), (str,))
-            if spec.method not in METHODS:
+        elif name in ("method", "words"):  # one of a few names
+            value = _check_type(loc, v, name, loc.value(v), (str,))
+            choices = METHODS if name == "method" else SCHEMES
+            if value not in choices:
                 raise InputError(
-                    f"{loc.where(v)}: key 'method': {spec.method!r} is not one of "
-                    f"{', '.join(METHODS)}"
+                    f"{loc.where(v)}: key '{name}': {value!r} is not one of {', '.join(choices)}"
                 )
+            setattr(spec, name, value)
         elif name == "constraints":
             if not isinstance(v, yaml.SequenceNode):
                 raise InputError(f"{loc.where(v)}: key 'constraints' must be a list")
@@ -584,13 +585,6 @@ def load_spec(path: Path) -> Spec:
             spec.reject = _settings(loc, v, "reject", RejectSettings)
         elif name == "sampling":
             spec.sampling = _settings(loc, v, "sampling", SamplingSettings)
-        elif name == "words":
-            spec.words = _check_type(loc, v, "words", loc.value(v), (str,))
-            if spec.words not in SCHEMES:
-                raise InputError(
-                    f"{loc.where(v)}: key 'words': {spec.words!r} is not one of "
-                    f"{', '.join(SCHEMES)}"
-                )
         else:
             raise InputError(
                 f"{loc.where(k)}: unknown key '{name}' (known: model, method, words, "
