@@ -384,3 +384,132 @@ def test_every_collie_record_satisfies_its_constraints() -> None:
         f: (totals[f], totals[f]) for f in FAMILIES
     }
     assert {f: (plain_passes[f], totals[f]) for f in FAMILIES} == FULL_PLAIN_PASSES
+
+
+# What a record's violation report says comes from these verdicts: each judge's detail and
+# `found`, satisfied or not (a record's `detail` field is the judge's).
+@pytest.mark.parametrize(
+    ("verdict", "expected"),
+    [
+        (
+            lambda: word_at("Call me Ishmael.", 3, "Ishmael"),
+            Judgement(True, "word 3 is 'Ishmael'", "Ishmael"),
+        ),
+        (
+            lambda: word_at("Call me", 3, "x"),
+            Judgement(False, "word 3 should be 'x', but the text has 2 words", None),
+        ),
+        (
+            lambda: word_at("Call me", -1, "you"),
+            Judgement(False, "word -1 is 'me', not 'you'", "me"),
+        ),
+        (
+            lambda: include("a whale and a ship", ["ship", "Ahab", "whale", "sea"]),
+            Judgement(False, "missing 2 word(s): ['Ahab', 'sea']", ["Ahab", "sea"]),
+        ),
+        (lambda: include("a ship", ["ship"]), Judgement(True, "all 1 word(s) present", [])),
+        (
+            lambda: exclude("a whale", ["whale", "ship"]),
+            Judgement(False, "contains forbidden word(s): ['whale']", ["whale"]),
+        ),
+        (
+            lambda: exclude("a whale", ["ship", "sea"]),
+            Judgement(True, "none of 2 forbidden word(s) present", []),
+        ),
+        (
+            lambda: word_count("one two three", min=2, max=5),
+            Judgement(True, "3 words (wanted >= 2, <= 5)", 3),
+        ),
+        (lambda: word_count("one two", equals=3), Judgement(False, "2 words (wanted == 3)", 2)),
+        (
+            lambda: sentence_count("One. Two. Three.", max=2),
+            Judgement(False, "3 sentences (wanted <= 2)", 3),
+        ),
+        (
+            lambda: sentence_count("One.", min=1, max=2),
+            Judgement(True, "1 sentence (wanted >= 1, <= 2)", 1),
+        ),
+        (
+            lambda: count("It has 3 of them", "r", "strawberry"),
+            Judgement(True, "first number is 3; 'r' occurs 3 time(s) in 'strawberry'", 3),
+        ),
+        (
+            lambda: count("It has 2.5", "r", "strawberry"),
+            Judgement(False, "first number is 2.5, but 'r' occurs 3 time(s) in 'strawberry'", 2.5),
+        ),
+        (
+            lambda: count("none", "r", "Strawberry"),
+            Judgement(False, "no number in the text; 'r' occurs 3 time(s) in 'Strawberry'", None),
+        ),
+    ],
+)
+def test_verdicts_say_what_was_found(verdict, expected: Judgement) -> None:
+    assert verdict() == expected
+
+
+def test_collie_judges_read_collie_words_and_keys() -> None:
+    # COLLIE splits clitics: "don't" holds the word "do" there, not under the plain rules.
+    assert not exclude("I don't know", ["do"], scheme="collie")
+    assert exclude("I don't know", ["do"])
+    assert include("I don't know", ["do"], scheme="collie")
+    # Its key strips surrounding ASCII punctuation, except from a word that is nothing else.
+    assert word_at("count to three- then", 3, "three", scheme="collie").found == "three-"
+    assert word_at("count to three- then", 3, "three", scheme="collie")
+    assert exclude("a ... b", ["--"], scheme="collie")  # "..." is the empty word, not "--"
+    assert not exclude("a -- b", ["--"], scheme="collie")
+
+
+def test_sentence_splits_keep_their_text() -> None:
+    for scheme in ("plain", "collie"):
+        assert split_sentences("One. Two", scheme) == ["One.", "Two"]
+    # Plain: an opening quote before a lower-case word continues the sentence; a period
+    # inside quotes after an abbreviation ends none.
+    assert split_sentences('He left. "then he came back', "plain") == [
+        'He left. "then he came back'
+    ]
+    assert split_sentences('He said "Mr." Smith left.', "plain") == ['He said "Mr." Smith left.']
+    # COLLIE (punkt): after an abbreviation a sentence breaks only before a word punkt mostly
+    # sees capitalised at a start, closing quotes skipped.
+    assert split_sentences('He saw Mr." The end.', "collie") == ['He saw Mr."', "The end."]
+    assert split_sentences("He saw Mr. the end.", "collie") == ["He saw Mr. the end."]
+
+
+def test_judges_refuse_malformed_arguments() -> None:
+    with pytest.raises(ValueError, match="non-zero integer, got True"):
+        word_at("a b", True, "a")  # a bool is no position, though Python counts it as 1
+    with pytest.raises(ValueError, match="letter must be a single character"):
+        count("3", "rr", "strawberry")
+    with pytest.raises(ValueError, match="word must be a non-empty string"):
+        count("3", "r", "")
+    with pytest.raises(TypeError, match="include takes a list of words, not the string"):
+        include("a b", "a")
+    with pytest.raises(ValueError, match="exclude needs at least one word"):
+        exclude("a b", [])
+    with pytest.raises(TypeError, match="include: words must be strings, got 3"):
+        include("a b", [3])
+    with pytest.raises(ValueError, match="word_count needs at least one of min, max, equals"):
+        word_count("a b")
+    with pytest.raises(ValueError, match="unknown word scheme 'nltk'; expected one of: plain, "):
+        split_words("a", "nltk")
+
+
+def test_first_numbers_are_ints_where_whole() -> None:
+    assert first_number("3 r's") == 3 and isinstance(first_number("3 r's"), int)
+    assert first_number("2.50 of them") == 2.5
+
+
+def test_collie_positions_map_to_one_based() -> None:
+    record = {
+        "id": "x",
+        "family": "c05",
+        "targets": [5, ["a", "b"]],
+        "constraint": "Position([0, -1])",
+    }
+    assert collie_constraints(record)[1:] == [
+        {"type": "word_at", "position": 1, "word": "a"},
+        {"type": "word_at", "position": -1, "word": "b"},
+    ]
+    with pytest.raises(ValueError, match="x: no Position"):
+        collie_constraints({"id": "x", "family": "c05", "targets": [5, ["a"]]})
+    with pytest.raises(ValueError, match="x: 2 positions, 1 words"):
+        collie_constraints({**record, "targets": [5, ["a"]]})

@@ -385,7 +385,7 @@ def _bounds_judgement(
     satisfied = (
         (equals is None or n == equals) and (min is None or n >= min) and (max is None or n <= max)
     )
-    return Judgement(satisfied, f"{n} {what}s (wanted {wanted})", n)
+    return Judgement(satisfied, f"{n} {what}{'' if n == 1 else 's'} (wanted {wanted})", n)
 
 
 def word_count(
