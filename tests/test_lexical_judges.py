@@ -23,6 +23,7 @@ from cdd_cli.evaluate.lexical import (
     check,
     collie_constraints,
     count,
+    ends_no_sentence,
     exclude,
     first_number,
     include,
@@ -32,6 +33,7 @@ from cdd_cli.evaluate.lexical import (
     split_words,
     word_at,
     word_count,
+    word_key,
 )
 
 DATA = Path(__file__).parent / "data" / "collie_examples.jsonl"
@@ -513,3 +515,15 @@ def test_collie_positions_map_to_one_based() -> None:
         collie_constraints({"id": "x", "family": "c05", "targets": [5, ["a"]]})
     with pytest.raises(ValueError, match="x: 2 positions, 1 words"):
         collie_constraints({**record, "targets": [5, ["a"]]})
+
+
+def test_check_hands_every_option_and_the_scheme_to_its_judge() -> None:
+    text = "I don't know. Who does?"
+    assert not check(text, {"type": "exclude", "words": ["do"]}, scheme="collie")
+    assert check(text, {"type": "exclude", "words": ["do"]})
+    assert not check(text, {"type": "sentence_count", "min": 3})
+    assert check(text, {"type": "sentence_count", "min": 2, "max": 2})
+    assert not check(text, {"type": "word_count", "max": 4})
+    assert check(text, {"type": "word_count", "min": 6}, scheme="collie")  # "do" + "n't"
+    assert ends_no_sentence("Mr") and ends_no_sentence("A") and not ends_no_sentence("whale")
+    assert word_key("Whale,", "collie") == "whale" and word_key("Whale,") == "Whale,"
