@@ -57,6 +57,17 @@ model's own punctuation and sentence ends where the constraints leave room.
 Every step re-draws the layout conditioned on the tokens already decided, so the layout follows
 the model as the text forms; the tokens decided so far fit the previous layout, so some layout
 always exists (roles the model gives probability 0 keep a tiny weight, so it is found).
+
+The roles above are the plain word rules'. A job's `Grammar` adapts them to what its judges
+read. Under COLLIE's rules (`words: collie`) a word is a token COLLIE reads as that one word
+(not " cannot": two words there), punctuation one ASCII mark that COLLIE drops (not a quote,
+which is a word there), never beside another (two hyphens are the word "--"), and line
+breaks carry no mark. Where sentences are counted (`sentence_count`), a STOP role (a lone
+".", "?" or "!") ends a sentence, and no other token holds those marks; a STOP follows only a
+word that ends a sentence under both splitters (no abbreviation or initial: words carry the
+traits "capital" and "short" then) and is followed by a capitalised word, a line break or the
+end; the programme counts stops on an axis beside the words', and the sentence a text is
+still in through "fresh" states (nothing but whitespace since the last stop or the start).
 """
 
 from __future__ import annotations
