@@ -141,6 +141,17 @@ class State:
     capital: bool = False
 
 
+# The states sentences add after the plain grammar's five, and their indices.
+SENTENCE_STATES = (
+    State(WORD, "A"),  # after a short word: no stop here
+    State(PUNCT, "A", fresh=True, capital=True),  # a sentence just stopped
+    State(BREAK, "C", fresh=True, capital=True),  # ... and a line break since
+    State(BREAK, "C", fresh=True),  # the start, after whitespace
+    State(WORD, "A", fresh=True),  # the start, after a prompt's word or mark
+)
+AFTER_SHORT, STOPPED, STOPPED_THEN_BREAK, START_AFTER_SPACE, START_AFTER_TEXT = range(5, 10)
+
+
 @dataclass(frozen=True)
 class Grammar:
     """The roles and states of one job's layout: the word scheme the judges read, and whether
@@ -175,16 +186,7 @@ class Grammar:
             State(OPENER, "C"),
             State(BREAK, "C"),
         )
-        if not self.sentences:
-            return base
-        return (
-            *base,
-            State(WORD, "A"),  # after a short word: no stop here
-            State(PUNCT, "A", fresh=True, capital=True),  # a sentence just stopped
-            State(BREAK, "C", fresh=True, capital=True),  # ... and a line break since
-            State(BREAK, "C", fresh=True),  # the start, after whitespace
-            State(WORD, "A", fresh=True),  # the start, after a prompt's word or mark
-        )
+        return (*base, *SENTENCE_STATES) if self.sentences else base
 
     def lift_role(self, role: str) -> str:
         """The role whose lifts `role` takes: a word role its base, a stop punctuation's."""
@@ -211,14 +213,14 @@ class Grammar:
                 base, capital, short = self.traits(role)
             if (s.capital and not capital) or (base == BARE and s.chunk != "C"):
                 return None
-            return 5 if self.sentences and short else 0
+            return AFTER_SHORT if self.sentences and short else 0
         if role == STOP:
-            return 6 if s.can_stop else None
+            return STOPPED if s.can_stop else None
         if s.capital and role != BREAK:
             return None  # after a stop: a capitalised word, a line break or the end
         if role == BREAK:
             if s.fresh:
-                return 7 if s.capital else 8
+                return STOPPED_THEN_BREAK if s.capital else START_AFTER_SPACE
             return states.index(State(BREAK, "C"))
         if role == PUNCT:
             if self.scheme == "collie" and s.lift in (PUNCT, OPENER) and not s.fresh:
@@ -237,7 +239,7 @@ class Grammar:
             chunk = re.split(r"\s", prompt)[-1]
             after = State(PUNCT, "C" if is_punctuation(chunk) else "A")
         if self.sentences:
-            return 8 if after.chunk == "C" else 9
+            return START_AFTER_SPACE if after.chunk == "C" else START_AFTER_TEXT
         return self.states.index(after)
 
 
