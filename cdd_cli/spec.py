@@ -475,12 +475,14 @@ def check_structured_options(c: ConstraintSpec) -> None:
 
 def check_lexical_together(constraints: list[ConstraintSpec], words: str = "plain") -> None:
     """Contradictions between lexical constraints, under the word rules `words`, that no model
-    or length can resolve: a required word those rules read as several words (COLLIE reads
-    "don't" as "do" and "n't"), one word slot given two words, a word required and excluded."""
+    or length can resolve: a required or excluded word those rules read as several words
+    (COLLIE reads "don't" as "do" and "n't": excluded, it would never be found), one word slot
+    given two words, a word required and excluded."""
     from cdd_cli.evaluate.lexical import split_words, word_key
 
     required: dict[str, str] = {}
     forbidden: dict[str, str] = {}
+    forbidden_as_given: dict[str, str] = {}
     positions: dict[int, tuple[str, str]] = {}
     for c in constraints:
         if c.type == "word_at":
@@ -496,14 +498,16 @@ def check_lexical_together(constraints: list[ConstraintSpec], words: str = "plai
             required.update({w: c.where for w in c.options["words"]})
         if c.type == "exclude":
             forbidden.update({word_key(w, words): c.where for w in c.options["words"]})
-    for word, where in required.items():
+            forbidden_as_given.update({w: c.where for w in c.options["words"]})
+    # A word the rules read as several can be neither placed nor found as one word.
+    for word, where in {**forbidden_as_given, **required}.items():
         read = split_words(word, words)
         if [word_key(w, words) for w in read] != [word_key(word, words)]:
             raise InputError(
                 f"{where}: {word!r} is not one word under the {words} word rules (it reads "
                 f"as {read!r})"
             )
-        if word_key(word, words) in forbidden:
+        if word in required and word_key(word, words) in forbidden:
             raise InputError(
                 f"{where}: {word!r} is required here but excluded at "
                 f"{forbidden[word_key(word, words)]}"

@@ -527,3 +527,9 @@ def test_check_hands_every_option_and_the_scheme_to_its_judge() -> None:
     assert check(text, {"type": "word_count", "min": 6}, scheme="collie")  # "do" + "n't"
     assert ends_no_sentence("Mr") and ends_no_sentence("A") and not ends_no_sentence("whale")
     assert word_key("Whale,", "collie") == "whale" and word_key("Whale,") == "Whale,"
+
+
+def test_a_run_of_marks_ends_one_collie_sentence() -> None:
+    assert split_sentences("What?! No.", "collie") == ["What?!", "No."]
+    assert split_sentences("He won!!! Then he left.", "collie") == ["He won!!!", "Then he left."]
+    assert ends_no_sentence("Inc") and ends_no_sentence("Gen")  # no stop after these in layouts

@@ -284,6 +284,12 @@ def test_validate_reads_the_word_rules_and_refuses_what_they_make_impossible(tmp
     assert result.exit_code == 2, result.output
     assert "not one word under the collie word rules" in result.stderr
     assert "['do', \"n't\"]" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    # An excluded word the rules read as several would never be found: refused as well.
+    excluded = 'constraints:\n  - type: exclude\n    words: ["{}"]\n'
+    result = validate(write(tmp_path, "words: collie\n" + excluded.format("don't")))
+    assert result.exit_code == 2 and "not one word under the collie word rules" in result.stderr
+    result = validate(write(tmp_path, excluded.format("New York")))
+    assert result.exit_code == 2 and "not one word under the plain word rules" in result.stderr
     # A word COLLIE compares case-insensitively cannot be both required and excluded.
     both = (
         "model: default-text\nwords: collie\nconstraints:\n"

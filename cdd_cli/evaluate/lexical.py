@@ -271,6 +271,8 @@ def _collie_sentences(text: str) -> list[str]:
     for match in _COLLIE_CANDIDATE.finditer(text):
         if match.start() < start or not _collie_breaks_at(text, match.start()):
             continue
+        if text[match.end() : match.end() + 1] in ("?", "!"):
+            continue  # "What?!", "Really??": punkt ends the sentence after the last mark
         closers = _COLLIE_CLOSERS.match(text, match.end())
         end = closers.end() if closers else match.end()
         if text[start:end].strip():
@@ -281,11 +283,26 @@ def _collie_sentences(text: str) -> list[str]:
     return sentences
 
 
+# Abbreviations punkt-style splitters commonly know beyond those the schemes' rules name
+# (titles, companies, places, references). Not judged by: a layout ends no sentence after
+# them either, so that its sentences are sentences for any such splitter.
+_OTHER_ABBREVIATIONS = frozenset(
+    {
+        "inc", "corp", "co", "ltd", "bros", "gen", "sen", "rep", "reps", "gov", "capt", "cmdr",
+        "sgt", "maj", "adm", "rev", "hon", "pres", "messrs", "esq", "ft", "mt", "ave", "dept",
+        "vol", "fig", "etc", "calif", "fla", "mich", "minn", "tenn", "tex", "conn", "ariz",
+        "colo", "okla", "ore", "kan", "ky", "nev",
+    }
+)  # fmt: skip
+
+
 def ends_no_sentence(word: str) -> bool:
-    """Whether a period after `word` (letters only) may end no sentence under some scheme: an
-    abbreviation either scheme knows, or a single letter (an initial). A layout that ends
-    sentences exactly under both schemes ends none after such a word."""
-    return len(word) == 1 or word.lower() in _PLAIN_ABBREVIATIONS | _COLLIE_ABBREVIATIONS
+    """Whether a period after `word` (letters only) may end no sentence for some splitter: an
+    abbreviation either scheme knows or punkt-style splitters commonly know, or a single letter
+    (an initial). A layout that ends sentences exactly ends none after such a word."""
+    return len(word) == 1 or word.lower() in (
+        _PLAIN_ABBREVIATIONS | _COLLIE_ABBREVIATIONS | _OTHER_ABBREVIATIONS
+    )
 
 
 _SENTENCES: dict[str, Callable[[str], list[str]]] = {
