@@ -351,7 +351,10 @@ def satisfaction_note(
     judges = ", ".join(sorted({c.judge_name for c in constraints}))
     note = f"; {total - violating}/{total} satisfy {labels} ({method}, judged by {judges})"
     never = [c.label() for c in constraints if held is not None and not held.get(c.name)]
-    if never and total:
+    if never and total and method == "unconstrained":
+        # Nothing steered the samples toward it: no sign that it cannot be met.
+        note += f"; no sample satisfies {', '.join(never)} (unconstrained: nothing steered to it)"
+    elif never and total:
         note += (
             f"; no sample satisfies {', '.join(never)}: it looks infeasible for this model "
             "(check its bounds against what the model makes)"

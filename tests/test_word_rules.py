@@ -366,3 +366,14 @@ def test_resuming_under_other_word_rules_is_refused(text_model_dir: Path, tmp_pa
     spec.write_text("words: collie\n" + spec.read_text())
     result = generate(text_model_dir, *args, "-n", "2", "--resume")
     assert result.exit_code == 2 and "words differs" in result.stderr, result.stderr
+
+
+def test_unconstrained_runs_do_not_call_a_constraint_infeasible():
+    from cdd_cli.pipeline import satisfaction_note
+
+    excluded = [Exclude(words=("the", "and"))]
+    free = satisfaction_note(excluded, 2, 2, "unconstrained", held={})
+    assert "no sample satisfies excludes the, and (unconstrained: nothing steered" in free
+    assert "infeasible" not in free
+    assert "looks infeasible" in satisfaction_note(excluded, 2, 2, "cdd", held={})
+    assert "no sample" not in satisfaction_note(excluded, 2, 1, "cdd", held={"exclude": 1})
