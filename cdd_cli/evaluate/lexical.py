@@ -296,13 +296,14 @@ _OTHER_ABBREVIATIONS = frozenset(
 )  # fmt: skip
 
 
+_NO_STOP_AFTER = _PLAIN_ABBREVIATIONS | _COLLIE_ABBREVIATIONS | _OTHER_ABBREVIATIONS
+
+
 def ends_no_sentence(word: str) -> bool:
     """Whether a period after `word` (letters only) may end no sentence for some splitter: an
     abbreviation either scheme knows or punkt-style splitters commonly know, or a single letter
     (an initial). A layout that ends sentences exactly ends none after such a word."""
-    return len(word) == 1 or word.lower() in (
-        _PLAIN_ABBREVIATIONS | _COLLIE_ABBREVIATIONS | _OTHER_ABBREVIATIONS
-    )
+    return len(word) == 1 or word.lower() in _NO_STOP_AFTER
 
 
 _SENTENCES: dict[str, Callable[[str], list[str]]] = {
