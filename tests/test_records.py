@@ -1,0 +1,279 @@
+"""The records writer's contract, read directly (the CLI tests reach it through whole runs):
+appended whole lines, never a truncation or a torn record, one clear error per bad target."""
+
+from __future__ import annotations
+
+import errno
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from cdd_cli.errors import InputError
+from cdd_cli.records import (
+    JsonlWriter,
+    check_output_file,
+    cut_torn_tail,
+    existing_records,
+    output_lock,
+    read_jsonl,
+)
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_records_are_appended_after_what_the_file_holds(tmp_path: Path):
+    out = tmp_path / "out.jsonl"
+    out.write_text('{"id": "0-0", "seed": 0}\n')
+    with JsonlWriter(str(out)) as writer:
+        writer.write({"id": "0-1", "seed": 0, "text": "é≤"})
+        writer.write({"id": "0-2", "seed": 0})
+        assert writer.written == 2
+    assert [r["id"] for r in lines(out)] == ["0-0", "0-1", "0-2"]
+    # UTF-8 as it is, not \u escapes: a reader greps the text it asked for.
+    assert "é≤" in out.read_text(encoding="utf-8")
+    assert writer.fd is None  # closed by the context
+
+
+def test_the_file_is_made_at_the_first_record_after_before_first(tmp_path: Path):
+    out = tmp_path / "out.jsonl"
+    calls = []
+    writer = JsonlWriter(str(out), before_first=lambda: calls.append(out.exists()))
+    assert not out.exists() and calls == []  # a run failing before its first record leaves none
+    writer.write({"id": "0-0", "seed": 0})
+    writer.write({"id": "0-1", "seed": 0})
+    writer.close()
+    assert calls == [False]  # once, before the file was opened
+    assert len(lines(out)) == 2
+    assert writer.kept(5) == f"2 of 5 records kept in {out}, each a complete line"
+
+
+def test_stdout_gets_one_flushed_line_per_record(monkeypatch):
+    flushed: list[str] = []
+
+    class Stream(io.StringIO):
+        def flush(self) -> None:
+            flushed.append(self.getvalue())
+
+    stream = Stream()
+    monkeypatch.setattr("sys.stdout", stream)
+    writer = JsonlWriter("-")
+    writer.write({"id": "0-0", "seed": 0})
+    writer.write({"id": "0-1", "seed": 0})
+    writer.close()  # stdout is not the writer's to close
+    assert not stream.closed
+    assert flushed == [
+        '{"id": "0-0", "seed": 0}\n',
+        '{"id": "0-0", "seed": 0}\n{"id": "0-1", "seed": 0}\n',
+    ]
+    assert writer.kept(3) == "2 of 3 records kept to stdout, each a complete line"
+
+
+def test_a_nan_is_never_written(tmp_path: Path):
+    out = tmp_path / "out.jsonl"
+    writer = JsonlWriter(str(out))
+    with pytest.raises(ValueError):
+        writer.write({"id": "0-0", "seed": 0, "score": float("nan")})
+    writer.close()
+    assert writer.written == 0 and (not out.exists() or out.read_text() == "")
+
+
+def test_a_short_write_is_continued_until_the_record_is_whole(tmp_path: Path, monkeypatch):
+    out = tmp_path / "out.jsonl"
+    real_write = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, data[:3]))
+    with JsonlWriter(str(out)) as writer:
+        writer.write({"id": "0-0", "seed": 0, "text": "a longer text"})
+    assert lines(out) == [{"id": "0-0", "seed": 0, "text": "a longer text"}]
+
+
+def test_a_failed_write_is_cut_back_to_where_the_file_ended(tmp_path: Path, monkeypatch):
+    out = tmp_path / "out.jsonl"
+    out.write_text('{"id": "0-0", "seed": 0}\n')
+    size = out.stat().st_size
+    real_write, calls = os.write, []
+
+    def fails_second_time(fd: int, data: bytes) -> int:
+        calls.append(len(data))
+        if len(calls) > 1:
+            raise OSError(errno.EIO, "Input/output error")
+        return real_write(fd, data[:5])
+
+    monkeypatch.setattr(os, "write", fails_second_time)
+    writer = JsonlWriter(str(out))
+    with pytest.raises(InputError, match=r"^-o .*out.jsonl: cannot write \(Input/output error\)$"):
+        writer.write({"id": "0-1", "seed": 0})
+    assert writer.failed and writer.written == 0
+    monkeypatch.setattr(os, "close", lambda fd: (_ for _ in ()).throw(OSError(errno.EIO, "x")))
+    fd = writer.fd
+    writer.close()  # the write already said why: closing adds no second error
+    monkeypatch.undo()
+    os.close(fd)
+    assert out.stat().st_size == size
+
+
+def test_a_failed_close_is_an_error_when_nothing_else_said_so(tmp_path: Path, monkeypatch):
+    out = tmp_path / "out.jsonl"
+    writer = JsonlWriter(str(out))
+    writer.write({"id": "0-0", "seed": 0})
+    fd, real_close = writer.fd, os.close
+    monkeypatch.setattr(os, "close", lambda fd: (_ for _ in ()).throw(OSError(errno.EIO, "x")))
+    with pytest.raises(InputError, match=r"cannot write \(close failed\)"):
+        writer.close()
+    real_close(fd)
+
+
+def test_a_reader_that_went_away_is_not_a_write_error(monkeypatch):
+    class Closed(io.StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError
+
+    monkeypatch.setattr("sys.stdout", Closed())
+    writer = JsonlWriter("-")
+    with pytest.raises(BrokenPipeError):
+        writer.write({"id": "0-0", "seed": 0})
+    assert not writer.failed and writer.written == 0
+
+
+def test_an_output_that_cannot_be_opened_is_one_line(tmp_path: Path, monkeypatch):
+    out = tmp_path / "out.jsonl"
+    writer = JsonlWriter(str(out))
+    monkeypatch.setattr(os, "open", lambda *a: (_ for _ in ()).throw(OSError(errno.EACCES, "no")))
+    with pytest.raises(InputError, match=r"^-o .*out.jsonl: cannot open for appending \(no\)$"):
+        writer.write({"id": "0-0", "seed": 0})
+
+
+@pytest.mark.parametrize(
+    ("content", "refused"),
+    [
+        ("", False),  # empty: nothing to mix with
+        ('{"id": "0-0", "seed": 0}\nnot json\n', False),  # only the first line is read
+        ('{"id": "0-0"}', False),
+        ("hello\n", True),
+        ('["id"]\n', True),
+        ('{"seed": 0}\n', True),
+        ("[" * 100_000 + "\n", True),  # too deep to parse is not a record either
+    ],
+)
+def test_an_existing_file_must_hold_records(tmp_path: Path, content: str, refused: bool):
+    out = tmp_path / "out.jsonl"
+    out.write_text(content)
+    if refused:
+        with pytest.raises(InputError, match="exists and does not hold cdd records"):
+            check_output_file(str(out))
+    else:
+        check_output_file(str(out))
+    check_output_file(str(tmp_path / "new.jsonl"))  # not there yet: fine
+
+
+def test_bad_output_targets_are_refused_with_why(tmp_path: Path):
+    def why(target: str) -> str:
+        with pytest.raises(InputError) as caught:
+            check_output_file(target)
+        return str(caught.value)
+
+    assert why("") == "-o: the file name is empty (give a file, or - for stdout)"
+    assert why(str(tmp_path)).endswith(": is a directory (give a file, or - for stdout)")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert why(str(fifo)).endswith("is a pipe (write to stdout with -o - and redirect it)")
+    (tmp_path / "a.jsonl.config.yaml").mkdir()
+    assert why(str(tmp_path / "a.jsonl")).endswith("a.jsonl.config.yaml is a directory")
+    (tmp_path / "b.jsonl.config.yaml").symlink_to(tmp_path / "elsewhere.yaml")
+    assert "is a symbolic link" in why(str(tmp_path / "b.jsonl"))
+    with pytest.raises(InputError, match="is a directory"):
+        JsonlWriter(str(tmp_path))  # checked when the writer is made, before any work
+
+
+def test_existing_records_reads_keys_satisfied_texts_and_a_torn_tail(tmp_path: Path):
+    out = tmp_path / "out.jsonl"
+    records = [
+        {"id": "0-0", "seed": 0, "satisfied": True, "text": "CC"},
+        {"id": "0-1", "seed": 0, "satisfied": False, "text": "CO"},
+        {"id": "0-0", "seed": "7", "satisfied": True, "text": "N"},
+        {"id": "1-0", "seed": 0, "satisfied": True},
+    ]
+    body = "\n".join(json.dumps(r) for r in records) + "\n\n"
+    out.write_text(body + '{"id": "0-2", "se')
+    found = existing_records(str(out))
+    assert found.keys == {(0, "0-0"), (0, "0-1"), (7, "0-0"), (0, "1-0")}
+    assert found.satisfied == {0: ["CC", ""], 7: ["N"]}
+    assert found.torn_bytes == len('{"id": "0-2", "se')
+    cut_torn_tail(str(out), found.torn_bytes)
+    assert out.read_text() == body
+    assert existing_records(str(out)).torn_bytes == 0
+    assert existing_records("-") == existing_records(str(tmp_path / "none.jsonl"))
+    assert existing_records("-").keys == set() and existing_records("-").torn_bytes == 0
+
+
+@pytest.mark.parametrize(
+    ("second", "message"),
+    [
+        ('{"id": "0-0", "seed": 0}', r"out.jsonl:2: a second record 0-0 of seed 0$"),
+        ('{"id": "0-1"}', r"out.jsonl:2: not a cdd record; choose another file$"),
+        ('{"id": "0-1", "seed": "x"}', r"out.jsonl:2: not a cdd record"),
+        ('{"id": "0-1", "seed": null}', r"out.jsonl:2: not a cdd record"),
+        ("[1]", r"out.jsonl:2: not a cdd record"),
+        ("[" * 100_000, r"out.jsonl:2: not a cdd record"),
+    ],
+)
+def test_existing_records_refuses_what_is_no_record(tmp_path: Path, second: str, message: str):
+    out = tmp_path / "out.jsonl"
+    out.write_text('{"id": "0-0", "seed": 0}\n' + second + "\n")
+    with pytest.raises(InputError, match=message):
+        existing_records(str(out))
+
+
+def test_read_jsonl_names_each_item_by_file_and_line(tmp_path: Path, monkeypatch):
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b'\xef\xbb\xbf{"a": 1}\n\n  \n{"b": 2}\n')  # a byte-order mark first
+    assert read_jsonl(str(source), "prompt") == [
+        (f"{source}:1", {"a": 1}),
+        (f"{source}:4", {"b": 2}),
+    ]
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b'{"c": 3}\n')))
+    assert read_jsonl("-", "prompt") == [("stdin:1", {"c": 3})]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"a": 1}\n{"a": \n', r"^in.jsonl:2: not a JSON prompt \(Expecting value\)$"),
+        (b'{"a": 1}\n[1, 2]\n', r"^in.jsonl:2: not a JSON prompt \(not an object\)$"),
+        (b"[" * 100_000 + b"\n", r"^in.jsonl:1: not a JSON prompt \(nested too deeply\)$"),
+        (b'{"a": 1}\n\xff\n', r"^in.jsonl: not UTF-8 \(byte 9\)$"),
+        (b"\n  \n", r"^in.jsonl: no prompts$"),
+    ],
+)
+def test_read_jsonl_refuses_in_one_line(tmp_path: Path, monkeypatch, content: bytes, message: str):
+    monkeypatch.chdir(tmp_path)
+    Path("in.jsonl").write_bytes(content)
+    with pytest.raises(InputError, match=message):
+        read_jsonl("in.jsonl", "prompt")
+
+
+def test_read_jsonl_of_a_missing_file_says_so(tmp_path: Path):
+    with pytest.raises(InputError, match=r"none.jsonl: cannot read \(No such file or directory\)$"):
+        read_jsonl(str(tmp_path / "none.jsonl"), "prompt")
+
+
+def test_the_output_lock_is_held_for_the_run_and_removed_after(tmp_path: Path):
+    out = str(tmp_path / "out.jsonl")
+    with output_lock(out):
+        assert Path(f"{out}.lock").exists()
+        with pytest.raises(InputError, match="another cdd process is writing it"), output_lock(out):
+            pass
+    assert not Path(f"{out}.lock").exists()
+    with output_lock(out):  # released: a second run takes it
+        pass
+    with output_lock("-"):  # stdout has no file to lock
+        assert list(tmp_path.iterdir()) == []
+    with (
+        pytest.raises(InputError, match=r"cannot create its lock .*none/out.jsonl.lock"),
+        output_lock(str(tmp_path / "none" / "out.jsonl")),
+    ):
+        pass
