@@ -256,3 +256,44 @@ def test_make_argmax_breaks_ties_toward_the_wanted_token():
     tied = torch.tensor([[0.4, 0.4, 0.2]])
     out = make_argmax(tied, [1])
     assert out.argmax(-1).tolist() == [1] and torch.allclose(out.sum(-1), torch.ones(1))
+
+
+def test_a_uniform_step_draws_every_position_from_the_posterior_of_the_shaped_prediction():
+    from cdd_cli.diffusion.processes import Shape
+
+    vocab = 5
+    process = UniformProcess(vocab, shape=Shape(top_p=0.6))
+    gen = torch.Generator().manual_seed(3)
+    x0 = torch.rand(2, 7, vocab, generator=gen).softmax(-1)
+    x_t = torch.randint(vocab, (2, 7), generator=gen)
+    u = torch.rand(2, 7, generator=gen)
+    # The nucleus, renormalised (the posterior mixes x0 with constants: a sum other than 1
+    # would shift its mass), then the posterior, drawn with each position's own uniform.
+    shaped = process.shape(x0)
+    expected = sample_categorical(
+        process.posterior(shaped / shaped.sum(-1, keepdim=True), x_t, 0.7, 0.4), u
+    )
+    assert torch.equal(process.step(x0, x_t, 0.7, 0.4, u), expected)
+    plain = UniformProcess(vocab)
+    assert torch.equal(
+        plain.step(x0, x_t, 0.7, 0.4, u), sample_categorical(plain.posterior(x0, x_t, 0.7, 0.4), u)
+    )
+    # Every position may change and none is fixed; the sequence is never final by itself, and
+    # the noise removal is the prediction's argmax everywhere.
+    assert plain.changing(x_t, 0.7, 0.4, u).all() and not plain.fixed_positions(x_t).any()
+    assert plain.predicted(x_t) is None and not plain.is_final(x_t) and not plain.keeps_decided
+    assert torch.equal(plain.finish(x0, x_t), x0.argmax(-1))
+    assert torch.allclose(plain.x0_probs(x0.log() + 2.0, x_t), x0, atol=1e-6)
+    # Time runs from 1 to exactly 0 (MDLM's masked steps stop just short of it).
+    assert plain.timesteps(4).tolist() == [1.0, 0.75, 0.5, 0.25, 0.0]
+    assert MaskedProcess(vocab, 4).timesteps(2).tolist() == pytest.approx([1.0, 0.500005, 1e-5])
+
+
+def test_the_uniform_prior_is_the_generators_draw_over_the_whole_vocabulary():
+    process = UniformProcess(5)
+    first = process.prior(2000, torch.Generator().manual_seed(9))
+    again = process.prior(2000, torch.Generator().manual_seed(9))
+    assert torch.equal(first, again) and first.shape == (2000,)
+    assert sorted(first.unique().tolist()) == [0, 1, 2, 3, 4]  # the last token too
+    masked = MaskedProcess(5, 4).prior(6, torch.Generator())
+    assert masked.tolist() == [4] * 6
