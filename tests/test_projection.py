@@ -650,3 +650,74 @@ def test_the_surrogate_aims_margin_inside_the_bound(upper: bool):
     scores = torch.tensor([3.0, inside])
     assert c.surrogate_excess(scores).tolist() == [0.5, 0.0]
     assert c.surrogate_violation(torch.tensor([1.0 if upper else 5.0])).tolist() == [0.0]
+
+
+def carbons_of(probs: torch.Tensor) -> torch.Tensor:
+    return probs.argmax(-1).eq(CARBON).sum(-1).float()
+
+
+@pytest.mark.parametrize(("mu_max", "mu_after"), [(100.0, 3.0), (2.0, 2.0)])
+def test_one_outer_iteration_updates_the_multipliers_by_the_argmax_violation(
+    mu_max: float, mu_after: float
+):
+    """lam += mu * dg(argmax y) and mu = min(alpha mu, mu_max), per sample; a sample not
+    projected keeps the multipliers it came with (here: none, so lam 0 and mu_init)."""
+    probs = carbon_heavy(3)
+    probs[1] = torch.nn.functional.one_hot(torch.tensor(CARBON + 1), 35).float()  # feasible
+    settings = explicit(mu_init=1.5, alpha=2.0, mu_max=mu_max, max_outer_iters=1, eta=0.05)
+    gens = [sample_generator(5, 0, i) for i in range(3)]
+    result = project(probs, [CarbonCount(tau=3.0)], settings, None, gens)
+    assert result.projected.tolist() == [True, False, True]
+    assert result.outer_iters.tolist() == [1, 0, 1]
+    assert result.inner_iters.tolist() == [10, 0, 10]  # outer x inner_iters
+    violation = (carbons_of(result.probs) - 3.0).clamp_min(0)
+    assert (violation[[0, 2]] > 0).all()  # one small step leaves them violating
+    lam, mu = result.multipliers.lam[:, 0], result.multipliers.mu[:, 0]
+    assert torch.allclose(lam, torch.tensor([1.5, 0.0, 1.5]) * violation)
+    assert mu.tolist() == [mu_after, 1.5, mu_after]
+    assert result.feasible.tolist() == [False, True, False]
+
+
+def test_multipliers_passed_back_in_start_the_alm_where_it_ended():
+    """The warm start: lam and mu begin at the larger of the passed values and the fresh
+    ones (lam 0, mu_init), so a negative lam or a mu below mu_init is not taken over."""
+    from cdd_cli.projection.alm import Multipliers
+
+    probs = carbon_heavy(2)
+    settings = explicit(mu_init=1.0, alpha=2.0, mu_max=100.0, max_outer_iters=1, eta=0.05)
+    passed = Multipliers(torch.tensor([[4.0], [-3.0]]), torch.tensor([[5.0], [0.25]]))
+    gens = [sample_generator(6, 0, i) for i in range(2)]
+    result = project(probs, [CarbonCount(tau=3.0)], settings, None, gens, multipliers=passed)
+    violation = (carbons_of(result.probs) - 3.0).clamp_min(0)
+    start_lam, start_mu = torch.tensor([4.0, 0.0]), torch.tensor([5.0, 1.0])
+    assert torch.allclose(result.multipliers.lam[:, 0], start_lam + start_mu * violation)
+    assert result.multipliers.mu[:, 0].tolist() == [10.0, 2.0]
+    assert passed.lam.tolist() == [[4.0], [-3.0]]  # the caller's tensors are not edited
+
+
+def test_with_no_step_the_alm_returns_the_floored_prediction_and_reports_each_iteration():
+    """eta 0: y stays at its start, x' floored at 0.35 / V and renormalised (the argmax
+    unchanged, so the sample stays infeasible until the cap); progress is told per outer
+    iteration with the counts a display shows."""
+    from cdd_cli.projection.alm import floored
+
+    probs = carbon_heavy(2)
+    told = []
+    settings = explicit(eta=0.0, max_outer_iters=3, mu_max=1000.0, inner_iters=2)
+    result = project(probs, [CarbonCount(tau=3.0)], settings, None, None, told.append)
+    assert torch.allclose(result.probs, floored(probs, 35), atol=1e-6)
+    assert not result.feasible.any() and result.outer_iters.tolist() == [3, 3]
+    assert [(p.outer, p.inner, p.violating, p.samples, p.max_outer) for p in told] == [
+        (1, 2, 2, 2, 3),
+        (2, 2, 2, 2, 3),
+        (3, 2, 2, 2, 3),
+    ]
+    assert told[0].mu_range == (2.0, 2.0) and told[-1].mu_range == (8.0, 8.0)
+    assert told[0].lam_range[0] > 0
+    floor = floored(torch.tensor([[0.98, 0.02, 0.0, 0.0]]), 4)
+    assert torch.allclose(floor, torch.tensor([[0.98, 0.0875, 0.0875, 0.0875]]) / 1.2425)
+
+
+def test_unfilled_settings_are_refused():
+    with pytest.raises(ValueError, match="left to the model"):
+        project(carbon_heavy(1), [CarbonCount(tau=3.0)], ALMSettings(eta=1.0))
