@@ -13,7 +13,9 @@
 # project's .venv has it, else PATH). A mutant whose tests run past TIMEOUT_MULTIPLIER x 2
 # times their clean CPU time (default 4: 8x; mutmut's own 15 waits 30x, minutes a mutant where
 # a mutant sends the ALM or a redraw loop to its cap) is a timeout, reported apart and in a
-# second score that counts it as killed (as mutmut does).
+# second score that counts it as killed (as mutmut does). Workers come from a fork server:
+# forked from mutmut's own process, which has run the tests (torch's and the Rust tokenizers'
+# thread pools started), they hung at their first parallel call and read as timeouts.
 set -euo pipefail
 module=${1:?usage: bench/mutation.sh MODULE.py TEST_FILE...}
 shift
@@ -29,6 +31,8 @@ cat >> "$work/pyproject.toml" <<EOF
 
 [tool.mutmut]
 timeout_multiplier = ${TIMEOUT_MULTIPLIER:-4}
+timeout_constant = 2.0
+process_isolation = "forkserver"
 paths_to_mutate = ["$module"]
 also_copy = ["cdd_cli/", "examples/", "constraints.example.yaml", "README.md"]
 pytest_add_cli_args_test_selection = [${quoted%, }]
