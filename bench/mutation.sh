@@ -38,6 +38,9 @@ also_copy = ["cdd_cli/", "examples/", "constraints.example.yaml", "README.md"]
 pytest_add_cli_args_test_selection = [${quoted%, }]
 EOF
 cd "$work"
+# Threads that wait by spinning burn CPU while two workers share the cores, and the timeout is
+# CPU time: spinning tripled a test pair's CPU seconds (17.8 -> 70.7) and read as timeouts.
+export OMP_WAIT_POLICY=PASSIVE
 "$mutmut" run --max-children "${CHILDREN:-2}" > mutmut.log 2>&1 || true
 "$mutmut" results --all true > results.txt 2>&1 || true
 killed=$(grep -c ': killed$' results.txt || true)
