@@ -322,9 +322,6 @@ class Parses(ExactConstraint):
     def judge(self, texts: list[str]) -> list[float | None]:
         return [0.0 if t and Chem.MolFromSmiles(t, sanitize=False) else 1.0 for t in texts]
 
-    def accepts(self, text: str) -> bool:
-        return self.satisfied(self.judge([text])[0])
-
 
 def test_the_final_repair_tries_the_well_formed_sequence_first():
     tokenizer = make_tokenizer()
@@ -718,6 +715,16 @@ def test_with_no_step_the_alm_returns_the_floored_prediction_and_reports_each_it
     assert torch.allclose(floor, torch.tensor([[0.98, 0.0875, 0.0875, 0.0875]]) / 1.2425)
 
 
-def test_unfilled_settings_are_refused():
-    with pytest.raises(ValueError, match="left to the model"):
-        project(carbon_heavy(1), [CarbonCount(tau=3.0)], ALMSettings(eta=1.0))
+def test_what_every_constraint_is_its_bound_label_and_copies():
+    upper, lower = CarbonCount(tau=3.0), CarbonCount(tau=2.5, upper_bound=False)
+    assert [upper.satisfied(v) for v in (2.0, 3.0, 3.5, None)] == [True, True, False, False]
+    assert [lower.satisfied(v) for v in (2.0, 2.5, 3.5, None)] == [False, True, True, False]
+    assert (upper.label(), lower.label()) == ("carbons <= 3", "carbons >= 2.5")
+    # A repair tightens the aim by adding to the margin; a prompt is told to the copy only.
+    tighter = upper.tightened(0.25).tightened(0.5)
+    assert (tighter.margin, upper.margin, tighter.tau) == (0.75, 0.0, 3.0)
+    told = upper.with_prompt("CC", 2)
+    assert (told.prompt, told.prompt_length) == ("CC", 2) and upper.prompt_length == 0
+    assert told.tightened(0.25).prompt == "CC"  # a copy keeps every other field
+    # An exact constraint accepts exactly what its judge says is within the bound.
+    assert Parses().accepts("CCO") and not Parses().accepts("C1CC") and not Parses().accepts("")
