@@ -728,3 +728,51 @@ def test_what_every_constraint_is_its_bound_label_and_copies():
     assert told.tightened(0.25).prompt == "CC"  # a copy keeps every other field
     # An exact constraint accepts exactly what its judge says is within the bound.
     assert Parses().accepts("CCO") and not Parses().accepts("C1CC") and not Parses().accepts("")
+
+
+def test_closed_forms_group_constraints_by_builder_and_refuse_two_full_layouts():
+    from cdd_cli.constraints.base import closed_forms
+    from cdd_cli.errors import InputError
+
+    built: list[tuple[str, list[str], tuple]] = []
+
+    def builder(label: str, **attributes):
+        def build(group, tokenizer, start, length):
+            built.append((label, [c.name for c in group], (tokenizer, start, length)))
+            return label
+
+        for key, value in attributes.items():
+            setattr(build, key, value)
+        return build
+
+    def made(name: str, build) -> ExactConstraint:
+        @dataclass(frozen=True)
+        class Built(Parses):
+            def closed_form(self):
+                return build
+
+        return Built(name=name)
+
+    pattern = builder("pattern", serves=lambda c: c.name == "exclude", lays_out_every_position=True)
+    words, plugin = builder("words", lays_out_every_position=True), builder("plugin")
+    job = [made("regex", pattern), made("exclude", plugin), made("mine", plugin), Parses()]
+    # The pattern takes the excluded word from the other builder's group; the rest stay there.
+    assert closed_forms(job, "tok", 2, 8) == ["pattern", "plugin"]
+    assert built == [
+        ("pattern", ["regex", "exclude"], ("tok", 2, 8)),
+        ("plugin", ["mine"], ("tok", 2, 8)),
+    ]
+    built.clear()
+    # A group emptied by the taking is not built at all (the pattern with an excluded word
+    # alone); a builder that does not lay out every position joins one that does.
+    assert closed_forms([made("regex", pattern), made("exclude", words)], "tok", 0, 4) == [
+        "pattern"
+    ]
+    assert built == [("pattern", ["regex", "exclude"], ("tok", 0, 4))]
+    # ...two that do cannot, and the error names each one's constraints once.
+    two = [made("regex", pattern), made("count", words), made("count", words), made("ends", words)]
+    with pytest.raises(InputError) as refused:
+        closed_forms(two, "tok", 0, 4)
+    assert str(refused.value) == (
+        "regex and count, ends cannot be combined: each lays out every position of the continuation"
+    )
