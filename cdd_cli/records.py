@@ -29,8 +29,7 @@ class JsonlWriter:
         self.before_first = before_first
         self.stream: IO[str] | None = sys.stdout if target == "-" else None
         self.fd: int | None = None  # the output file, appended to without a buffer
-        self.owned = target != "-"
-        if self.owned:
+        if target != "-":
             check_output_file(target)
 
     def open(self) -> IO[str] | int:
@@ -78,7 +77,7 @@ class JsonlWriter:
             raise
 
     def close(self) -> None:
-        if self.owned and self.fd is not None:
+        if self.fd is not None:  # stdout is not the writer's to close
             try:
                 os.close(self.fd)
             except OSError:

@@ -13,6 +13,7 @@ import pytest
 
 from cdd_cli.errors import InputError
 from cdd_cli.records import (
+    Existing,
     JsonlWriter,
     check_output_file,
     cut_torn_tail,
@@ -41,6 +42,12 @@ def test_records_are_appended_after_what_the_file_holds(tmp_path: Path):
 
 def test_the_file_is_made_at_the_first_record_after_before_first(tmp_path: Path):
     out = tmp_path / "out.jsonl"
+    umask = os.umask(0o022)
+    try:
+        JsonlWriter(str(tmp_path / "mode.jsonl")).write({"id": "0-0", "seed": 0})
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "mode.jsonl").stat().st_mode & 0o777 == 0o644  # rw-r--r--, not executable
     calls = []
     writer = JsonlWriter(str(out), before_first=lambda: calls.append(out.exists()))
     assert not out.exists() and calls == []  # a run failing before its first record leaves none
@@ -52,7 +59,7 @@ def test_the_file_is_made_at_the_first_record_after_before_first(tmp_path: Path)
     assert writer.kept(5) == f"2 of 5 records kept in {out}, each a complete line"
 
 
-def test_stdout_gets_one_flushed_line_per_record(monkeypatch):
+def test_stdout_gets_one_flushed_line_per_record(tmp_path: Path, monkeypatch):
     flushed: list[str] = []
 
     class Stream(io.StringIO):
@@ -61,6 +68,7 @@ def test_stdout_gets_one_flushed_line_per_record(monkeypatch):
 
     stream = Stream()
     monkeypatch.setattr("sys.stdout", stream)
+    monkeypatch.chdir(tmp_path)
     writer = JsonlWriter("-")
     writer.write({"id": "0-0", "seed": 0})
     writer.write({"id": "0-1", "seed": 0})
@@ -71,6 +79,7 @@ def test_stdout_gets_one_flushed_line_per_record(monkeypatch):
         '{"id": "0-0", "seed": 0}\n{"id": "0-1", "seed": 0}\n',
     ]
     assert writer.kept(3) == "2 of 3 records kept to stdout, each a complete line"
+    assert list(tmp_path.iterdir()) == []  # no file named "-"
 
 
 def test_a_nan_is_never_written(tmp_path: Path):
@@ -114,6 +123,19 @@ def test_a_failed_write_is_cut_back_to_where_the_file_ended(tmp_path: Path, monk
     monkeypatch.undo()
     os.close(fd)
     assert out.stat().st_size == size
+
+
+def test_a_failed_cut_back_still_reports_the_write_error(tmp_path: Path, monkeypatch):
+    out = tmp_path / "out.jsonl"
+    writer = JsonlWriter(str(out))
+
+    def fails(*args: object) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "write", lambda fd, data: fails())
+    monkeypatch.setattr(os, "ftruncate", fails)
+    with pytest.raises(InputError, match=r"cannot write \(Input/output error\)$"):
+        writer.write({"id": "0-0", "seed": 0})
 
 
 def test_a_failed_close_is_an_error_when_nothing_else_said_so(tmp_path: Path, monkeypatch):
@@ -163,8 +185,12 @@ def test_an_existing_file_must_hold_records(tmp_path: Path, content: str, refuse
     out = tmp_path / "out.jsonl"
     out.write_text(content)
     if refused:
-        with pytest.raises(InputError, match="exists and does not hold cdd records"):
+        with pytest.raises(InputError) as caught:
             check_output_file(str(out))
+        assert str(caught.value) == (
+            f"-o {out}: exists and does not hold cdd records; appending would mix them into it "
+            "(choose another file)"
+        )
     else:
         check_output_file(str(out))
     check_output_file(str(tmp_path / "new.jsonl"))  # not there yet: fine
@@ -189,7 +215,7 @@ def test_bad_output_targets_are_refused_with_why(tmp_path: Path):
         JsonlWriter(str(tmp_path))  # checked when the writer is made, before any work
 
 
-def test_existing_records_reads_keys_satisfied_texts_and_a_torn_tail(tmp_path: Path):
+def test_existing_records_reads_keys_satisfied_texts_and_a_torn_tail(tmp_path: Path, monkeypatch):
     out = tmp_path / "out.jsonl"
     records = [
         {"id": "0-0", "seed": 0, "satisfied": True, "text": "CC"},
@@ -197,7 +223,8 @@ def test_existing_records_reads_keys_satisfied_texts_and_a_torn_tail(tmp_path: P
         {"id": "0-0", "seed": "7", "satisfied": True, "text": "N"},
         {"id": "1-0", "seed": 0, "satisfied": True},
     ]
-    body = "\n".join(json.dumps(r) for r in records) + "\n\n"
+    body = "\n".join(json.dumps(r) for r in records[:2]) + "\n\n"  # a blank line between
+    body += "\n".join(json.dumps(r) for r in records[2:]) + "\n"
     out.write_text(body + '{"id": "0-2", "se')
     found = existing_records(str(out))
     assert found.keys == {(0, "0-0"), (0, "0-1"), (7, "0-0"), (0, "1-0")}
@@ -207,7 +234,13 @@ def test_existing_records_reads_keys_satisfied_texts_and_a_torn_tail(tmp_path: P
     assert out.read_text() == body
     assert existing_records(str(out)).torn_bytes == 0
     assert existing_records("-") == existing_records(str(tmp_path / "none.jsonl"))
-    assert existing_records("-").keys == set() and existing_records("-").torn_bytes == 0
+    # stdout holds nothing to resume, even beside a file named "-"
+    (tmp_path / "-").write_text(body)
+    monkeypatch.chdir(tmp_path)
+    assert existing_records("-") == Existing(set(), {}, 0)
+    # A record whose text is not valid UTF-8 (a hand-edited file) is still read as one.
+    out.write_bytes(b'{"id": "0-0", "seed": 0, "satisfied": true, "text": "C\xffC"}\n')
+    assert existing_records(str(out)).satisfied == {0: ["C\ufffdC"]}
 
 
 @pytest.mark.parametrize(
@@ -247,6 +280,12 @@ def test_read_jsonl_names_each_item_by_file_and_line(tmp_path: Path, monkeypatch
         (b"[" * 100_000 + b"\n", r"^in.jsonl:1: not a JSON prompt \(nested too deeply\)$"),
         (b'{"a": 1}\n\xff\n', r"^in.jsonl: not UTF-8 \(byte 9\)$"),
         (b"\n  \n", r"^in.jsonl: no prompts$"),
+        # A ValueError without JSONDecodeError's msg: the message before its first colon.
+        (
+            b'{"n": ' + b"9" * 5000 + b"}\n",
+            r"^in.jsonl:1: not a JSON prompt \(Exceeds the limit \(4300 digits\) for integer "
+            r"string conversion\)$",
+        ),
     ],
 )
 def test_read_jsonl_refuses_in_one_line(tmp_path: Path, monkeypatch, content: bytes, message: str):
