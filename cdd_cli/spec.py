@@ -625,8 +625,9 @@ def check_settings(spec: Spec, where: str) -> None:
             "projection.project_from must be in [0, 1]",
         ),
         (
-            given(p.support, (p.support or 0) >= 0),
-            "projection.support must be >= 0 (0: the whole vocabulary)",
+            # One token a position could move no mass: the ALM would iterate for nothing.
+            given(p.support, (p.support or 0) == 0 or (p.support or 0) >= 2),
+            "projection.support must be 0 (the whole vocabulary) or >= 2",
         ),
         (search.top_k >= 1, "search.top_k must be >= 1"),
         (given(search.max_nodes, (search.max_nodes or 0) >= 1), "search.max_nodes must be >= 1"),

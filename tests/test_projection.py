@@ -307,8 +307,9 @@ def test_model_defaults_fill_only_what_the_spec_leaves(shipped_vocab_model_dir: 
     fill_model_defaults(fresh, loaded)
     assert fresh.projection.inner_iters == 3 and fresh.projection.project_from == 0.95
     # Left unfilled, the projection refuses to guess.
-    with pytest.raises(ValueError, match="fill_model_defaults"):
+    with pytest.raises(ValueError) as refused:
         project(carbon_heavy(1), [CarbonCount(tau=3.0)], ALMSettings())
+    assert str(refused.value) == "ALMSettings left to the model: see presets.fill_model_defaults"
 
 
 @dataclass(frozen=True)
@@ -776,3 +777,54 @@ def test_closed_forms_group_constraints_by_builder_and_refuse_two_full_layouts()
     assert str(refused.value) == (
         "regex and count, ends cannot be combined: each lays out every position of the continuation"
     )
+
+
+def test_gumbel_noise_is_standard_gumbel_per_row_and_finite_at_the_edges(monkeypatch):
+    from cdd_cli.projection.alm import gumbel_noise
+
+    cpu = torch.device("cpu")
+    noise = gumbel_noise((400, 500), None, cpu)
+    # Gumbel(0, 1): mean the Euler-Mascheroni constant, standard deviation pi / sqrt(6).
+    assert abs(noise.mean().item() - 0.5772) < 0.02 and abs(noise.std().item() - 1.2825) < 0.02
+    # With generators, row i is generator i's own draw, whatever the other rows are.
+    rows = gumbel_noise((3, 4, 5), [sample_generator(7, 0, i) for i in range(3)], cpu)
+    alone = gumbel_noise((1, 4, 5), [sample_generator(7, 0, 2)], cpu)
+    assert torch.equal(rows[2:], alone)
+    # The uniforms' ends (a draw of exactly 0) still give finite noise.
+    monkeypatch.setattr(torch, "rand", lambda shape, **kw: torch.tensor([0.0, 1.0 - 2**-24]))
+    assert torch.isfinite(gumbel_noise((2,), None, cpu)).all()
+
+
+def test_any_violation_is_projected_and_decided_tokens_are_judged_as_they_are():
+    """A violation below 1 is still a violation; where the sampler says what the fixed
+    positions hold (`tokens`), the judging reads those tokens, not their rows' argmax."""
+    from cdd_cli.projection.alm import argmax_ids
+
+    probs = carbon_heavy(1)
+    gens = [sample_generator(8, 0, 0)]
+    half = project(probs, [CarbonCount(tau=carbons_of(probs).item() - 0.5)], explicit(), None, gens)
+    assert half.projected.tolist() == [True] and half.outer_iters.tolist()[0] >= 1
+    # Positions 0-5 decided as 'N' although their rows (say) favour carbons; six carbons at
+    # most remain movable against tau 3: judged by the tokens, it needs projecting.
+    tokens = probs.argmax(-1)
+    fixed = torch.zeros(1, 12, dtype=torch.bool)
+    fixed[0, :6] = True
+    tokens[0, :6] = CARBON + 1
+    free = probs.clone()
+    free[0, 6:] = torch.nn.functional.one_hot(torch.tensor(CARBON + 1), 35).float()
+    ids = argmax_ids(free, ~fixed, tokens)
+    assert ids[0, :6].tolist() == [CARBON + 1] * 6 and ids[0, 6:].tolist() == [CARBON + 1] * 6
+    judged = project(free, [CarbonCount(tau=3.0)], explicit(), fixed, gens, tokens=tokens)
+    assert not judged.projected.any() and judged.feasible.all()  # the argmax alone says 6+
+    assert project(free, [CarbonCount(tau=3.0)], explicit(), fixed, gens).projected.all()
+
+
+def test_a_batch_needing_nothing_returns_zero_counts_and_the_multipliers_it_was_given():
+    from cdd_cli.projection.alm import Multipliers
+
+    feasible = torch.nn.functional.one_hot(torch.full((2, 12), CARBON + 1), 35).float()
+    passed = Multipliers(torch.ones(2, 1), torch.full((2, 1), 4.0))
+    result = project(feasible, [CarbonCount(tau=3.0)], explicit(), multipliers=passed)
+    assert result.outer_iters.tolist() == [0, 0] and result.inner_iters.tolist() == [0, 0]
+    assert result.multipliers is passed and result.feasible.tolist() == [True, True]
+    assert result.seconds.dtype == torch.float64 and (result.seconds >= 0).all()

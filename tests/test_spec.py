@@ -127,6 +127,7 @@ sampling: {steps: 16, batch_size: 8, seed: 3, n: 10}
         ("projection:\n  inner_iters: 2.5\n", "key 'projection.inner_iters': expected int"),
         ("projection:\n  mu_init: big\n", "key 'projection.mu_init': expected number"),
         ("projection:\n  mu_max: 100\n  mu_init: 200\n", "needs 0 < mu_init <= mu_max"),
+        ("projection:\n  support: 1\n", "support must be 0 \\(the whole vocabulary\\) or >= 2"),
         ("projection:\n  eta: -1\n", "projection.eta must be > 0"),
         ("sampling:\n  steps: 0\n", r"sampling.steps must be in \[1, 100,000\]"),
         ("method: magic\n", "'magic' is not one of"),
