@@ -828,3 +828,38 @@ def test_a_batch_needing_nothing_returns_zero_counts_and_the_multipliers_it_was_
     assert result.outer_iters.tolist() == [0, 0] and result.inner_iters.tolist() == [0, 0]
     assert result.multipliers is passed and result.feasible.tolist() == [True, True]
     assert result.seconds.dtype == torch.float64 and (result.seconds >= 0).all()
+
+
+@pytest.mark.parametrize("support", [0, 4])
+def test_one_alm_step_is_the_papers_update_on_the_floored_target(support: int):
+    """One inner step from y = log x' (x' floored, and over the support restricted and
+    renormalised): y -= eta * grad[KL(x' || softmax y) + lam dg + mu / 2 dg^2] with dg the
+    violation of the Gumbel-softmax relaxation; the result is softmax y, put back with x''s
+    mass inside the support. Written out here independently of alm.py."""
+    from cdd_cli.projection.alm import floored
+
+    probs = carbon_heavy(2)
+    eta, temperature, mu_init, vocab = 0.7, 0.5, 1.5, 35
+    settings = explicit(support=support, inner_iters=1, max_outer_iters=1, eta=eta, mu_init=mu_init)
+    settings.temperature = temperature
+    result = project(
+        probs, [CarbonCount(tau=3.0)], settings, None, [sample_generator(9, 0, i) for i in range(2)]
+    )
+
+    # The support, or every token in vocabulary order (the order the noise is drawn in).
+    ids = probs.topk(support, dim=-1).indices if support else torch.arange(vocab).expand_as(probs)
+    inside = floored(probs, vocab).gather(-1, ids)
+    mass = inside.sum(-1, keepdim=True)
+    x = inside / mass
+    y = x.log().requires_grad_(True)
+    u = torch.stack(
+        [torch.rand(x.shape[1:], generator=sample_generator(9, 0, i)) for i in range(2)]
+    )
+    soft = ((y - torch.log(-torch.log(u.clamp(1e-10, 1 - 1e-7)))) / temperature).softmax(-1)
+    dg = torch.relu((soft * (ids == CARBON)).sum((-1, -2)) - 3.0)
+    kl = (x * (x.log() - y.log_softmax(-1))).sum((-1, -2))
+    (grad,) = torch.autograd.grad((kl + mu_init / 2 * dg.square()).sum(), y)  # lam starts at 0
+    stepped = (y - eta * grad).softmax(-1) * mass
+    expected = probs.clone().scatter(-1, ids, stepped.detach())
+    expected = expected / expected.sum(-1, keepdim=True)
+    assert result.projected.all() and torch.allclose(result.probs, expected, atol=1e-5)
