@@ -863,3 +863,65 @@ def test_one_alm_step_is_the_papers_update_on_the_floored_target(support: int):
     expected = probs.clone().scatter(-1, ids, stepped.detach())
     expected = expected / expected.sum(-1, keepdim=True)
     assert result.projected.all() and torch.allclose(result.probs, expected, atol=1e-5)
+
+
+def test_every_second_of_a_projection_is_charged_to_some_sample():
+    import time
+
+    probs = carbon_heavy(4)
+    probs[1] = torch.nn.functional.one_hot(torch.tensor(CARBON + 1), 35).float()  # feasible
+    gens = [sample_generator(10, 0, i) for i in range(4)]
+    started = time.perf_counter()
+    result = project(probs, [CarbonCount(tau=3.0)], explicit(max_outer_iters=8), None, gens)
+    wall = time.perf_counter() - started
+    charged = result.seconds.sum().item()
+    assert 0.95 * wall <= charged <= wall, (charged, wall)
+    assert result.seconds[1] < result.seconds[[0, 2, 3]].min()
+
+
+def test_two_constraints_have_their_own_multipliers_and_both_must_hold():
+    """lam and mu are per constraint: one outer iteration adds mu_j * dg_j to lam_j, a sample
+    is done only when every constraint holds, and it stalls only when every mu is at mu_max."""
+    from cdd_cli.projection.alm import Multipliers
+
+    nitrogen = make_tokenizer().index["N"]
+    probs = carbon_heavy(2)
+    probs[..., nitrogen] = probs[..., CARBON] * 0.9  # nitrogen second everywhere
+    probs = probs / probs.sum(-1, keepdim=True)
+    both = [
+        CarbonCount(tau=3.0),
+        CarbonCount(tau=8.0, name="nitrogens", token=nitrogen, symbol="N"),
+    ]
+    settings = explicit(mu_init=1.0, alpha=2.0, mu_max=100.0, max_outer_iters=1, eta=0.05)
+    gens = [sample_generator(11, 0, i) for i in range(2)]
+    result = project(probs, both, settings, None, gens)
+    ids = result.probs.argmax(-1)
+    dg = torch.stack(
+        [
+            (ids.eq(CARBON).sum(-1) - 3.0).clamp_min(0),
+            (ids.eq(nitrogen).sum(-1) - 8.0).clamp_min(0),
+        ],
+        -1,
+    )
+    assert torch.allclose(result.multipliers.lam, dg) and (result.multipliers.mu == 2.0).all()
+    assert result.feasible.tolist() == (dg == 0).all(-1).tolist()
+    # Carbons can go only to nitrogen here: with nitrogen capped at 8 of 12 and carbon at 3,
+    # both hold only together; the run ends with both held, not one.
+    done = project(probs, both, explicit(max_outer_iters=50), None, gens)
+    ids = done.probs.argmax(-1)
+    assert done.feasible.all()
+    assert (ids.eq(CARBON).sum(-1) <= 3).all() and (ids.eq(nitrogen).sum(-1) <= 8).all()
+    # One mu at mu_max and the other below it is no stall: of two stuck samples, the one
+    # with both at mu_max stops after `patience`, the other runs to the cap (alpha 1: its
+    # second mu never grows).
+    stuck = probs.clone()
+    stuck[:, :10] = torch.nn.functional.one_hot(torch.tensor(CARBON), 35).float()
+    stuck[:, 10:] = torch.nn.functional.one_hot(torch.tensor(CARBON + 1), 35).float()
+    fixed = torch.zeros(2, 12, dtype=torch.bool)
+    fixed[:, :10] = True
+    mu = torch.tensor([[8.0, 8.0], [8.0, 1.0]])
+    settings = explicit(mu_init=1.0, mu_max=8.0, alpha=1.0, patience=2, max_outer_iters=6)
+    run = project(
+        stuck, both, settings, fixed, gens, multipliers=Multipliers(torch.zeros(2, 2), mu)
+    )
+    assert run.outer_iters.tolist() == [2, 6]
