@@ -33,7 +33,7 @@ cat >> "$work/pyproject.toml" <<EOF
 timeout_multiplier = ${TIMEOUT_MULTIPLIER:-4}
 timeout_constant = 2.0
 process_isolation = "forkserver"
-paths_to_mutate = ["$module"]
+source_paths = ["$module"]
 also_copy = ["cdd_cli/", "examples/", "constraints.example.yaml", "README.md"]
 pytest_add_cli_args_test_selection = [${quoted%, }]
 EOF
@@ -46,7 +46,7 @@ export OMP_WAIT_POLICY=PASSIVE
 killed=$(grep -c ': killed$' results.txt || true)
 survived=$(grep -c ': survived$' results.txt || true)
 timeouts=$(grep -c ': timeout$' results.txt || true)
-other=$(grep -cvE ': (killed|survived|timeout)$' results.txt || true)
+other=$(grep -E '__mutmut_[0-9]+: ' results.txt | grep -cvE ': (killed|survived|timeout)$' || true)
 echo "$module: $killed killed, $survived survived, $timeouts timeouts, $other other (no tests, errors)"
 percent() { echo "$(( 1000 * $1 / $2 / 10 )).$(( 1000 * $1 / $2 % 10 ))%"; }
 if [ $((killed + survived)) -gt 0 ]; then
