@@ -220,3 +220,66 @@ def test_resolved_constraints_show_the_options_left_to_their_defaults(tmp_path: 
         write(tmp_path, "constraints:\n  - {type: toxicity, tau: 0.4, scope: full}\n")
     )
     assert chosen.resolved()["constraints"][0]["scope"] == "full"
+
+
+def test_which_constraint_flags_need_a_tau(monkeypatch: pytest.MonkeyPatch):
+    import types
+
+    from cdd_cli import spec as spec_module
+
+    takes_tau = spec_module.takes_tau
+    needs = ["sa", "qed", "toxicity", "max_heavy_atoms"]  # the last a plugin with no default
+    free = ["novelty", "pains", "regex", "word_count"]
+    assert [takes_tau(n) for n in needs + free] == [True] * 4 + [False] * 4
+    # A plugin with a default tau needs none; the plugin's word decides, not the built-ins'.
+    monkeypatch.setattr(
+        spec_module, "plugin_of", lambda name: types.SimpleNamespace(tau_default=0.5)
+    )
+    assert not takes_tau("max_heavy_atoms") and not takes_tau("sa")
+
+
+def test_constraint_flags_become_the_options_a_spec_would_give():
+    from cdd_cli.spec import constraint_from_flags
+
+    sa = constraint_from_flags("sa", 3.5)
+    assert (sa.type, sa.options, sa.where) == ("sa", {"tau": 3.5}, "--constraint sa")
+    assert constraint_from_flags("novelty", None).options == {}
+    # --tau of a property is its natural bound: qed is at least tau, mw at most.
+    assert constraint_from_flags("qed", 0.6).options == {"min": 0.6}
+    assert constraint_from_flags("mw", 300.0).options == {"max": 300.0}
+    with pytest.raises(InputError, match=r"^--constraint qed: 'qed' needs min$"):
+        constraint_from_flags("qed", None)
+    with pytest.raises(InputError) as refused:
+        constraint_from_flags("word_count", None)
+    assert str(refused.value) == (
+        "--constraint word_count: its options (min, max, equals, margin) are given in a spec "
+        "file: use --spec FILE (`cdd constraints ls` lists the keys)"
+    )
+
+
+def test_a_settings_section_must_be_a_mapping_or_empty(tmp_path: Path):
+    from cdd_cli.spec import load_spec
+
+    assert load_spec(write(tmp_path, "projection:\nsearch:\n")).projection == ALMSettings()
+    with pytest.raises(InputError, match=r"^.*spec.yaml:1: projection must be a mapping$"):
+        load_spec(write(tmp_path, "projection: 5\n"))
+    with pytest.raises(InputError) as refused:
+        load_spec(write(tmp_path, "search:\n  topk: 3\n"))
+    assert str(refused.value).endswith(
+        "spec.yaml:2: unknown key 'search.topk' (known: top_k, max_nodes, project_from)"
+    )
+
+
+def test_overlay_names_problems_as_keys_or_as_flags():
+    from cdd_cli.spec import Spec, overlay
+
+    with pytest.raises(
+        InputError, match=r"^method must be one of cdd, paper, unconstrained, reject, got 'bogus'$"
+    ):
+        overlay(Spec(), [], method="bogus")
+    with pytest.raises(InputError, match=r"^--method must be one of"):
+        overlay(Spec(), [], method="bogus", flags=True)
+    with pytest.raises(InputError, match=r"^batch_size must be positive, got 0$"):
+        overlay(Spec(), [], sampling={"batch_size": 0})
+    with pytest.raises(InputError, match=r"^--batch-size must be positive, got 0$"):
+        overlay(Spec(), [], sampling={"batch_size": 0}, flags=True)
