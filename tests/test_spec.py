@@ -252,8 +252,8 @@ def test_constraint_flags_become_the_options_a_spec_would_give():
     with pytest.raises(InputError) as refused:
         constraint_from_flags("word_count", None)
     assert str(refused.value) == (
-        "--constraint word_count: its options (min, max, equals, margin) are given in a spec "
-        "file: use --spec FILE (`cdd constraints ls` lists the keys)"
+        "--constraint word_count: its options (min, max, equals) are given in a spec file: "
+        "use --spec FILE (`cdd constraints ls` lists the keys)"
     )
 
 
