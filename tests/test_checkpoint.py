@@ -196,3 +196,116 @@ def test_a_transposed_weight_is_refused_by_shape_not_size(tmp_path: Path):
     save_file(state, str(tmp_path / "model.safetensors"))
     with pytest.raises(InputError, match=rf"blocks\.0\.mlp\.0\.weight \({D}, {4 * D}\) vs"):
         load_model(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "change, drop, expected",
+    [
+        ({}, ["model_type"], r"config.json: no model_type \(supported: mdlm, udlm, a2d"),
+        (
+            {"model_type": "gpt9", "auto_map": {"AutoModel": "x.Y"}},
+            [],
+            r"model_type 'gpt9' is not a family cdd reads \(its auto_map names modeling code; "
+            r"cdd runs none\); supported: mdlm",
+        ),
+        ({"model_type": "gpt9"}, [], r"model_type 'gpt9' is not a family cdd reads; supported"),
+        ({"n_blocks": True}, [], r"field n_blocks should be int, got True$"),
+        ({"dropout": "none"}, [], r"field dropout should be float, got 'none'$"),
+        ({}, ["vocab_size", "cond_dim"], r"missing field\(s\) vocab_size, cond_dim$"),
+        ({"noise": "gaussian"}, [], r"noise must be masked or uniform, got 'gaussian'$"),
+        (
+            {"noise": "masked"},
+            [],
+            r"noise 'masked' contradicts model_type 'udlm' \(trained with uniform noise\)$",
+        ),
+        ({"vocab_size": 0}, [], r"field vocab_size must be >= 1, got 0$"),
+        ({"cond_dim": 0}, [], r"field cond_dim must be >= 1, got 0$"),
+        ({"n_blocks": 257}, [], r"field n_blocks 257 > 256$"),
+        ({"hidden_dim": 65538}, [], r"field hidden_dim 65,538 > 65,536$"),
+        ({"cond_dim": 65537}, [], r"field cond_dim 65,537 > 65,536$"),
+        ({"model_length": 1}, [], r"field model_length must be in \[2, 65536\], got 1$"),
+        ({"model_length": 65537}, [], r"must be in \[2, 65536\], got 65537$"),
+        ({"default_sampling_steps": True}, [], r"default_sampling_steps .* got True$"),
+        ({"default_sampling_steps": 100_001}, [], r"default_sampling_steps .* got 100001$"),
+        ({"hidden_dim": 36, "n_heads": 4}, [], r"hidden_dim 36 must split into 4 heads of even"),
+    ],
+)
+def test_every_config_check_names_its_field(
+    tmp_path: Path, change: dict, drop: list[str], expected: str
+):
+    path = tmp_path / "config.json"
+    config = {
+        "model_type": "udlm",
+        "vocab_size": 35,
+        "model_length": 24,
+        "hidden_dim": 32,
+        "cond_dim": 16,
+        "n_blocks": 2,
+        "n_heads": 2,
+    }
+    config.update(change)
+    for key in drop:
+        del config[key]
+    path.write_text(json.dumps(config))
+    with pytest.raises(InputError, match=expected):
+        read_config(tmp_path)
+
+
+def test_the_edges_of_the_config_ranges_are_accepted(tmp_path: Path):
+    base = {"model_type": "mdlm", "vocab_size": 1, "hidden_dim": 4, "cond_dim": 1}
+    edges = {**base, "model_length": 2, "n_blocks": 256, "n_heads": 2, "default_sampling_steps": 1}
+    (tmp_path / "config.json").write_text(json.dumps(edges))
+    config, raw = read_config(tmp_path)
+    assert (config.noise, config.model_length, config.n_blocks) == ("masked", 2, 256)
+    assert raw["default_sampling_steps"] == 1
+    wide = {**edges, "hidden_dim": 65536, "cond_dim": 65536, "model_length": 65536}
+    (tmp_path / "config.json").write_text(json.dumps({**wide, "default_sampling_steps": 100_000}))
+    assert read_config(tmp_path)[0].hidden_dim == 65536
+
+
+def test_a_config_file_that_is_not_one_is_refused(tmp_path: Path):
+    with pytest.raises(InputError, match=r"no config.json \(expected a Hugging Face model"):
+        read_config(tmp_path)
+    (tmp_path / "config.json").write_text("{nope")
+    with pytest.raises(InputError, match=r"config.json: not valid JSON \("):
+        read_config(tmp_path)
+    (tmp_path / "config.json").write_bytes(b"\xff\xfe")
+    with pytest.raises(InputError, match=r"config.json: not valid JSON \("):
+        read_config(tmp_path)
+    (tmp_path / "config.json").write_text("[1]")
+    with pytest.raises(InputError, match=r"config.json: expected a JSON object$"):
+        read_config(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "spoil, expected",
+    [
+        (
+            lambda s: s.update(
+                {"backbone.vocab_embed.embedding": s["backbone.vocab_embed.embedding"].long()}
+            ),
+            r"weights must be floating point: backbone.vocab_embed.embedding \(I64\)$",
+        ),
+        (
+            lambda s: s["backbone.blocks.0.mlp.0.weight"].__setitem__((0, 0), float("nan")),
+            r"NaN or infinite weights in backbone.blocks.0.mlp.0.weight$",
+        ),
+        (
+            lambda s: s["backbone.blocks.1.mlp.0.weight"].__setitem__((0, 0), float("inf")),
+            r"NaN or infinite weights in backbone.blocks.1.mlp.0.weight$",
+        ),
+    ],
+)
+def test_weights_that_are_no_model_are_refused_by_name(tmp_path: Path, spoil, expected: str):
+    state = write_mdlm_owt(tmp_path)
+    spoil(state)
+    save_file(state, str(tmp_path / "model.safetensors"))
+    with pytest.raises(InputError, match=expected):
+        load_model(tmp_path)
+
+
+def test_a_directory_without_weights_says_so(tmp_path: Path):
+    build_model_dir(tmp_path)
+    (tmp_path / "model.safetensors").unlink()
+    with pytest.raises(InputError, match=r"no model.safetensors$"):
+        load_model(tmp_path)
