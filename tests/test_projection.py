@@ -831,38 +831,73 @@ def test_a_batch_needing_nothing_returns_zero_counts_and_the_multipliers_it_was_
 
 
 @pytest.mark.parametrize("support", [0, 4])
-def test_one_alm_step_is_the_papers_update_on_the_floored_target(support: int):
-    """One inner step from y = log x' (x' floored, and over the support restricted and
-    renormalised): y -= eta * grad[KL(x' || softmax y) + lam dg + mu / 2 dg^2] with dg the
-    violation of the Gumbel-softmax relaxation; the result is softmax y, put back with x''s
-    mass inside the support. Written out here independently of alm.py."""
+def test_one_outer_iteration_is_the_papers_update_on_the_floored_target(support: int):
+    """From y = log x' (x' floored, and over the support restricted and renormalised), each
+    inner step is y -= eta * grad[KL(x' || softmax y) + lam dg + mu / 2 dg^2], dg the
+    violation of the Gumbel-softmax relaxation (two steps: the KL's gradient is 0 at the
+    start); the result is softmax y put back with x''s mass inside the support, and lam
+    grows by mu times the violation of y's argmax. Written out here apart from alm.py."""
     from cdd_cli.projection.alm import floored
 
     probs = carbon_heavy(2)
     eta, temperature, mu_init, vocab = 0.7, 0.5, 1.5, 35
-    settings = explicit(support=support, inner_iters=1, max_outer_iters=1, eta=eta, mu_init=mu_init)
+    settings = explicit(support=support, inner_iters=2, max_outer_iters=1, eta=eta, mu_init=mu_init)
     settings.temperature = temperature
-    result = project(
-        probs, [CarbonCount(tau=3.0)], settings, None, [sample_generator(9, 0, i) for i in range(2)]
-    )
+    gens = [sample_generator(9, 0, i) for i in range(2)]
+    result = project(probs, [CarbonCount(tau=3.0)], settings, None, gens)
 
     # The support, or every token in vocabulary order (the order the noise is drawn in).
     ids = probs.topk(support, dim=-1).indices if support else torch.arange(vocab).expand_as(probs)
     inside = floored(probs, vocab).gather(-1, ids)
     mass = inside.sum(-1, keepdim=True)
     x = inside / mass
-    y = x.log().requires_grad_(True)
-    u = torch.stack(
-        [torch.rand(x.shape[1:], generator=sample_generator(9, 0, i)) for i in range(2)]
-    )
-    soft = ((y - torch.log(-torch.log(u.clamp(1e-10, 1 - 1e-7)))) / temperature).softmax(-1)
-    dg = torch.relu((soft * (ids == CARBON)).sum((-1, -2)) - 3.0)
-    kl = (x * (x.log() - y.log_softmax(-1))).sum((-1, -2))
-    (grad,) = torch.autograd.grad((kl + mu_init / 2 * dg.square()).sum(), y)  # lam starts at 0
-    stepped = (y - eta * grad).softmax(-1) * mass
+    y = x.log()
+    gens = [sample_generator(9, 0, i) for i in range(2)]
+    for _ in range(2):
+        y = y.detach().requires_grad_(True)
+        u = torch.stack([torch.rand(x.shape[1:], generator=g) for g in gens])
+        soft = ((y - torch.log(-torch.log(u.clamp(1e-10, 1 - 1e-7)))) / temperature).softmax(-1)
+        dg = torch.relu((soft * (ids == CARBON)).sum((-1, -2)) - 3.0)
+        kl = (x * (x.log() - y.log_softmax(-1))).sum((-1, -2))
+        (grad,) = torch.autograd.grad((kl + mu_init / 2 * dg.square()).sum(), y)  # lam is 0
+        y = y - eta * grad
+    stepped = y.softmax(-1) * mass
     expected = probs.clone().scatter(-1, ids, stepped.detach())
     expected = expected / expected.sum(-1, keepdim=True)
     assert result.projected.all() and torch.allclose(result.probs, expected, atol=1e-5)
+    hard = ids.gather(-1, y.argmax(-1, keepdim=True)).squeeze(-1)
+    violation = (hard.eq(CARBON).sum(-1) - 3.0).clamp_min(0)
+    assert torch.equal(result.multipliers.lam[:, 0], mu_init * violation)
+
+
+@dataclass(frozen=True)
+class TenthCarbons(CarbonCount):
+    """Carbons counted a tenth each: every flip lowers the violation by less than 1."""
+
+    def surrogate(self, soft_tokens: Tokens) -> torch.Tensor:
+        return 0.1 * super().surrogate(soft_tokens)
+
+    def judge(self, texts: list[str]) -> list[float | None]:
+        return [0.1 * v for v in super().judge(texts)]
+
+
+def test_any_fall_of_a_samples_own_violation_is_progress():
+    """At mu_max with patience 1, a sample whose violation falls (a tenth a carbon, judged on
+    its own) keeps iterating, while a stuck sample beside it stops after one iteration.
+    Sample 1 prefers carbon everywhere by margins 0.06 .. 0.72, so flips come a few at a
+    time; sample 0 has ten carbons decided against tau 3."""
+    probs = torch.full((2, 12, 35), 1e-4)
+    margins = 0.03 * torch.arange(1, 13)
+    probs[1, :, CARBON], probs[1, :, CARBON + 1] = 0.5 + margins, 0.5 - margins
+    probs[0, :10, CARBON] = probs[0, 10:, CARBON + 1] = 1.0
+    probs = probs / probs.sum(-1, keepdim=True)
+    fixed = torch.zeros(2, 12, dtype=torch.bool)
+    fixed[0, :10] = True
+    settings = explicit(mu_init=16.0, mu_max=16.0, patience=1, eta=1.0, inner_iters=1)
+    gens = [sample_generator(12, 0, i) for i in range(2)]
+    result = project(probs, [TenthCarbons(tau=0.3)], settings, fixed, gens)
+    assert result.outer_iters[0] == 1 and result.outer_iters[1] >= 3
+    assert carbons_of(result.probs).tolist()[0] == 10 and carbons_of(result.probs)[1] < 12
 
 
 def test_every_second_of_a_projection_is_charged_to_some_sample():
