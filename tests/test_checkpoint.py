@@ -309,3 +309,113 @@ def test_a_directory_without_weights_says_so(tmp_path: Path):
     (tmp_path / "model.safetensors").unlink()
     with pytest.raises(InputError, match=r"no model.safetensors$"):
         load_model(tmp_path)
+
+
+def test_the_summary_of_many_names_says_how_many_more():
+    from cdd_cli.models.checkpoint import _summarise, one_line
+
+    names = ["a", "b", "c", "d", "e", "f"]
+    assert _summarise(names) == "a, b, c, d and 2 more"
+    assert (
+        _summarise(names[:4]) == "a, b, c, d"
+        and _summarise(names[:5], 4) == "a, b, c, d and 1 more"
+    )
+    long = ValueError("header\n   too  long: " + "x" * 300)
+    assert one_line(long) == ("header too long: " + "x" * 300)[:200]
+
+
+def test_weights_whose_data_is_cut_short_are_refused_in_one_line(tmp_path: Path):
+    """The header intact (its shapes pass), the tensors' bytes cut: the read says why."""
+    build_model_dir(tmp_path)
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-64])
+    with pytest.raises(InputError) as refused:
+        load_model(tmp_path)
+    message = str(refused.value)
+    assert (
+        message.startswith(f"{weights}: cannot read safetensors file (") and "None" not in message
+    )
+
+
+def test_a_causal_config_is_named_with_its_file(tmp_path: Path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    with pytest.raises(InputError, match=rf"^{tmp_path}/config.json: .*llama"):
+        read_config(tmp_path)
+
+
+def test_saved_config_is_the_hugging_face_layout(tmp_path: Path, uniform_model_dir: Path):
+    import cdd_cli
+
+    model = load_model(uniform_model_dir)
+    target = tmp_path / "a" / "b"  # folders made as needed
+    save_model(model, target, torch.float16)
+    text = (target / "config.json").read_text()
+    config = json.loads(text)
+    assert text.startswith('{\n  "') and text.endswith("}\n")  # indented two, as HF writes
+    assert config["architectures"] == ["UDLM"] and config["return_dict"] is False
+    assert config["torch_dtype"] == "float16" and config["cdd_version"] == cdd_cli.__version__
+    assert sorted(p.name for p in target.iterdir()) == ["config.json", "model.safetensors"]
+    save_model(model, target)
+    assert json.loads((target / "config.json").read_text())["torch_dtype"] == "float32"
+
+
+A2D = {
+    "model_type": "a2d",
+    "vocab_size": 50,
+    "hidden_dim": 16,
+    "n_layers": 2,
+    "n_heads": 2,
+    "n_kv_heads": 1,
+    "ffn_dim": 32,
+}
+
+
+def test_adapted_and_family_configs_are_read_as_theirs(tmp_path: Path):
+    from cdd_cli.models.a2d import A2DConfig
+    from tests.family_dirs import build
+
+    (tmp_path / "config.json").write_text(json.dumps(A2D))
+    config, raw = read_config(tmp_path)
+    assert isinstance(config, A2DConfig) and (config.n_layers, config.n_kv_heads) == (2, 1)
+    assert raw == A2D
+    edges = {**A2D, "mask_id": 49, "prefix_id": 0, "model_length": 2, "n_layers": 256}
+    (tmp_path / "config.json").write_text(json.dumps(edges))
+    assert read_config(tmp_path)[0].mask_id == 49
+    folder, _ = build(tmp_path / "llada", "llada")
+    config, raw = read_config(folder)
+    assert isinstance(config, A2DConfig) and raw["family"] == "llada"
+    assert raw["mask_id"] == config.mask_id and raw["model_type"] == "llada"
+
+
+@pytest.mark.parametrize(
+    "change, drop, expected",
+    [
+        ({"n_layers": True}, [], r"config.json: field n_layers should be int, got True$"),
+        ({"rope_theta": "x"}, [], r"field rope_theta should be float, got 'x'$"),
+        ({}, ["ffn_dim", "n_kv_heads"], r"missing field\(s\) n_kv_heads, ffn_dim$"),
+        ({"n_kv_heads": 0}, [], r"field n_kv_heads must be >= 1, got 0$"),
+        ({"n_layers": 257}, [], r"n_layers, hidden_dim or ffn_dim past what cdd runs$"),
+        ({"hidden_dim": 65538}, [], r"n_layers, hidden_dim or ffn_dim past what cdd runs$"),
+        ({"ffn_dim": 65537}, [], r"n_layers, hidden_dim or ffn_dim past what cdd runs$"),
+        (
+            {"hidden_dim": 18},
+            [],
+            r"hidden_dim 18 must split into 2 heads of even size, shared by 1 key-value heads$",
+        ),
+        ({"n_kv_heads": 3}, [], r"shared by 3 key-value heads$"),
+        ({"mask_id": 50}, [], r"field mask_id outside the vocabulary$"),
+        ({"prefix_id": -1}, [], r"field prefix_id outside the vocabulary$"),
+        ({"lora_rank": -1}, [], r"lora_rank must be >= 0 and model_length in \[2, 65536\]$"),
+        ({"model_length": 1}, [], r"lora_rank must be >= 0 and model_length in \[2, 65536\]$"),
+        ({"model_length": 65537}, [], r"and model_length in \[2, 65536\]$"),
+    ],
+)
+def test_every_adapted_config_check_names_its_field(
+    tmp_path: Path, change: dict, drop: list[str], expected: str
+):
+    config = {**A2D, **change}
+    for key in drop:
+        del config[key]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(InputError, match=expected):
+        read_config(tmp_path)

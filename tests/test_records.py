@@ -69,6 +69,7 @@ def test_stdout_gets_one_flushed_line_per_record(tmp_path: Path, monkeypatch):
     stream = Stream()
     monkeypatch.setattr("sys.stdout", stream)
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "-").mkdir()  # a folder named "-" is no output file: "-" is stdout
     writer = JsonlWriter("-")
     writer.write({"id": "0-0", "seed": 0})
     writer.write({"id": "0-1", "seed": 0})
@@ -79,7 +80,7 @@ def test_stdout_gets_one_flushed_line_per_record(tmp_path: Path, monkeypatch):
         '{"id": "0-0", "seed": 0}\n{"id": "0-1", "seed": 0}\n',
     ]
     assert writer.kept(3) == "2 of 3 records kept to stdout, each a complete line"
-    assert list(tmp_path.iterdir()) == []  # no file named "-"
+    assert [p.name for p in tmp_path.iterdir()] == ["-"] and (tmp_path / "-").is_dir()
 
 
 def test_a_nan_is_never_written(tmp_path: Path):
