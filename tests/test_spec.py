@@ -283,3 +283,130 @@ def test_overlay_names_problems_as_keys_or_as_flags():
         overlay(Spec(), [], sampling={"batch_size": 0})
     with pytest.raises(InputError, match=r"^--batch-size must be positive, got 0$"):
         overlay(Spec(), [], sampling={"batch_size": 0}, flags=True)
+
+
+def test_overlay_lays_command_line_values_over_a_spec(tmp_path: Path):
+    from cdd_cli.spec import ConstraintSpec, Spec, load_spec, overlay
+
+    path = write(
+        tmp_path,
+        "model: default-molecules\nconstraints:\n  - type: sa\n    tau: 4\n"
+        "  - type: novelty\nsampling: {n: 8, steps: 16}\n",
+    )
+    spec = load_spec(path)
+    sa = ConstraintSpec("sa", {"tau": 3.0}, "--constraint sa")
+    qed = ConstraintSpec("qed", {"min": 0.5}, "--constraint qed")
+    out = overlay(spec, [sa, qed], sampling={"n": 4, "steps": None}, words="collie", top_p=0.9)
+    # A constraint type given replaces the spec's entries of it; the others stay, in order.
+    assert [(c.type, c.options) for c in out.constraints] == [
+        ("novelty", {}),
+        ("sa", {"tau": 3.0}),
+        ("qed", {"min": 0.5}),
+    ]
+    assert (out.sampling.n, out.sampling.steps, out.sampling.top_p) == (4, 16, 0.9)
+    assert (out.words, out.model, out.method) == ("collie", "default-molecules", "cdd")
+    kept = overlay(load_spec(path), [], model=None, words=None, decode=None)
+    assert (kept.model, kept.words, kept.sampling.decode, len(kept.constraints)) == (
+        "default-molecules",
+        "plain",
+        None,
+        2,
+    )
+    assert overlay(Spec(), [], model="x-model", method="reject").model == "x-model"
+    assert overlay(Spec(), [], method="reject").method == "reject"
+    with pytest.raises(InputError, match=r"^model is empty$"):
+        overlay(Spec(), [], model="  ")
+    with pytest.raises(InputError, match=r"^--model is empty$"):
+        overlay(Spec(), [], model="", flags=True)
+    # Validated as a whole: a value laid over must fit with the spec's others.
+    with pytest.raises(InputError, match="top_p"):
+        overlay(Spec(), [], top_p=1.5)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "flag", "message"),
+    [
+        ("n", 0, "-n", "-n must be positive, got 0"),
+        ("steps", 0, "--steps", "--steps must be in [1, 100,000], got 0"),
+        ("steps", 100_001, "--steps", "--steps must be in [1, 100,000], got 100001"),
+        ("block_length", -1, "--block-length", "--block-length must be in [0, 100,000], got -1"),
+        ("seed", -1, "--seed", "--seed must be in [0, 9,223,372,036,854,775,807], got -1"),
+    ],
+)
+def test_sampling_values_out_of_range_are_named_as_flags_or_keys(
+    name: str, value: int, flag: str, message: str
+):
+    from cdd_cli.spec import Spec, overlay
+
+    with pytest.raises(InputError) as refused:
+        overlay(Spec(), [], sampling={name: value}, flags=True)
+    assert str(refused.value) == message
+    with pytest.raises(InputError) as refused:
+        overlay(Spec(), [], sampling={name: value})
+    assert str(refused.value) == message.replace(flag, name)
+    # The ends of each range are values, not errors.
+    low = {"n": 1, "steps": 1, "block_length": 0, "seed": 0}[name]
+    assert getattr(overlay(Spec(), [], sampling={name: low}).sampling, name) == low
+    assert overlay(Spec(), [], sampling={"steps": 100_000}).sampling.steps == 100_000
+
+
+def test_switching_method_over_a_written_projection_is_refused(tmp_path: Path):
+    from cdd_cli.spec import load_spec, overlay
+
+    four = "projection: {eta: 1, mu_max: 10, alpha: 2, patience: 3}\n"
+    with pytest.raises(InputError) as refused:
+        overlay(load_spec(write(tmp_path, "method: cdd\n" + four)), [], method="paper", flags=True)
+    assert str(refused.value) == (
+        f"--method paper: {tmp_path / 'spec.yaml'} is a 'cdd' spec that sets eta, mu_max, "
+        "alpha...; change its method: there, or remove those settings to take the method's own"
+    )
+    three = "method: paper\nprojection: {eta: 1}\nsearch: {project_from: 0.5}\n"
+    with pytest.raises(InputError, match=r"^method cdd: .* a 'paper' spec that sets eta, "):
+        overlay(load_spec(write(tmp_path, three)), [], method="cdd")
+    with pytest.raises(InputError, match=r"sets search.project_from; change"):
+        overlay(
+            load_spec(write(tmp_path, "method: cdd\nsearch: {project_from: 0.5}\n")),
+            [],
+            method="paper",
+        )
+    # The same method, a method that reads no projection, or nothing written: allowed.
+    assert (
+        overlay(load_spec(write(tmp_path, "method: cdd\n" + four)), [], method="cdd").method
+        == "cdd"
+    )
+    assert (
+        overlay(load_spec(write(tmp_path, "method: cdd\n" + four)), [], method="reject").method
+        == "reject"
+    )
+    assert (
+        overlay(load_spec(write(tmp_path, "method: cdd\n")), [], method="paper").method == "paper"
+    )
+
+
+def test_resolved_paths_are_absolute_and_names_stay_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from cdd_cli.spec import ConstraintSpec, Spec, dump
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "surrogate").mkdir()
+    (tmp_path / "model").mkdir()
+    spec = Spec(model="model")
+    spec.constraints = [
+        ConstraintSpec("sa", {"tau": 3.0, "surrogate": "surrogate"}, "x"),
+        ConstraintSpec("novelty", {"reference": "refs.smi"}, "x"),
+        ConstraintSpec("novelty", {"reference": "training"}, "x"),
+        ConstraintSpec("json_schema", {"schema": "s.json"}, "x"),
+        ConstraintSpec("json_schema", {"schema": {"type": "string"}}, "x"),
+    ]
+    resolved = spec.resolved()
+    sa, file_ref, named_ref, schema_file, schema_inline = resolved["constraints"]
+    assert resolved["model"] == str(tmp_path / "model")
+    assert sa["surrogate"] == str(tmp_path / "surrogate") and sa["margin"] == 0.0
+    assert file_ref["reference"] == str(tmp_path / "refs.smi")
+    assert named_ref["reference"] == "training"
+    assert schema_file["schema"] == str(tmp_path / "s.json")
+    assert schema_inline["schema"] == {"type": "string"}
+    assert Spec(model="default-molecules").resolved()["model"] == "default-molecules"
+    # Dumped in the order a reader expects (model first), not sorted.
+    assert dump(resolved).splitlines()[0] == f"model: {tmp_path / 'model'}"
