@@ -231,11 +231,15 @@ def test_which_constraint_flags_need_a_tau(monkeypatch: pytest.MonkeyPatch):
     needs = ["sa", "qed", "toxicity", "max_heavy_atoms"]  # the last a plugin with no default
     free = ["novelty", "pains", "regex", "word_count"]
     assert [takes_tau(n) for n in needs + free] == [True] * 4 + [False] * 4
-    # A plugin with a default tau needs none; the plugin's word decides, not the built-ins'.
-    monkeypatch.setattr(
-        spec_module, "plugin_of", lambda name: types.SimpleNamespace(tau_default=0.5)
-    )
-    assert not takes_tau("max_heavy_atoms") and not takes_tau("sa")
+    # A plugin with a default tau needs none (and resolves with it); the plugin's word decides,
+    # not the built-ins' fallback; a type no one knows asks for a tau like most do (its
+    # validation then names it unknown).
+    defaulted = types.SimpleNamespace(tau_default=0.5)
+    monkeypatch.setattr(spec_module, "plugin_of", lambda n: defaulted if n == "mine" else None)
+    assert not takes_tau("mine") and takes_tau("unheard_of")
+    assert spec_module.option_defaults("mine") == {"tau": 0.5, "margin": 0.0}
+    defaulted.tau_default = None
+    assert takes_tau("mine") and spec_module.option_defaults("mine") == {"margin": 0.0}
 
 
 def test_constraint_flags_become_the_options_a_spec_would_give():
@@ -396,11 +400,13 @@ def test_resolved_paths_are_absolute_and_names_stay_names(
         ConstraintSpec("sa", {"tau": 3.0, "surrogate": "surrogate"}, "x"),
         ConstraintSpec("novelty", {"reference": "refs.smi"}, "x"),
         ConstraintSpec("novelty", {"reference": "training"}, "x"),
+        ConstraintSpec("novelty", {"reference": "all"}, "x"),
         ConstraintSpec("json_schema", {"schema": "s.json"}, "x"),
         ConstraintSpec("json_schema", {"schema": {"type": "string"}}, "x"),
     ]
     resolved = spec.resolved()
-    sa, file_ref, named_ref, schema_file, schema_inline = resolved["constraints"]
+    sa, file_ref, named_ref, all_ref, schema_file, schema_inline = resolved["constraints"]
+    assert all_ref["reference"] == "all"
     assert resolved["model"] == str(tmp_path / "model")
     assert sa["surrogate"] == str(tmp_path / "surrogate") and sa["margin"] == 0.0
     assert file_ref["reference"] == str(tmp_path / "refs.smi")
@@ -408,5 +414,27 @@ def test_resolved_paths_are_absolute_and_names_stay_names(
     assert schema_file["schema"] == str(tmp_path / "s.json")
     assert schema_inline["schema"] == {"type": "string"}
     assert Spec(model="default-molecules").resolved()["model"] == "default-molecules"
+    assert Spec(model="hf://owner/name").resolved()["model"] == "hf://owner/name"
     # Dumped in the order a reader expects (model first), not sorted.
     assert dump(resolved).splitlines()[0] == f"model: {tmp_path / 'model'}"
+
+
+def test_lexical_constraints_that_contradict_each_other_are_refused(tmp_path: Path):
+    from cdd_cli.spec import ConstraintSpec, check_lexical_together
+
+    def at(position: int, word: str, where: str) -> ConstraintSpec:
+        return ConstraintSpec("word_at", {"position": position, "word": word}, where)
+
+    with pytest.raises(InputError) as refused:
+        check_lexical_together([at(2, "whale", "a:1"), at(2, "ship", "a:2")])
+    assert str(refused.value) == "a:2: word 2 cannot be 'ship': a:1 makes it 'whale'"
+    # One slot given one word twice, or (under COLLIE's rules, which compare lower-cased) the
+    # same word in two cases, is no contradiction; under plain rules the cases differ.
+    check_lexical_together([at(2, "whale", "a:1"), at(2, "whale", "a:2"), at(3, "sea", "a:3")])
+    check_lexical_together([at(1, "The", "a:1"), at(1, "the", "a:2")], "collie")
+    with pytest.raises(InputError, match="word 1 cannot be 'the': a:1 makes it 'The'"):
+        check_lexical_together([at(1, "The", "a:1"), at(1, "the", "a:2")])
+    excluded = ConstraintSpec("exclude", {"words": ["Whale"]}, "a:9")
+    with pytest.raises(InputError) as refused:
+        check_lexical_together([at(2, "whale", "a:1"), excluded], "collie")
+    assert str(refused.value) == "a:1: 'whale' is required here but excluded at a:9"
