@@ -438,3 +438,123 @@ def test_lexical_constraints_that_contradict_each_other_are_refused(tmp_path: Pa
     with pytest.raises(InputError) as refused:
         check_lexical_together([at(2, "whale", "a:1"), excluded], "collie")
     assert str(refused.value) == "a:1: 'whale' is required here but excluded at a:9"
+
+
+SETTING_LIMITS = [  # (setting, refused values, accepted edge values, the message's words)
+    ("projection.eta", [0.0, -1.0], [1e-9], "projection.eta must be > 0"),
+    ("projection.inner_iters", [0], [1], "projection.inner_iters must be >= 1"),
+    ("projection.max_outer_iters", [0], [1], "projection.max_outer_iters must be >= 1"),
+    ("projection.mu_max", [0.0], [1e-9], "projection.mu_max must be > 0"),
+    ("projection.mu_init", [0.0, -1.0], [1e-9, 1e9], "projection needs 0 < mu_init <= mu_max"),
+    ("projection.alpha", [0.99], [1.0], "projection.alpha must be >= 1"),
+    ("projection.patience", [0], [1], "projection.patience must be >= 1"),
+    ("projection.temperature", [0.0], [1e-9], "projection.temperature must be > 0"),
+    ("projection.project_from", [-0.1, 1.1], [0.0, 1.0], "projection.project_from must be in"),
+    ("projection.support", [1, -1], [0, 2], "projection.support must be 0"),
+    ("search.top_k", [0], [1], "search.top_k must be >= 1"),
+    ("search.max_nodes", [0], [1], "search.max_nodes must be >= 1"),
+    ("search.project_from", [-0.1, 1.1], [0.0, 1.0], "search.project_from must be in [0, 1]"),
+    ("repair.max_redraws", [-1], [0], "repair.max_redraws must be >= 0"),
+    ("repair.margin_step", [-0.1], [0.0], "repair.margin_step must be >= 0"),
+    ("reject.max_attempts", [0], [1], "reject.max_attempts must be >= 1"),
+    ("sampling.batch_size", [0], [1], "sampling.batch_size must be >= 1"),
+    ("sampling.steps", [0, 100_001], [1, 100_000], "sampling.steps must be in [1, 100,000]"),
+    ("sampling.seed", [-1, 2**63], [0, 2**63 - 1], "sampling.seed must be in [0, "),
+    ("sampling.n", [0], [1], "sampling.n must be >= 1"),
+    ("sampling.decode", ["greedy"], ["well-formed", "plain"], "sampling.decode must be one of"),
+    ("sampling.sampler", ["fast"], ["ancestral", "entropy"], "sampling.sampler must be one of"),
+    ("sampling.block_length", [-1], [0], "sampling.block_length must be >= 0 (0: one block)"),
+    (
+        "sampling.temperature",
+        [0.0, 100.5, float("nan"), float("inf")],
+        [100.0, 1e-9],
+        "sampling.temperature must be in (0, 100]",
+    ),
+    ("sampling.top_p", [0.0, 1.01], [1.0, 1e-9], "sampling.top_p must be in (0, 1]"),
+    ("sampling.dtype", ["float8"], ["bfloat16"], "sampling.dtype must be one of"),
+    ("words", ["nltk"], ["collie"], "words must be one of plain, collie, got 'nltk'"),
+]
+
+
+@pytest.mark.parametrize(("setting", "refused", "accepted", "message"), SETTING_LIMITS)
+def test_each_setting_is_refused_past_its_limit_and_accepted_at_it(
+    setting: str, refused: list, accepted: list, message: str
+):
+    from cdd_cli.spec import Spec, check_settings
+
+    def with_value(value: object) -> Spec:
+        spec = Spec()
+        *section, name = setting.split(".")
+        setattr(getattr(spec, section[0]) if section else spec, name, value)
+        return spec
+
+    for value in refused:
+        with pytest.raises(InputError) as caught:
+            check_settings(with_value(value), "s.yaml")
+        assert str(caught.value).startswith(f"s.yaml: {message}"), value
+    for value in accepted:
+        check_settings(with_value(value), "s.yaml")
+
+
+def test_the_same_constraint_twice_is_refused_naming_both_places():
+    from cdd_cli.spec import ConstraintSpec, Spec, check_settings
+
+    spec = Spec()
+    spec.constraints = [
+        ConstraintSpec("sa", {"tau": 3.0}, "s.yaml:2"),
+        ConstraintSpec("sa", {"tau": 3.5}, "s.yaml:4"),
+        ConstraintSpec("sa", {"tau": 3.0}, "s.yaml:6"),
+    ]
+    with pytest.raises(InputError) as caught:
+        check_settings(spec, "s.yaml")
+    assert str(caught.value) == "s.yaml:6: repeats the constraint at s.yaml:2"
+
+
+@pytest.mark.parametrize(
+    ("kind", "options", "message"),
+    [
+        ("qed", {}, "'qed' needs min"),
+        ("logp", {"weight": "average"}, "'logp' needs min or max"),
+        ("qed", {"min": 1.5}, "key 'min': 1.5 is outside [0, 1] for 'qed'"),
+        ("qed", {"min": -0.1}, "key 'min': -0.1 is outside [0, 1] for 'qed'"),
+        ("mw", {"max": -1.0}, "key 'max': -1 is outside >= 0 for 'mw'"),
+        ("tpsa", {"min": 50.0, "max": 40.0}, "min 50 > max 40"),
+        ("logp", {"max": 3.0, "weight": "median"}, "key 'weight' must be one of average, exact"),
+        ("substructure", {"smarts": "[C"}, "key 'smarts': RDKit cannot read '[C' as SMARTS"),
+        ("lipinski", {"max_violations": 4}, "key 'max_violations' must be in [0, 3]"),
+        ("lipinski", {"max_violations": -1}, "key 'max_violations' must be in [0, 3]"),
+        (
+            "novelty",
+            {"reference": "nowhere.smi"},
+            "key 'reference': 'nowhere.smi' is neither training, all nor a file",
+        ),
+    ],
+)
+def test_molecule_options_are_checked_against_their_domains(kind: str, options: dict, message: str):
+    from cdd_cli.spec import ConstraintSpec, check_molecule_options
+
+    with pytest.raises(InputError) as caught:
+        check_molecule_options(ConstraintSpec(kind, options, "s.yaml:3"))
+    assert str(caught.value).startswith(f"s.yaml:3: {message}")
+
+
+def test_molecule_options_at_their_edges_are_accepted(tmp_path: Path):
+    from cdd_cli.spec import ConstraintSpec, check_molecule_options
+
+    reference = tmp_path / "refs.smi"
+    reference.write_text("CCO\n")
+    for kind, options in [
+        ("qed", {"min": 0.0}),
+        ("qed", {"min": 1.0, "weight": "exact"}),
+        ("logp", {"min": -5.0, "max": -5.0}),
+        ("mw", {"max": 0.0}),
+        ("substructure", {"smarts": "c1ccccc1"}),
+        ("lipinski", {"max_violations": 0}),
+        ("lipinski", {"max_violations": 3}),
+        ("lipinski", {}),
+        ("novelty", {"reference": "training"}),
+        ("novelty", {"reference": "all"}),
+        ("novelty", {"reference": str(reference)}),
+        ("novelty", {}),
+    ]:
+        check_molecule_options(ConstraintSpec(kind, options, "s.yaml:3"))
