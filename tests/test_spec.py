@@ -558,3 +558,58 @@ def test_molecule_options_at_their_edges_are_accepted(tmp_path: Path):
         ("novelty", {}),
     ]:
         check_molecule_options(ConstraintSpec(kind, options, "s.yaml:3"))
+
+
+def test_structured_options_are_checked_where_they_are_given(tmp_path: Path):
+    from cdd_cli.spec import ConstraintSpec, check_structured_options
+
+    def problem(kind: str, options: dict) -> str:
+        with pytest.raises(InputError) as caught:
+            check_structured_options(ConstraintSpec(kind, options, "s.yaml:5"))
+        return str(caught.value)
+
+    assert problem("regex", {"pattern": "a("}).startswith(
+        "s.yaml:5: key 'pattern': not a regular expression (missing ), unterminated subpattern"
+    )
+    assert problem("regex", {"pattern": ""}) == "s.yaml:5: key 'pattern' is empty"
+    assert problem("json_schema", {"schema": str(tmp_path / "none.json")}).startswith("s.yaml:5:")
+    check_structured_options(ConstraintSpec("regex", {"pattern": "[0-9]{3}"}, "s.yaml:5"))
+    check_structured_options(ConstraintSpec("json_schema", {"schema": {"type": "string"}}, "x"))
+    check_structured_options(ConstraintSpec("sa", {"tau": 3.0}, "x"))  # not theirs to check
+
+
+def test_a_plugins_own_option_check_speaks_in_one_line(monkeypatch: pytest.MonkeyPatch):
+    import types
+
+    from cdd_cli import plugins
+    from cdd_cli import spec as spec_module
+    from cdd_cli.spec import ConstraintSpec, check_plugin_options
+
+    seen = []
+
+    def check(options: dict) -> None:
+        seen.append(options)
+        if options.get("size", 0) < 0:
+            raise ValueError("size must be\n  >= 0")
+        if options.get("size") == 13:
+            raise KeyError("unlucky")
+
+    plugin = types.SimpleNamespace(check=check, domain="text")
+    monkeypatch.setattr(spec_module, "plugin_of", lambda n: plugin if n == "mine" else None)
+    monkeypatch.setattr(
+        plugins, "find", lambda n, builtin: types.SimpleNamespace(package=f"{n}-pkg")
+    )
+    check_plugin_options(ConstraintSpec("mine", {"size": 3}, "s.yaml:7"))
+    assert seen == [{"size": 3}]
+    check_plugin_options(ConstraintSpec("sa", {"tau": 3.0}, "s.yaml:7"))  # no plugin: nothing
+    with pytest.raises(InputError) as caught:
+        check_plugin_options(ConstraintSpec("mine", {"size": -1}, "s.yaml:7"))
+    assert str(caught.value) == "s.yaml:7: constraint 'mine': size must be >= 0"
+    with pytest.raises(plugins.PluginError) as caught:
+        check_plugin_options(ConstraintSpec("mine", {"size": 13}, "s.yaml:7"))
+    assert str(caught.value) == (
+        "s.yaml:7: plugin 'mine' (mine-pkg) failed checking its options (KeyError: 'unlucky')"
+    )
+    assert spec_module.domain_of("mine") == "text" and spec_module.domain_of("sa") == "molecules"
+    plugin.check = None  # a plugin without a check of its own: nothing to call
+    check_plugin_options(ConstraintSpec("mine", {"size": -1}, "s.yaml:7"))
