@@ -148,6 +148,9 @@ def test_missing_and_unexpected_keys_are_named(tmp_path: Path):
     message = str(err.value)
     assert "missing keys: backbone.output_layer.linear.bias" in message
     assert "unexpected keys: backbone.extra.weight" in message
+    assert (
+        "config.json; missing keys: backbone.output_layer.linear.bias; unexpected keys" in message
+    )
     assert "\n" not in message
 
 
@@ -381,6 +384,9 @@ def test_adapted_and_family_configs_are_read_as_theirs(tmp_path: Path):
     edges = {**A2D, "mask_id": 49, "prefix_id": 0, "model_length": 2, "n_layers": 256}
     (tmp_path / "config.json").write_text(json.dumps(edges))
     assert read_config(tmp_path)[0].mask_id == 49
+    widest = {**edges, "hidden_dim": 65536, "ffn_dim": 65536, "model_length": 65536}
+    (tmp_path / "config.json").write_text(json.dumps(widest))
+    assert read_config(tmp_path)[0].model_length == 65536
     folder, _ = build(tmp_path / "llada", "llada")
     config, raw = read_config(folder)
     assert isinstance(config, A2DConfig) and raw["family"] == "llada"
@@ -392,6 +398,7 @@ def test_adapted_and_family_configs_are_read_as_theirs(tmp_path: Path):
     [
         ({"n_layers": True}, [], r"config.json: field n_layers should be int, got True$"),
         ({"rope_theta": "x"}, [], r"field rope_theta should be float, got 'x'$"),
+        ({"qk_norm": 1}, [], r"field qk_norm should be bool, got 1$"),
         ({}, ["ffn_dim", "n_kv_heads"], r"missing field\(s\) n_kv_heads, ffn_dim$"),
         ({"n_kv_heads": 0}, [], r"field n_kv_heads must be >= 1, got 0$"),
         ({"n_layers": 257}, [], r"n_layers, hidden_dim or ffn_dim past what cdd runs$"),
