@@ -108,6 +108,7 @@ SAMPLING_RANGES = {  # others: positive
     "block_length": (0, MAX_STEPS),
 }
 FLOAT32_MAX = 3.4028234663852886e38  # settings become float32 tensors
+NULL_TAG = "tag:yaml.org,2002:null"
 
 # Per constraint type: allowed keys -> (python types, required). tau ranges live in RANGES.
 CONSTRAINT_KEYS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
@@ -278,7 +279,8 @@ class _Located:
         return f"{self.path}:{node.start_mark.line + 1}"
 
     def value(self, node: yaml.Node) -> Any:
-        if node is None:
+        # An empty value (`margin:`) is null; serialised alone it would be no document at all.
+        if node is None or (isinstance(node, yaml.ScalarNode) and node.tag == NULL_TAG):
             return None
         try:
             return yaml.safe_load(yaml.serialize(node))
@@ -329,7 +331,7 @@ def _check_type(
 
 
 def _settings(loc: _Located, node: yaml.Node, key: str, cls: type) -> Any:
-    if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
+    if isinstance(node, yaml.ScalarNode) and node.tag == NULL_TAG:
         return cls()  # a section with every key commented out: all defaults
     values = {}
     known = {f.name: f for f in fields(cls)}

@@ -613,3 +613,85 @@ def test_a_plugins_own_option_check_speaks_in_one_line(monkeypatch: pytest.Monke
     assert spec_module.domain_of("mine") == "text" and spec_module.domain_of("sa") == "molecules"
     plugin.check = None  # a plugin without a check of its own: nothing to call
     check_plugin_options(ConstraintSpec("mine", {"size": -1}, "s.yaml:7"))
+
+
+@pytest.mark.parametrize(
+    ("kind", "options", "message"),
+    [
+        ("word_count", {"min": -1}, "word counts must be >= 0"),
+        ("sentence_count", {"max": -1}, "sentence counts must be >= 0"),
+        ("word_count", {"min": 3, "max": 2}, "min 3 > max 2"),
+        ("sentence_count", {"equals": 2, "max": 3}, "give 'equals' alone, or 'min'/'max'"),
+        ("count", {"letter": "r"}, "give both 'letter' and 'word', or neither (prompt)"),
+        ("count", {"word": "strawberry"}, "give both 'letter' and 'word', or neither (prompt)"),
+        ("count", {"letter": "r", "word": "  "}, "key 'word' is empty"),
+        ("exclude", {"words": ["ok", 3]}, "key 'words' must be a list of non-empty words"),
+        ("include", {"words": ["ok", " "]}, "key 'words' must be a list of non-empty words"),
+    ],
+)
+def test_lexical_options_that_mean_nothing_are_refused(kind: str, options: dict, message: str):
+    from cdd_cli.spec import ConstraintSpec, check_lexical_options
+
+    with pytest.raises(InputError) as caught:
+        check_lexical_options(ConstraintSpec(kind, options, "s.yaml:4"))
+    assert str(caught.value) == f"s.yaml:4: {message}"
+
+
+def test_lexical_options_at_their_edges_are_accepted():
+    from cdd_cli.spec import ConstraintSpec, check_lexical_options
+
+    for kind, options in [
+        ("word_count", {"min": 0}),
+        ("word_count", {"min": 3, "max": 3}),
+        ("word_count", {"max": 0}),
+        ("sentence_count", {"equals": 0}),
+        ("sentence_count", {"min": 2}),
+        ("count", {}),  # the question comes from the prompt
+        ("count", {"letter": "r", "word": "strawberry"}),
+        ("include", {"words": ["whale"]}),
+    ]:
+        check_lexical_options(ConstraintSpec(kind, options, "s.yaml:4"))
+
+
+def test_a_constraints_tau_range_and_margin_are_checked_at_their_edges(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    import types
+
+    from cdd_cli import spec as spec_module
+    from cdd_cli.spec import ConstraintSpec, check_constraint
+
+    for tau in (1.0, 10.0):  # SA's whole range, ends included
+        check_constraint(ConstraintSpec("sa", {"tau": tau, "margin": 0.0}, "x"))
+    with pytest.raises(InputError, match=r"^x: key 'margin' must be >= 0$"):
+        check_constraint(ConstraintSpec("sa", {"tau": 3.0, "margin": -0.1}, "x"))
+    check_constraint(ConstraintSpec("novelty", {}, "x"))  # no tau, no range to check
+    # A plugin's keys and range are its own: tau in its range, margin and a surrogate besides.
+    plugin = types.SimpleNamespace(
+        tau_default=None, tau_range=(0.0, 5.0), options={}, check=None, domain="text"
+    )
+    monkeypatch.setattr(spec_module, "plugin_of", lambda n: plugin if n == "mine" else None)
+    assert spec_module.tau_range("mine") == (0.0, 5.0) and spec_module.tau_range("sa") == (1, 10)
+    assert spec_module.keys_of("mine", "x") == {
+        "tau": ((int, float), True),
+        "margin": ((int, float), False),
+        "surrogate": ((str,), False),
+    }
+    with pytest.raises(InputError, match=r"^x: key 'tau': 5.5 is outside \[0, 5\] for 'mine'$"):
+        check_constraint(ConstraintSpec("mine", {"tau": 5.5}, "x"))
+    plugin.tau_default = 1.0
+    assert spec_module.keys_of("mine", "x")["tau"] == ((int, float), False)
+
+
+def test_an_optional_key_left_empty_is_as_if_not_written(tmp_path: Path):
+    spec = load_spec(write(tmp_path, "constraints:\n  - type: sa\n    margin:\n    tau: 3.5\n"))
+    assert spec.constraints[0].options == {"tau": 3.5}
+    with pytest.raises(InputError, match=r"spec.yaml:3: surrogate folder nowhere not found$"):
+        load_spec(
+            write(tmp_path, "constraints:\n  - type: sa\n    surrogate: nowhere\n    tau: 3\n")
+        )
+    (tmp_path / "here").mkdir()
+    found = load_spec(
+        write(tmp_path, f"constraints:\n  - {{type: sa, tau: 3, surrogate: {tmp_path / 'here'}}}\n")
+    )
+    assert found.constraints[0].options["surrogate"] == str(tmp_path / "here")
