@@ -446,7 +446,7 @@ SETTING_LIMITS = [  # (setting, refused values, accepted edge values, the messag
     ("projection.max_outer_iters", [0], [1], "projection.max_outer_iters must be >= 1"),
     ("projection.mu_max", [0.0], [1e-9], "projection.mu_max must be > 0"),
     ("projection.mu_init", [0.0, -1.0], [1e-9, 1e9], "projection needs 0 < mu_init <= mu_max"),
-    ("projection.alpha", [0.99], [1.0], "projection.alpha must be >= 1"),
+    ("projection.alpha", [0.99, 0.0], [1.0], "projection.alpha must be >= 1"),
     ("projection.patience", [0], [1], "projection.patience must be >= 1"),
     ("projection.temperature", [0.0], [1e-9], "projection.temperature must be > 0"),
     ("projection.project_from", [-0.1, 1.1], [0.0, 1.0], "projection.project_from must be in"),
@@ -695,3 +695,14 @@ def test_an_optional_key_left_empty_is_as_if_not_written(tmp_path: Path):
         write(tmp_path, f"constraints:\n  - {{type: sa, tau: 3, surrogate: {tmp_path / 'here'}}}\n")
     )
     assert found.constraints[0].options["surrogate"] == str(tmp_path / "here")
+
+
+def test_mu_init_may_equal_mu_max_but_not_pass_it():
+    from cdd_cli.spec import Spec, check_settings
+
+    spec = Spec()
+    spec.projection.mu_init, spec.projection.mu_max = 8.0, 8.0
+    check_settings(spec, "s.yaml")
+    spec.projection.mu_init = 8.5
+    with pytest.raises(InputError, match=r"^s.yaml: projection needs 0 < mu_init <= mu_max$"):
+        check_settings(spec, "s.yaml")
