@@ -373,6 +373,10 @@ def test_switching_method_over_a_written_projection_is_refused(tmp_path: Path):
             [],
             method="paper",
         )
+    exactly_three = "method: cdd\nprojection: {eta: 1, mu_max: 10, alpha: 2}\n"
+    with pytest.raises(InputError) as refused:
+        overlay(load_spec(write(tmp_path, exactly_three)), [], method="paper")
+    assert "sets eta, mu_max, alpha; change" in str(refused.value)  # all named: no "..."
     # The same method, a method that reads no projection, or nothing written: allowed.
     assert (
         overlay(load_spec(write(tmp_path, "method: cdd\n" + four)), [], method="cdd").method
@@ -596,9 +600,12 @@ def test_a_plugins_own_option_check_speaks_in_one_line(monkeypatch: pytest.Monke
 
     plugin = types.SimpleNamespace(check=check, domain="text")
     monkeypatch.setattr(spec_module, "plugin_of", lambda n: plugin if n == "mine" else None)
-    monkeypatch.setattr(
-        plugins, "find", lambda n, builtin: types.SimpleNamespace(package=f"{n}-pkg")
-    )
+
+    def find(name: str, builtin: frozenset) -> types.SimpleNamespace:
+        assert builtin == spec_module.BUILTIN  # a plugin may not take a built-in's name
+        return types.SimpleNamespace(package=f"{name}-pkg")
+
+    monkeypatch.setattr(plugins, "find", find)
     check_plugin_options(ConstraintSpec("mine", {"size": 3}, "s.yaml:7"))
     assert seen == [{"size": 3}]
     check_plugin_options(ConstraintSpec("sa", {"tau": 3.0}, "s.yaml:7"))  # no plugin: nothing
@@ -681,6 +688,7 @@ def test_a_constraints_tau_range_and_margin_are_checked_at_their_edges(
         check_constraint(ConstraintSpec("mine", {"tau": 5.5}, "x"))
     plugin.tau_default = 1.0
     assert spec_module.keys_of("mine", "x")["tau"] == ((int, float), False)
+    check_constraint(ConstraintSpec("mine", {}, "x"))  # no tau written: the default's in range
 
 
 def test_an_optional_key_left_empty_is_as_if_not_written(tmp_path: Path):
@@ -706,3 +714,198 @@ def test_mu_init_may_equal_mu_max_but_not_pass_it():
     spec.projection.mu_init = 8.5
     with pytest.raises(InputError, match=r"^s.yaml: projection needs 0 < mu_init <= mu_max$"):
         check_settings(spec, "s.yaml")
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        # The line is the line of what is wrong, counted from 1.
+        (
+            "model: x\nmethod: a: b\n",
+            "spec.yaml:2: YAML syntax error: mapping values are not allowed here",
+        ),
+        ("model: x\n\nmodel: y\n", "spec.yaml:3: key 'model' given twice"),
+        ("projection:\n  eta: 1\n  eta: 2\n", "spec.yaml:3: key 'projection.eta' given twice"),
+        (
+            "constraints:\n  - type: sa\n    tau: 3\n  - type: sa\n    tau: 4\n    tau: 5\n",
+            "spec.yaml:6: key 'constraints[1].tau' given twice",
+        ),
+        (
+            "constraints:\n  - type: sa\n    tau: 3\n  - tau: 4\n",
+            "spec.yaml:4: constraints[1] needs a 'type'",
+        ),
+        ("projection:\n  3: x\n", "spec.yaml:2: keys must be names, got 3"),
+        ("? [1, 2]\n: x\n", "spec.yaml:1: keys must be names, got [1, 2]"),
+        # Types: named as a number, or by their names; a hint only where a number was quoted
+        # (with either quote) or written as YAML 1.1 does not read numbers.
+        ("sampling:\n  decode: 3\n", "spec.yaml:2: key 'sampling.decode': expected str, got 3"),
+        ("sampling:\n  chat: 1\n", "spec.yaml:2: key 'sampling.chat': expected bool, got 1"),
+        ("method: 3\n", "spec.yaml:1: key 'method': expected str, got 3"),
+        ("words: 3\n", "spec.yaml:1: key 'words': expected str, got 3"),
+        (
+            "projection:\n  eta: fast\n",
+            "spec.yaml:2: key 'projection.eta': expected number, got 'fast'",
+        ),
+        (
+            "projection:\n  eta: [1]\n",
+            "spec.yaml:2: key 'projection.eta': expected number, got [1]",
+        ),
+        (
+            "projection:\n  inner_iters: '3'\n",
+            "spec.yaml:2: key 'projection.inner_iters': expected int, got '3'",
+        ),
+        (
+            'projection:\n  mu_init: "2.5"\n',
+            "spec.yaml:2: key 'projection.mu_init': expected number, got '2.5' "
+            "(a quoted string: remove the quotes)",
+        ),
+        (
+            "projection:\n  mu_max: 1e3\n",
+            "spec.yaml:2: key 'projection.mu_max': expected number, got '1e3' "
+            "(YAML reads 1e3 as text: write 1.0e+3)",
+        ),
+        (
+            "projection:\n  mu_max: 3.5e+38\n",
+            "spec.yaml:2: key 'projection.mu_max': 3.5e+38 is beyond float32's range",
+        ),
+        # Choices and unknown keys list what is known, in order.
+        (
+            "method: magic\n",
+            "spec.yaml:1: key 'method': 'magic' is not one of cdd, paper, unconstrained, reject",
+        ),
+        ("words: magic\n", "spec.yaml:1: key 'words': 'magic' is not one of plain, collie"),
+        (
+            "modle: x\n",
+            "spec.yaml:1: unknown key 'modle' (known: model, method, words, constraints, "
+            "projection, search, repair, reject, sampling)",
+        ),
+        (
+            "repair:\n  redraws: 1\n",
+            "spec.yaml:2: unknown key 'repair.redraws' (known: max_redraws, margin_step)",
+        ),
+        (
+            "reject:\n  attempts: 1\n",
+            "spec.yaml:2: unknown key 'reject.attempts' (known: max_attempts)",
+        ),
+        (
+            "sampling:\n  stepz: 1\n",
+            "spec.yaml:2: unknown key 'sampling.stepz' (known: n, steps, batch_size, seed, decode, "
+            "sampler, block_length, dtype, chat, temperature, top_p)",
+        ),
+        ("repair: 3\n", "spec.yaml:1: repair must be a mapping"),
+        ("reject: 3\n", "spec.yaml:1: reject must be a mapping"),
+        ("sampling: 3\n", "spec.yaml:1: sampling must be a mapping"),
+        # Settings checked together name the file (no one line is to blame).
+        ("projection:\n  eta: -1\n", "spec.yaml: projection.eta must be > 0"),
+        (
+            "sampling:\n  decode: fancy\n",
+            "spec.yaml: sampling.decode must be one of well-formed, plain, got 'fancy'",
+        ),
+        (
+            "sampling:\n  sampler: fancy\n",
+            "spec.yaml: sampling.sampler must be one of ancestral, confidence, margin, entropy, "
+            "got 'fancy'",
+        ),
+        (
+            "sampling:\n  dtype: fancy\n",
+            "spec.yaml: sampling.dtype must be one of float32, bfloat16, float16, got 'fancy'",
+        ),
+        (
+            "constraints:\n  - type: sa\n    tau: !foo 3.5\n",
+            "spec.yaml:3: cannot read this value (could not determine a constructor for the "
+            "tag '!foo')",
+        ),
+        # A character YAML refuses has no line (the reader stops before parsing) and one line.
+        (
+            "tau: \x07\n",
+            "spec.yaml: YAML syntax error: unacceptable character #x0007: special characters are "
+            "not allowed",
+        ),
+        # Under COLLIE's word rules, "Cat" and "cat" are one word and "don't" is two.
+        (
+            "words: collie\nconstraints:\n  - type: include\n    words: [Cat]\n  - type: exclude\n"
+            "    words: [cat]\n",
+            "spec.yaml:3: 'Cat' is required here but excluded at spec.yaml:5",
+        ),
+        (
+            'words: collie\nconstraints:\n  - type: exclude\n    words: ["don\'t"]\n',
+            'spec.yaml:3: "don\'t" is not one word under the collie word rules (it reads as '
+            "['do', \"n't\"])",
+        ),
+    ],
+)
+def test_spec_errors_read_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, message: str
+):
+    write(tmp_path, text)
+    monkeypatch.chdir(tmp_path)  # the file is named as given: spec.yaml
+    with pytest.raises(InputError) as refused:
+        load_spec(Path("spec.yaml"))
+    assert str(refused.value) == message
+
+
+def test_what_collie_rules_read_as_one_word_is_accepted(tmp_path: Path):
+    two_slots = (
+        "words: collie\nconstraints:\n  - type: word_at\n    position: 2\n    word: Cat\n"
+        "  - type: word_at\n    position: 2\n    word: cat\n"
+    )
+    assert [c.options["word"] for c in load_spec(write(tmp_path, two_slots)).constraints] == [
+        "Cat",
+        "cat",
+    ]
+    plain = 'constraints:\n  - type: exclude\n    words: ["don\'t"]\n'
+    assert load_spec(write(tmp_path, plain)).constraints[0].options == {"words": ["don't"]}
+    # float32's largest number is a number it holds.
+    largest = load_spec(write(tmp_path, "projection:\n  mu_max: 3.4028234663852886e+38\n"))
+    assert largest.projection.mu_max == 3.4028234663852886e38
+
+
+def test_a_spec_that_is_a_folder_is_refused(tmp_path: Path):
+    with pytest.raises(InputError) as refused:
+        load_spec(tmp_path)
+    assert str(refused.value) == f"{tmp_path}: not a regular file"
+
+
+def test_a_value_the_yaml_reader_gives_up_on_is_named_by_its_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from cdd_cli import spec as spec_module
+
+    def too_deep(text: str) -> None:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(spec_module.yaml, "safe_load", too_deep)
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, "model: x\n")
+    with pytest.raises(InputError) as refused:
+        load_spec(Path("spec.yaml"))
+    assert str(refused.value) == "spec.yaml:1: cannot read this value (RecursionError)"
+
+
+def test_unknown_types_list_the_usable_plugins_beside_the_built_ins(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    from cdd_cli import plugins
+    from cdd_cli.spec import CONSTRAINT_KEYS, constraint_from_flags
+
+    usable = plugins.Installed("mine", "mine 1.0", plugin=object())  # type: ignore[arg-type]
+    broken = plugins.Installed("broken", "broken 0.1", plugin=None, problem="does not import")
+    monkeypatch.setattr(plugins, "installed", lambda builtin: [broken, usable])
+    monkeypatch.setattr(plugins, "find", lambda name, builtin: None)
+    with pytest.raises(InputError) as refused:
+        constraint_from_flags("nope", 1.0)
+    assert str(refused.value) == (
+        f"--constraint nope: unknown constraint type 'nope' "
+        f"(available: {', '.join(CONSTRAINT_KEYS)}, mine)"
+    )
+
+
+def test_what_a_command_line_lays_over_a_spec_is_checked_as_the_spec_is(tmp_path: Path):
+    from cdd_cli.spec import overlay
+
+    path = write(tmp_path, "sampling: {n: 2}\n")
+    with pytest.raises(InputError) as refused:
+        overlay(load_spec(path), [], decode="fancy")
+    assert str(refused.value) == (
+        f"{path}: sampling.decode must be one of well-formed, plain, got 'fancy'"
+    )
