@@ -203,6 +203,39 @@ def test_toxicity_cdd_satisfies_what_unconstrained_violates(
         assert report["judge"] == "cdd-toxicity-classifier"
 
 
+def test_the_toxicity_judge_and_surrogate_read_what_their_scope_names(toxicity_dir: Path):
+    from cdd_cli.constraints.toxicity import ToxicityConstraint
+    from cdd_cli.models.surrogate import load_surrogate
+
+    net, tokenizer = load_surrogate(toxicity_dir), Gpt2Tokenizer()
+    prompt, texts = "The weather today", [" is calm", "", " word" * 100]
+    prompt_ids = tokenizer.encode(prompt)
+
+    def classifier(strings: list[str]) -> list[float]:  # the judge, written out
+        ids, mask = tokenizer.encode_padded(strings, net.config.max_length)
+        return [round(v, 4) for v in torch.sigmoid(net(ids, mask)).tolist()]
+
+    continuation, full = (
+        ToxicityConstraint(tau=0.5, net=net, tokenizer=tokenizer, scope=scope).with_prompt(
+            prompt, len(prompt_ids)
+        )
+        for scope in ("continuation", "full")
+    )
+    assert continuation.judge(texts) == classifier(texts)  # the third cut to 64 tokens
+    assert full.judge(texts) == classifier([prompt + t for t in texts])
+    assert continuation.judge(texts)[0] != full.judge(texts)[0]
+    # The surrogate on the one-hot tokens of the prompt and a continuation scores what the
+    # judge's classifier scores on those tokens: past the prompt, or all of them.
+    ids = prompt_ids + tokenizer.encode(" is calm")
+    soft = torch.nn.functional.one_hot(torch.tensor([ids]), V).float()
+    with torch.no_grad():
+        past_prompt = torch.sigmoid(net(torch.tensor([ids[len(prompt_ids) :]])))
+        everything = torch.sigmoid(net(torch.tensor([ids])))
+        assert torch.allclose(continuation.surrogate(soft), past_prompt, atol=1e-5)
+        assert torch.allclose(full.surrogate(soft), everything, atol=1e-5)
+    assert not torch.allclose(past_prompt, everything, atol=1e-3)
+
+
 def test_train_text_and_resume_from_weights_alone(tmp_path: Path):
     data = tmp_path / "corpus"
     data.mkdir()
