@@ -25,6 +25,13 @@ def test_categorical_never_draws_zero_mass_tokens():
     # Extreme uniforms still land on tokens with mass.
     edge = sample_categorical(probs[:, :2], torch.tensor([[0.0, 1 - 1e-7]] * 4))
     assert edge.tolist() == [[2, 5]] * 4
+    # A uniform of exactly 1 (a rescaled one can round to it) takes the last token with mass,
+    # not the zero-mass tokens after it; uniforms of any float type are read.
+    ones = sample_categorical(probs[:, :2], torch.ones(4, 2, dtype=torch.float64))
+    assert ones.tolist() == [[5, 5]] * 4
+    # A row with no mass to draw from still gives a token id, not one past the vocabulary.
+    empty = sample_categorical(torch.zeros(2, 7), torch.tensor([0.5, 1.0]))
+    assert empty.tolist() == [6, 6]
 
 
 def test_uniform_posterior_rows_sum_to_one_and_match_bayes():
@@ -242,6 +249,8 @@ def test_make_process_builds_the_sampler_asked_for():
     )
     assert (ordered.vocab_size, ordered.mask_id) == (5, 4)
     assert type(make_process("uniform", 5, 4)) is UniformProcess
+    assert make_process("masked", 5, 4).vocab_size == make_process("uniform", 5, 4).vocab_size == 5
+    assert make_process("masked", 5, 4, "margin").block_length == 0  # one block by default
     # The draw's shape (temperature, top_p) reaches every kind of step.
     from cdd_cli.diffusion.processes import Shape
 
@@ -258,15 +267,58 @@ def test_make_argmax_breaks_ties_toward_the_wanted_token():
     assert out.argmax(-1).tolist() == [1] and torch.allclose(out.sum(-1), torch.ones(1))
 
 
+def test_make_argmax_swaps_the_wanted_tokens_mass_with_the_argmaxs_at_every_position():
+    from cdd_cli.diffusion.processes import make_argmax
+
+    probs = torch.tensor(
+        [
+            [[0.5, 0.3, 0.2], [0.1, 0.6, 0.3], [0.2, 0.2, 0.6]],
+            [[0.7, 0.1, 0.2], [0.25, 0.25, 0.5], [0.3, 0.3, 0.4]],
+        ],
+        dtype=torch.float64,
+    )
+    wanted = [[1, 1, 0], [2, 0, 2]]  # four positions change, two are already their argmax
+    out = make_argmax(probs, wanted)
+    assert out.argmax(-1).tolist() == wanted and out.dtype == torch.float64
+    expected = probs.clone()
+    for b, row in enumerate(wanted):
+        for i, token in enumerate(row):
+            top = int(probs[b, i].argmax())
+            if top != token:
+                expected[b, i, top], expected[b, i, token] = probs[b, i, token], probs[b, i, top]
+                expected[b, i, token] += 1e-6
+                expected[b, i] /= expected[b, i].sum()
+    assert torch.allclose(out, expected, rtol=0, atol=1e-12)
+    assert torch.allclose(out.sum(-1), torch.ones(2, 3, dtype=torch.float64), rtol=0, atol=1e-12)
+    assert torch.equal(out[0, 1], probs[0, 1]) and torch.equal(out[1, 2], probs[1, 2])
+
+
+def test_a_nucleus_is_cut_row_by_row_at_any_rank_and_scale():
+    from cdd_cli.diffusion.processes import Shape
+
+    generator = torch.Generator().manual_seed(5)
+    probs = torch.rand(2, 3, 6, generator=generator).softmax(-1)
+    nucleus = Shape(top_p=0.5)
+    shaped = nucleus(probs)
+    assert torch.equal(shaped.reshape(6, 6), nucleus(probs.reshape(6, 6)))
+    # Probabilities to a power are not normalised: the nucleus is of their own total.
+    assert torch.allclose(nucleus(probs * 3.0), shaped * 3.0)
+    assert torch.equal(Shape(temperature=0.5, top_p=0.5)(probs) > 0, nucleus(probs**2) > 0)
+    # The fewest tokens holding top_p: a token whose betters already hold exactly it is out.
+    exact = torch.tensor([[0.5, 0.25, 0.25], [0.25, 0.5, 0.25]])
+    assert (nucleus(exact) > 0).tolist() == [[True, False, False], [False, True, False]]
+
+
 def test_a_uniform_step_draws_every_position_from_the_posterior_of_the_shaped_prediction():
     from cdd_cli.diffusion.processes import Shape
 
     vocab = 5
     process = UniformProcess(vocab, shape=Shape(top_p=0.6))
     gen = torch.Generator().manual_seed(3)
-    x0 = torch.rand(2, 7, vocab, generator=gen).softmax(-1)
-    x_t = torch.randint(vocab, (2, 7), generator=gen)
-    u = torch.rand(2, 7, generator=gen)
+    # Enough positions that a posterior off by the nucleus' missing mass draws differently.
+    x0 = torch.rand(2, 400, vocab, generator=gen).softmax(-1)
+    x_t = torch.randint(vocab, (2, 400), generator=gen)
+    u = torch.rand(2, 400, generator=gen)
     # The nucleus, renormalised (the posterior mixes x0 with constants: a sum other than 1
     # would shift its mass), then the posterior, drawn with each position's own uniform.
     shaped = process.shape(x0)
@@ -281,12 +333,47 @@ def test_a_uniform_step_draws_every_position_from_the_posterior_of_the_shaped_pr
     # Every position may change and none is fixed; the sequence is never final by itself, and
     # the noise removal is the prediction's argmax everywhere.
     assert plain.changing(x_t, 0.7, 0.4, u).all() and not plain.fixed_positions(x_t).any()
+    assert plain.changing(x_t, 0.7, 0.4, u).dtype == plain.fixed_positions(x_t).dtype == torch.bool
     assert plain.predicted(x_t) is None and not plain.is_final(x_t) and not plain.keeps_decided
     assert torch.equal(plain.finish(x0, x_t), x0.argmax(-1))
     assert torch.allclose(plain.x0_probs(x0.log() + 2.0, x_t), x0, atol=1e-6)
     # Time runs from 1 to exactly 0 (MDLM's masked steps stop just short of it).
     assert plain.timesteps(4).tolist() == [1.0, 0.75, 0.5, 0.25, 0.0]
     assert MaskedProcess(vocab, 4).timesteps(2).tolist() == pytest.approx([1.0, 0.500005, 1e-5])
+
+
+def test_the_masked_prediction_is_written_into_the_tensor_given():
+    process = MaskedProcess(4, 3)
+    x_t = torch.tensor([[3, 1, 3]])
+    out = torch.full((1, 3, 4), 7.0)  # the previous step's prediction, overwritten
+    logits = torch.tensor([[0.0, 1.0, 2.0, 9.0], [2.0, 1.0, 0.0, 9.0]])
+    probs = process.x0_probs(logits.clone(), x_t, out)
+    assert probs is out
+    assert torch.equal(probs[0, 1], torch.tensor([0.0, 1.0, 0.0, 0.0]))
+    never_the_mask = torch.nn.functional.pad(logits[:, :3].softmax(-1), (0, 1))
+    assert torch.allclose(probs[0, [0, 2]], never_the_mask)
+
+
+def test_a_masked_step_unmasks_below_its_probability_and_rescales_at_it():
+    process = MaskedProcess(3, mask_id=2)
+    move = process.schedule.move
+    expected = (move(torch.tensor(0.6)) - move(torch.tensor(0.3))) / move(torch.tensor(0.6))
+    assert process.unmask_probability(0.6, 0.3) == pytest.approx(float(expected))
+    assert process.unmask_probability(0.6, 0.3) == pytest.approx(0.5, abs=1e-3)
+    # At a uniform equal to the probability the position stays masked (u < p unmasks: a
+    # chance of exactly p); told to unmask it anyway, it rescales (u - p) / (1 - p) = 0 and
+    # takes the first token with mass.
+    process.unmask_probability = lambda t, s: 0.5
+    x = torch.full((1, 3), 2)
+    uniforms = torch.tensor([[0.25, 0.5, 0.75]])
+    assert process.changing(x, 0.6, 0.3, uniforms).tolist() == [[True, False, False]]
+    even = torch.tensor([0.5, 0.5, 0.0]).expand(1, 3, 3)
+    told = process.step(even, x, 0.6, 0.3, uniforms, torch.ones(1, 3, dtype=torch.bool))
+    assert told[0, 1] == 0  # u / p would be 1: the last token with mass
+    assert not process.is_final(x) and not process.is_final(told.clone().fill_(2))
+    assert process.is_final(torch.tensor([[0, 1, 0]])) and not process.is_final(
+        torch.tensor([[0, 2, 1]])
+    )
 
 
 def test_the_uniform_prior_is_the_generators_draw_over_the_whole_vocabulary():

@@ -181,6 +181,48 @@ def test_ties_are_decided_left_to_right_and_an_unknown_order_is_refused():
         OrderedProcess(vocab_size=3, mask_id=2, order="fastest")
 
 
+def block_of_two(masked_in_first: int, masked_in_second: int) -> tuple:
+    """Two blocks of 10: the first `masked_in_first` positions of each block masked."""
+    process = OrderedProcess(vocab_size=4, mask_id=3, order="confidence", block_length=10)
+    x = torch.zeros(1, 20, dtype=torch.long)
+    x[0, :masked_in_first] = 3
+    x[0, 10 : 10 + masked_in_second] = 3
+    probs = torch.tensor([0.5, 0.3, 0.2, 0.0]).expand(1, 20, 4)
+    return process, x, probs, torch.full((1, 20), 0.5)
+
+
+def test_a_block_decides_its_share_of_its_own_time_whatever_the_clock_says():
+    # The first block done early: the second's time is [0, 0.5]. At t 0.6 -> 0.4 it is
+    # 0.2 of the way, so 2 of its 10 masks (not a share of the clock past its start).
+    process, x, probs, u = block_of_two(0, 10)
+    assert process.changing(x, 0.6, 0.4, u, probs)[0].nonzero().flatten().tolist() == [10, 11]
+    # Before its time no share is due, yet every step decides one while the block has any.
+    process, x, probs, u = block_of_two(0, 1)
+    assert process.changing(x, 1.0, 0.75, u, probs)[0].nonzero().flatten().tolist() == [10]
+    # Past its time (a first block still masked at t 0.4, its time [0.5, 1]) a block decides
+    # all it has left, and nothing of the next.
+    process, x, probs, u = block_of_two(4, 10)
+    assert process.changing(x, 0.4, 0.2, u, probs)[0].nonzero().flatten().tolist() == [0, 1, 2, 3]
+    # Nothing masked: nothing to decide.
+    process, x, probs, u = block_of_two(0, 0)
+    assert not process.changing(x, 0.6, 0.4, u, probs).any()
+
+
+def test_an_ordered_step_needs_the_prediction_and_scores_each_row_by_its_own_draw():
+    from cdd_cli.diffusion.schedule import LogLinearSchedule
+
+    process = OrderedProcess(vocab_size=3, mask_id=2)
+    assert process.order == "confidence" and process.block_length == 0
+    schedule = LogLinearSchedule()
+    assert OrderedProcess(3, 2, schedule=schedule).schedule is schedule
+    with pytest.raises(ValueError) as refused:
+        process.changing(torch.full((1, 2), 2), 1.0, 0.5, torch.zeros(1, 2))
+    assert str(refused.value) == "an ordered sampler ranks positions by the prediction"
+    rows = torch.tensor([[0.9, 0.1, 0.0], [0.2, 0.8, 0.0], [0.6, 0.4, 0.0]])
+    drawn = process.scores(rows, torch.tensor([0.5, 0.5, 0.95]))  # tokens 0, 1 and 1
+    assert drawn.tolist() == pytest.approx([0.9, 0.8, 0.4])
+
+
 @pytest.mark.parametrize("steps", [4, 5, 7])
 def test_blocks_start_after_the_prompt_and_every_step_decides_in_its_own_block(steps):
     """A 3-token prompt, then 2 blocks of 4: steps (a multiple of the blocks or not) decide

@@ -23,12 +23,15 @@ def sample_categorical(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Ten
     """Inverse-CDF draw: one uniform per row instead of one per vocabulary entry.
 
     `probs` [..., V] need not be normalised; a token of zero mass is never chosen, because the
-    search asks for the first index whose cumulative mass exceeds u * total.
+    search asks for the first index whose cumulative mass exceeds u * total, kept below the
+    total: a uniform of 1 (a rescaled one can round to it) would find no such index.
     """
     cdf = probs.float().cumsum(-1)
-    target = uniforms.to(cdf.device, cdf.dtype).unsqueeze(-1) * cdf[..., -1:]
+    total = cdf[..., -1:]
+    target = uniforms.to(cdf.device, cdf.dtype).unsqueeze(-1) * total
+    target = torch.minimum(target, torch.nextafter(total, torch.zeros_like(total)))
     ids = torch.searchsorted(cdf, target, right=True).squeeze(-1)
-    return ids.clamp_(max=probs.shape[-1] - 1)
+    return ids.clamp_(max=probs.shape[-1] - 1)  # a row without mass (or NaN) has no answer
 
 
 class Shape:
