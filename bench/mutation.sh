@@ -13,7 +13,10 @@
 # project's .venv has it, else PATH). A mutant whose tests run past TIMEOUT_MULTIPLIER x 2
 # times their clean CPU time (default 4: 8x; mutmut's own 15 waits 30x, minutes a mutant where
 # a mutant sends the ALM or a redraw loop to its cap) is a timeout, reported apart and in a
-# second score that counts it as killed (as mutmut does). Workers come from a fork server:
+# second score that counts it as killed (as mutmut does). MUTANTS (names or globs, spaces
+# between) runs only those: an earlier run's survivors against new tests, with every mutant of
+# the functions changed since (their numbers move); the counts are then of those mutants only.
+# Workers come from a fork server:
 # forked from mutmut's own process, which has run the tests (torch's and the Rust tokenizers'
 # thread pools started), they hung at their first parallel call and read as timeouts.
 set -euo pipefail
@@ -41,8 +44,20 @@ cd "$work"
 # Threads that wait by spinning burn CPU while two workers share the cores, and the timeout is
 # CPU time: spinning tripled a test pair's CPU seconds (17.8 -> 70.7) and read as timeouts.
 export OMP_WAIT_POLICY=PASSIVE
-"$mutmut" run --max-children "${CHILDREN:-2}" > mutmut.log 2>&1 || true
-"$mutmut" results --all true > results.txt 2>&1 || true
+set -f  # MUTANTS' globs are mutmut's, not the shell's
+# shellcheck disable=SC2086  # MUTANTS is a list of names
+"$mutmut" run --max-children "${CHILDREN:-2}" ${MUTANTS:-} > mutmut.log 2>&1 || true
+"$mutmut" results --all true > all.txt 2>&1 || true
+if [ -n "${MUTANTS:-}" ]; then  # only the mutants asked for (the others were never run)
+  for name in $MUTANTS; do
+    case $name in
+      *\*) grep -F "${name%\*}" all.txt || true ;;
+      *) grep -F "$name: " all.txt || true ;;  # _mutmut_1 is not _mutmut_10
+    esac
+  done | sort -u > results.txt
+else
+  cp all.txt results.txt
+fi
 killed=$(grep -c ': killed$' results.txt || true)
 survived=$(grep -c ': survived$' results.txt || true)
 timeouts=$(grep -c ': timeout$' results.txt || true)
