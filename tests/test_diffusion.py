@@ -18,8 +18,10 @@ def test_categorical_never_draws_zero_mass_tokens():
     probs = torch.zeros(4, 1000, 7)
     probs[..., 2] = 0.3
     probs[..., 5] = 0.7
-    ids = sample_categorical(probs, torch.rand(4, 1000))
+    uniforms = torch.rand(4, 1000)
+    ids = sample_categorical(probs, uniforms)
     assert set(ids.unique().tolist()) <= {2, 5}
+    assert torch.equal(sample_categorical(probs * 4.0, uniforms), ids)  # need not sum to 1
     share = (ids == 5).float().mean().item()
     assert 0.65 < share < 0.75
     # Extreme uniforms still land on tokens with mass.
