@@ -60,3 +60,24 @@ def test_reference_from_another_rdkit_is_recanonicalised(tmp_path, monkeypatch):
     current = tmp_path / "current.smi.gz"
     write_smiles(current, ["CCO"], "test")
     assert load_reference(current) == {"CCO"}
+
+
+def test_the_sa_constraint_judges_by_rdkit_and_steers_by_its_surrogate():
+    import torch
+    from rdkit import Chem
+    from rdkit.Contrib.SA_Score import sascorer
+
+    from cdd_cli.constraints.sa import SAConstraint
+    from cdd_cli.models.surrogate import SoftTokenRegressor, SurrogateConfig
+
+    torch.manual_seed(0)
+    net = SoftTokenRegressor(SurrogateConfig(vocab_size=9, max_length=6, target="sa"))
+    sa = SAConstraint(tau=3.0, net=net)
+    smiles = ["CCO", "c1ccccc1O", "C1CC", ""]
+    expected = [round(sascorer.calculateScore(Chem.MolFromSmiles(s)), 4) for s in smiles[:2]]
+    assert sa.judge(smiles) == [*expected, None, None]
+    assert sa.satisfied(expected[0]) and not sa.satisfied(None)
+    soft = torch.rand(2, 6, 9).softmax(-1)
+    with torch.no_grad():
+        assert torch.equal(sa.surrogate(soft), net(soft))
+    assert (sa.name, sa.judge_name) == ("sa", "rdkit-sa")
