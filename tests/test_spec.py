@@ -853,6 +853,9 @@ def test_what_collie_rules_read_as_one_word_is_accepted(tmp_path: Path):
         "Cat",
         "cat",
     ]
+    # Compared under COLLIE's rules whichever comes first.
+    swapped = two_slots.replace("word: Cat", "word: X").replace("word: cat", "word: Cat")
+    assert len(load_spec(write(tmp_path, swapped.replace("word: X", "word: cat"))).constraints) == 2
     plain = 'constraints:\n  - type: exclude\n    words: ["don\'t"]\n'
     assert load_spec(write(tmp_path, plain)).constraints[0].options == {"words": ["don't"]}
     # float32's largest number is a number it holds.
@@ -909,3 +912,12 @@ def test_what_a_command_line_lays_over_a_spec_is_checked_as_the_spec_is(tmp_path
     assert str(refused.value) == (
         f"{path}: sampling.decode must be one of well-formed, plain, got 'fancy'"
     )
+
+
+def test_a_value_of_no_type_a_key_takes_names_them_all():
+    from cdd_cli.spec import _check_type, _Located
+
+    node = yaml.compose("3.5")
+    with pytest.raises(InputError) as refused:
+        _check_type(_Located("p.yaml"), node, "shape", 3.5, (str, list))  # a plugin's option
+    assert str(refused.value) == "p.yaml:1: key 'shape': expected str or list, got 3.5"
