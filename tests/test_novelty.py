@@ -27,6 +27,7 @@ def test_judge_uses_canonical_forms_on_both_sides():
     novelty.remember(["NCC"])
     assert novelty.judge(["CCN"]) == [0.0]
     assert novelty.satisfied(1.0) and not novelty.satisfied(0.0) and not novelty.satisfied(None)
+    assert novelty.label() == "novel"  # what a summary names it by (no tau to show)
 
 
 def peaked(tokenizer, smiles: str, length: int = 12, sharpness: float = 5.0) -> torch.Tensor:
