@@ -446,16 +446,11 @@ TINY_LLAMA = {
 
 def tiny_llama(folder: Path, **changes: object) -> Path:
     """A small Llama in the Hugging Face layout (config.json + model.safetensors)."""
-    from cdd_cli.models.a2d import A2DConfig, A2DModel
+    from cdd_cli.models.a2d import HF_CONFIG_NAMES, A2DConfig, A2DModel
 
     hf = {**TINY_LLAMA, **changes}
     cfg = A2DConfig(
-        vocab_size=hf["vocab_size"],
-        hidden_dim=hf["hidden_size"],
-        n_layers=hf["num_hidden_layers"],
-        n_heads=hf["num_attention_heads"],
-        n_kv_heads=hf["num_key_value_heads"],
-        ffn_dim=hf["intermediate_size"],
+        **{ours: hf[theirs] for theirs, ours in HF_CONFIG_NAMES.items() if theirs in hf}
     )
     torch.manual_seed(0)
     state = {
