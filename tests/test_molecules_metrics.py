@@ -81,3 +81,42 @@ def test_the_sa_constraint_judges_by_rdkit_and_steers_by_its_surrogate():
     with torch.no_grad():
         assert torch.equal(sa.surrogate(soft), net(soft))
     assert (sa.name, sa.judge_name) == ("sa", "rdkit-sa")
+
+
+def test_a_molecule_report_keeps_its_text_and_rdkits_scores_to_four_places():
+    import statistics
+
+    from rdkit import Chem
+    from rdkit.Chem import QED
+    from rdkit.Contrib.SA_Score import sascorer
+
+    phenol, ethanol = Chem.MolFromSmiles("c1ccccc1O"), Chem.MolFromSmiles("CCO")
+    report = describe("Oc1ccccc1", {"CCO"})
+    assert (report.text, report.canonical, report.novel) == ("Oc1ccccc1", "Oc1ccccc1", True)
+    assert report.qed == round(QED.qed(phenol), 4) and report.sa == round(
+        sascorer.calculateScore(phenol), 4
+    )
+    assert report.fields() == {
+        "valid": True,
+        "canonical": "Oc1ccccc1",
+        "qed": report.qed,
+        "sa": report.sa,
+        "novel": True,
+    }
+    invalid = describe("C1CC", None)
+    assert invalid.text == "C1CC" and invalid.fields() == {
+        "valid": False,
+        "canonical": None,
+        "qed": None,
+        "sa": None,
+        "novel": None,
+    }
+    # Means over the valid molecules, to four places; none without a valid one.
+    summary = summarise([report, describe("OCC", None), invalid])
+    qeds = [round(QED.qed(m), 4) for m in (phenol, ethanol)]
+    sas = [round(sascorer.calculateScore(m), 4) for m in (phenol, ethanol)]
+    assert summary.mean_qed == round(statistics.fmean(qeds), 4)
+    assert summary.mean_sa == round(statistics.fmean(sas), 4)
+    assert summary.mean_qed != round(statistics.fmean(qeds), 5)  # a fifth place is there
+    nothing = summarise([invalid])
+    assert (nothing.mean_qed, nothing.mean_sa, nothing.validity) == (None, None, 0.0)
