@@ -546,6 +546,7 @@ def test_an_adapters_base_is_found_beside_it_at_its_path_or_refused(tmp_path: Pa
 
 def test_a_base_digest_is_its_weights_files_sha256_and_follows_a_rewrite(tmp_path: Path):
     import hashlib
+    import os
 
     from cdd_cli.models.checkpoint import base_digest, file_digest
 
@@ -558,6 +559,15 @@ def test_a_base_digest_is_its_weights_files_sha256_and_follows_a_rewrite(tmp_pat
     assert file_digest(single) == hashlib.sha256(b"x" * (3 << 20)).hexdigest()
     single.write_bytes(b"y" * 10)  # rewritten: read again, not remembered
     assert file_digest(single) == hashlib.sha256(b"y" * 10).hexdigest()
+    # Either a new size or a new time tells a rewrite: the same size at another time, and
+    # another size at the same time (a copy that kept its timestamp).
+    stamp = single.stat().st_mtime_ns
+    single.write_bytes(b"z" * 10)
+    os.utime(single, ns=(stamp + 10**9, stamp + 10**9))
+    assert file_digest(single) == hashlib.sha256(b"z" * 10).hexdigest()
+    single.write_bytes(b"z" * 11)
+    os.utime(single, ns=(stamp + 10**9, stamp + 10**9))
+    assert file_digest(single) == hashlib.sha256(b"z" * 11).hexdigest()
 
 
 def test_an_adapter_whose_base_cannot_serve_is_refused_in_one_line(tmp_path: Path):
@@ -577,6 +587,10 @@ def test_an_adapter_whose_base_cannot_serve_is_refused_in_one_line(tmp_path: Pat
     empty = tmp_path / "empty"
     empty.mkdir()
     assert refusal(empty, raw) == f"{empty}: no model.safetensors"
+    unnamed = {k: v for k, v in raw.items() if k != "base"}
+    assert refusal(tmp_path / "adapter", unnamed) == (
+        f"{where}: 'base' must name the base weights' file"
+    )
     unchecked = {**raw, "base": {"file": "base", "path": str(base)}}  # edited below
     (base / "config.json").write_text("{not json")
     assert refusal(tmp_path / "adapter", unchecked).startswith(

@@ -32,12 +32,12 @@ class ToxicityConstraint(DifferentiableConstraint):
             soft_tokens = soft_tokens[:, self.prompt_length :]
         return torch.sigmoid(self.net(soft_tokens))
 
-    @torch.inference_mode()
     def judge(self, texts: list[str]) -> list[float | None]:
         if self.scope == "full":
             texts = [self.prompt + t for t in texts]
         limit = self.net.config.max_length
         device = self.net.embedding.device
         ids, mask = self.tokenizer.encode_padded(texts, limit)
-        scores = torch.sigmoid(self.net(ids.to(device), mask.to(device)))
+        with torch.inference_mode():
+            scores = torch.sigmoid(self.net(ids.to(device), mask.to(device)))
         return [round(v, 4) for v in scores.tolist()]

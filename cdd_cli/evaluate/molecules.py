@@ -22,10 +22,7 @@ RDLogger.DisableLog("rdApp.*")  # invalid samples are expected; RDKit's warnings
 CANONICALIZER = f"rdkit-{rdBase.rdkitVersion}"
 
 
-# Several judges read each string the searches try (novelty, a substructure, a property):
-# parsed once. The molecules are shared: no caller may change one.
-@lru_cache(maxsize=4096)
-def parse(smiles: str) -> tuple[str, Chem.Mol] | None:
+def read_smiles(smiles: str) -> tuple[str, Chem.Mol] | None:
     """(canonical SMILES, the molecule read back from it), or None when RDKit cannot parse
     the SMILES (the empty string counts as invalid) or cannot read back its own canonical
     SMILES (rare charged aromatic rings: such a molecule can be neither scored nor compared,
@@ -38,6 +35,12 @@ def parse(smiles: str) -> tuple[str, Chem.Mol] | None:
     can = Chem.MolToSmiles(mol)
     mol = Chem.MolFromSmiles(can)
     return None if mol is None else (can, mol)
+
+
+# Several judges read each string the searches try (novelty, a substructure, a property):
+# parsed once. The molecules are shared: no caller may change one. Wrapped rather than
+# decorated: mutation testing (bench/mutation.sh) skips decorated functions.
+parse = lru_cache(maxsize=4096)(read_smiles)
 
 
 def canonical(smiles: str) -> str | None:
