@@ -12,6 +12,7 @@ def test_canonical_catches_non_canonical_duplicates():
     assert canonical("OCC") == canonical("CCO") == "CCO"
     assert canonical("c1ccccc1") == canonical("C1=CC=CC=C1")
     assert canonical("") is None
+    assert canonical("C") == "C" and canonical("[NH4+]") == "[NH4+]"  # one atom is a molecule
     assert canonical("C1CC") is None  # unclosed ring
     assert canonical("(Non)?") is None
 
