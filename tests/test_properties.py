@@ -306,3 +306,33 @@ def test_a_constraint_no_sample_meets_is_named_in_the_summary(tmp_path: Path):
     assert len(records) == 2 and not any(r["satisfied"] for r in records)
     assert "no sample satisfies [Cl]: it looks infeasible" in result.stderr
     assert "mw <= 500: it looks" not in result.stderr  # mw is met wherever a molecule parses
+
+
+def test_property_entries_build_the_constraints_they_say(monkeypatch: pytest.MonkeyPatch):
+    from cdd_cli.constraints import properties as module
+    from cdd_cli.constraints.properties import (
+        LipinskiConstraint,
+        PainsConstraint,
+        exact_molecule_constraint,
+        property_bounds,
+    )
+
+    (qed,) = property_bounds("qed", {"min": 0.5, "margin": 0.02}, None)
+    assert (qed.tau, qed.margin, qed.name, qed.upper_bound) == (0.5, 0.02, "qed", False)
+    low, high = property_bounds("mw", {"min": 100, "max": 300}, None)
+    assert (low.name, low.tau, low.margin, low.upper_bound) == ("mw.min", 100.0, 0.0, False)
+    assert (high.name, high.tau, high.upper_bound) == ("mw.max", 300.0, True)
+    # A substructure is present unless the entry says otherwise: at least one match (a lower
+    # bound of 1), or none (an upper bound of 0).
+    present = exact_molecule_constraint("substructure", {"smarts": "c1ccccc1"})
+    assert (present.tau, present.upper_bound, present.smarts) == (1.0, False, "c1ccccc1")
+    absent = exact_molecule_constraint("substructure", {"smarts": "c1ccccc1", "present": False})
+    assert (absent.tau, absent.upper_bound) == (0.0, True)
+    rule = exact_molecule_constraint("lipinski", {"max_violations": 1})
+    assert isinstance(rule, LipinskiConstraint) and rule.tau == 1.0
+    pains = exact_molecule_constraint("pains", {})
+    assert isinstance(pains, PainsConstraint) and pains.label() == "no PAINS alert"
+    monkeypatch.setattr(module, "pains_alerts", lambda text: ("ene_one_A", "catechol_A"))
+    assert pains.explain("C") == "PAINS alerts: ene_one_A, catechol_A"
+    monkeypatch.setattr(module, "pains_alerts", lambda text: ())
+    assert pains.explain("C") is None
