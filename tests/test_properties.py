@@ -336,3 +336,39 @@ def test_property_entries_build_the_constraints_they_say(monkeypatch: pytest.Mon
     assert pains.explain("C") == "PAINS alerts: ene_one_A, catechol_A"
     monkeypatch.setattr(module, "pains_alerts", lambda text: ())
     assert pains.explain("C") is None
+
+
+def test_the_rule_of_five_breaks_a_limit_only_past_it(monkeypatch: pytest.MonkeyPatch):
+    from rdkit import Chem
+    from rdkit.Chem import Crippen, Descriptors
+    from rdkit.Chem import rdMolDescriptors as descriptors
+
+    from cdd_cli.evaluate.properties import rule_of_five_violations
+
+    def measured(weight: float, logp: float, donors: int, acceptors: int) -> int:
+        monkeypatch.setattr(Descriptors, "MolWt", lambda mol: weight)
+        monkeypatch.setattr(Crippen, "MolLogP", lambda mol: logp)
+        monkeypatch.setattr(descriptors, "CalcNumLipinskiHBD", lambda mol: donors)
+        monkeypatch.setattr(descriptors, "CalcNumLipinskiHBA", lambda mol: acceptors)
+        return rule_of_five_violations(Chem.MolFromSmiles("C"))
+
+    assert measured(500.0, 5.0, 5, 10) == 0  # every limit met exactly
+    assert measured(501.0, 6.0, 6, 11) == 4
+    assert [measured(*v) for v in [(501, 5, 5, 10), (500, 6, 5, 10), (500, 5, 6, 10)]] == [1] * 3
+    assert measured(500, 5, 5, 11) == 1
+
+
+def test_a_property_entry_names_the_quantity_it_judges():
+    from rdkit import Chem
+    from rdkit.Chem import QED
+
+    from cdd_cli.evaluate.properties import variant
+
+    assert variant("mw", {}) == variant("mw", {"weight": "average"}) == "mw"
+    assert variant("mw", {"weight": "exact"}) == "mw_exact"
+    assert variant("rings", {}) == variant("rings", {"aromatic": False}) == "rings"
+    assert variant("rings", {"aromatic": True}) == "aromatic_rings"
+    assert variant("qed", {"weight": "exact"}) == "qed"
+    phenol = Chem.MolFromSmiles("c1ccccc1O")
+    assert molecule_property("qed", "Oc1ccccc1") == round(QED.qed(phenol), 4)  # 0.5147
+    assert molecule_property("qed", "C1CC") is None
