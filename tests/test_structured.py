@@ -191,6 +191,36 @@ def test_the_judge_is_jsonschema_with_formats_checked():
     assert c.explain('{"e":1}').startswith("the document")
 
 
+def test_the_regex_judge_is_a_whole_match_and_says_why_not():
+    code = RegexConstraint(pattern="^[A-Z]{2}-[0-9]{3}$")
+    assert code.judge(["AB-123", "AB-1234", "xAB-123", "ab-123"]) == [1.0, 0.0, 0.0, 0.0]
+    assert code.explain("AB-123") is None
+    assert code.explain("AB-1234") == "'AB-1234' does not match '^[A-Z]{2}-[0-9]{3}$' whole"
+    assert code.explain("x" * 80) == f"{'x' * 60!r} does not match '^[A-Z]{{2}}-[0-9]{{3}}$' whole"
+    assert code.label() == "matches /^[A-Z]{2}-[0-9]{3}$/"
+    assert code.automaton_pattern() == "[A-Z]{2}-[0-9]{3}"  # the automaton matches whole
+    assert (code.tau, code.upper_bound) == (1.0, False) and code.satisfied(1.0)
+    assert not code.satisfied(0.0)
+    folded = RegexConstraint(pattern="[a-z]+", ignore_case=True)
+    assert folded.judge(["Whale", "whale", "whale!"]) == [1.0, 1.0, 0.0]
+    assert folded.label() == "matches /[a-z]+/i"
+    assert folded.automaton_pattern() == "(?i:[a-z]+)"
+
+
+def test_the_schema_judge_names_where_an_instance_fails():
+    person = schema_constraint(PERSON)
+    assert person.judge(['{"name":"Ada","age":36}', '{"name":"Ada","age":7}']) == [1.0, 0.0]
+    assert person.explain('{"name":"Ada","age":36}') is None
+    assert person.explain('{"name":"Ada","age":7}') == "age: 7 is less than the minimum of 18"
+    assert person.explain('{"name":"Ada","age":36,"tags":[true,3]}') == (
+        "tags/1: 3 is not of type 'boolean'"
+    )
+    long = person.explain('{"name":"' + "x" * 200 + '","age":36}')
+    assert long.startswith("name: 'xxx") and len(long) == len("name: ") + 120
+    assert person.label() == "JSON valid under inline"
+    assert person.automaton_pattern() == schema_regex(PERSON)
+
+
 # --------------------------------------------------------------------------------------------
 # The automaton and its cache
 
