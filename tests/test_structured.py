@@ -452,6 +452,19 @@ def test_an_excluded_word_is_kept_out_of_a_pattern_and_a_word_layout_cannot_join
     assert "regex and word_count cannot be combined" in refused.stderr
 
 
+def test_a_patterns_layout_takes_the_excluded_words_tokens_out_of_its_edges():
+    from cdd_cli.constraints.lexical import Exclude
+
+    regex = RegexConstraint(pattern="(the|a) (cat|dog)")
+    cat = TOKENIZER.encode(" cat")
+    assert len(cat) == 1
+    free = pattern_layout([regex], TOKENIZER, 3, 8)
+    assert free.masks[:, cat[0]].any() and (free.start, free.length) == (3, 8)
+    kept_out = pattern_layout([regex, Exclude(words=("cat",))], TOKENIZER, 3, 8)
+    assert not kept_out.masks[:, cat[0]].any()
+    assert kept_out.masks[:, TOKENIZER.encode(" dog")[0]].any()
+
+
 def readme_section() -> str:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     return readme.split("## Structured output", 1)[1].split("\n## ", 1)[0]
