@@ -24,7 +24,7 @@ def sample_categorical(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Ten
 
     `probs` [..., V] need not be normalised; a token of zero mass is never chosen, because the
     search asks for the first index whose cumulative mass exceeds u * total, kept below the
-    total: a uniform of 1 (a rescaled one can round to it) would find no such index.
+    total: a uniform of 1 or more (a rescaled one can round to it) would find no such index.
     """
     cdf = probs.float().cumsum(-1)
     total = cdf[..., -1:]
@@ -164,7 +164,7 @@ class MaskedProcess:
         x_s = x_t.clone()
         # Only the positions that unmask are drawn: a V-wide inverse CDF over every position
         # would cost a sixth of a text model's step.
-        x_s[changing] = sample_categorical(self.shape(x0_probs[changing]), u.clamp(max=1.0))
+        x_s[changing] = sample_categorical(self.shape(x0_probs[changing]), u)
         return x_s
 
     def finish(self, x0_probs: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
