@@ -757,3 +757,29 @@ def constraint_from_flags(name: str, tau: float | None) -> ConstraintSpec:
 
 def dump(data: dict) -> str:
     return yaml.safe_dump(data, sort_keys=False)
+
+
+def constraint_rows() -> list[dict]:
+    """One row per constraint type, built in or a plugin's (a broken plugin: why): what
+    `cdd constraints ls` prints."""
+
+    def entry(name: str, source: str, description: str) -> dict:
+        bounds = tau_range(name)
+        bounded = bounds is not None and bounds != (-math.inf, math.inf)
+        keys = keys_of(name, name)
+        return {
+            "type": name,
+            "domain": domain_of(name),
+            "keys": {k: {"required": required} for k, (_, required) in keys.items()},
+            "tau_range": list(bounds) if bounded else None,
+            "source": source,
+            "description": description,
+        }
+
+    rows = [entry(name, "built-in", DESCRIPTIONS[name]) for name in CONSTRAINT_KEYS]
+    for found in plugins.installed(BUILTIN):
+        if found.plugin is None:
+            rows.append({"type": found.name, "source": found.package, "broken": found.problem})
+        else:
+            rows.append(entry(found.name, found.package, found.plugin.description))
+    return rows
