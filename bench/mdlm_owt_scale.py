@@ -28,7 +28,7 @@ from cdd_cli.models.dit import DiffusionModel
 from cdd_cli.models.surrogate import SoftTokenRegressor, SurrogateConfig
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
 from cdd_cli.projection import engine
-from cdd_cli.projection.presets import CDD_SHARED
+from cdd_cli.methods import CDD_SHARED
 from cdd_cli.settings import ALMSettings, SearchSettings
 
 
@@ -84,7 +84,7 @@ def main() -> None:
         job = engine.Job(
             [toxicity], [], process.fixed_positions, generators, Gpt2Tokenizer().decode
         )
-        hook = engine.cdd(job, settings, SearchSettings(project_from=0.9))
+        hook = METHODS["cdd"].engine(job, settings, SearchSettings(project_from=0.9))
     started = time.perf_counter()
     with torch.inference_mode(hook is None):
         sampler.sample(generators, args.length, hook)

@@ -25,15 +25,15 @@ from cdd_cli.evaluate.molecules import CANONICALIZER, canonical, describe
 from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.models import registry
-from cdd_cli.pipeline import Draw, Generation
-from cdd_cli.projection.presets import fill_model_defaults
+from cdd_cli.run.generation import Draw, Generation
+from cdd_cli.run.defaults import fill_defaults
 from cdd_cli.spec import Spec, constraint_from_flags, load_spec
 
 
 def filled_search(loaded: registry.LoadedModel) -> dict:
     """The search settings cdd ran with (the model's defaults filled in)."""
     spec = Spec()
-    fill_model_defaults(spec, loaded)
+    fill_defaults(spec, loaded)
     return spec.resolved()["search"]
 
 
@@ -43,12 +43,12 @@ def run(
     spec = load_spec(Path(args.spec)) if args.spec else Spec()
     spec.model, spec.method, spec.constraints = args.model, method, []
     spec.sampling.batch_size = args.batch_size
-    fill_model_defaults(spec, loaded)
+    fill_defaults(spec, loaded)
     spec.reject.max_attempts = args.max_attempts
     constraints = build_constraints([constraint_from_flags("novelty", None)], loaded, args.device)
     draws: list[Draw] = []
     started = time.perf_counter()
-    generation = Generation(spec, loaded, constraints, spec.sampling.steps)
+    generation = Generation(spec, loaded, constraints)
     for start in range(0, args.samples, args.batch_size):
         draws += generation.run(range(start, min(start + args.batch_size, args.samples)))
     return draws, time.perf_counter() - started

@@ -35,8 +35,8 @@ from cdd_cli.evaluate.properties import clear_caches
 from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.models import registry
-from cdd_cli.pipeline import Draw, Generation, judge
-from cdd_cli.projection.presets import fill_model_defaults
+from cdd_cli.run.generation import Draw, Generation, judge
+from cdd_cli.run.defaults import fill_defaults
 from cdd_cli.spec import load_spec
 
 
@@ -51,8 +51,8 @@ class Arm:
         # Each arm builds its own constraints: novelty's seen set is the arm's own run.
         self.constraints = build_constraints(spec.constraints, loaded, args.device)
         used = [] if method == "unconstrained" else self.constraints
-        fill_model_defaults(spec, loaded)
-        self.generation = Generation(spec, loaded, used, spec.sampling.steps, None)
+        fill_defaults(spec, loaded)
+        self.generation = Generation(spec, loaded, used)
         self.draws: list[Draw] = []
         self.wall = 0.0
 

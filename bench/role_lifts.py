@@ -18,7 +18,7 @@ import collections
 import itertools
 from pathlib import Path
 
-from cdd_cli.constraints.word_layout import BARE, BREAK, OPENER, PUNCT, WORD, token_classes
+from cdd_cli.constraints.word_grammar import BARE, BREAK, OPENER, PUNCT, WORD, token_classes
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
 
 

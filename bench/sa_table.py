@@ -35,8 +35,8 @@ from cdd_cli.evaluate.molecules import CANONICALIZER, describe
 from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.models import registry
-from cdd_cli.pipeline import Draw, Generation
-from cdd_cli.projection.presets import fill_model_defaults
+from cdd_cli.run.generation import Draw, Generation
+from cdd_cli.run.defaults import fill_defaults
 from cdd_cli.spec import Spec, constraint_from_flags, load_spec
 
 
@@ -55,7 +55,7 @@ class Arm:
         if surrogate:
             constraint.options["surrogate"] = surrogate
         constraints = build_constraints([constraint], loaded, device)
-        self.generation = Generation(spec, loaded, constraints, spec.sampling.steps, None)
+        self.generation = Generation(spec, loaded, constraints)
         self.draws: list[Draw] = []
         self.wall = 0.0
 
@@ -119,7 +119,7 @@ def main() -> None:
         spec = load_spec(Path(args.spec)) if args.spec else Spec()
         spec.model, spec.method, spec.constraints = args.model, method, []
         spec.sampling.batch_size = args.batch_size
-        fill_model_defaults(spec, loaded)
+        fill_defaults(spec, loaded)
         spec.reject.max_attempts = args.max_attempts
         return spec
 

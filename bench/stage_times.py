@@ -23,8 +23,8 @@ import torch
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.constraints.sa import rdkit_sa
 from cdd_cli.models import registry
-from cdd_cli.pipeline import Generation
-from cdd_cli.projection.presets import fill_model_defaults
+from cdd_cli.run.generation import Generation
+from cdd_cli.run.defaults import fill_defaults
 from cdd_cli.spec import Spec, constraint_from_flags
 
 
@@ -33,9 +33,9 @@ def generation(loaded, method: str, tau: float, batch_size: int, seed: int) -> G
     spec.sampling.batch_size, spec.sampling.seed = batch_size, seed
     specs = [constraint_from_flags("sa", tau)] if method == "cdd" else []
     spec.constraints = specs
-    fill_model_defaults(spec, loaded)
+    fill_defaults(spec, loaded)
     constraints = build_constraints(specs, loaded, "cpu")
-    return Generation(spec, loaded, constraints, spec.sampling.steps, None)
+    return Generation(spec, loaded, constraints)
 
 
 def main() -> None:

@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 
 import cdd_cli as cdd
-from cdd_cli.evaluate.schema_regex import load_schema
+from cdd_cli.constraints.schema_regex import load_schema
 from cdd_cli.spec import Spec
 
 REGEXES = {

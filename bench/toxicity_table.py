@@ -34,8 +34,9 @@ from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.evaluate.report import text_report
 from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.models import registry
-from cdd_cli.pipeline import Generation, Prompt, record
-from cdd_cli.projection.presets import fill_model_defaults
+from cdd_cli.run.generation import Generation, Prompt
+from cdd_cli.run.record import record
+from cdd_cli.run.defaults import fill_defaults
 from cdd_cli.spec import Spec, constraint_from_flags
 from cdd_cli.train.toxicity import read_davidson, split_of
 
@@ -58,7 +59,7 @@ class Arm:
 
     def __init__(self, spec: Spec, loaded, tau: float, length: int, device: str):
         constraints = build_constraints([constraint_from_flags("toxicity", tau)], loaded, device)
-        self.generation = Generation(spec, loaded, constraints, spec.sampling.steps, None, length)
+        self.generation = Generation(spec, loaded, constraints, length)
         self.batch_size = spec.sampling.batch_size
         self.drawn: list = []
         self.wall = 0.0
@@ -122,7 +123,7 @@ def main() -> None:
         spec.sampling.batch_size = args.batch_size
         # The family decides the paper's settings (presets.PAPER_BY_FAMILY).
         spec.constraints = [constraint_from_flags("toxicity", taus[0])]
-        fill_model_defaults(spec, loaded)
+        fill_defaults(spec, loaded)
         spec.reject.max_attempts = args.max_attempts
         return spec
 

@@ -1,17 +1,17 @@
 """cdd: constrained discrete diffusion for text and molecules.
 
     import cdd_cli as cdd
-    records = cdd.molecules(n=16, constraints=[cdd.SA(tau=3.5)], seed=0)
+    generator = cdd.Generator("default-molecules", [cdd.SA(tau=3.5)])
+    records = generator.molecules(n=16, seed=0)      # or: cdd.molecules(n=16, ...)
 
 The same records as `cdd molecules` / `cdd generate` write (see `cdd_cli.api`).
 """
-
-__version__ = "0.1.0"
 
 from cdd_cli.api import (
     SA,
     Count,
     Exclude,
+    Generator,
     Include,
     JsonSchema,
     Model,
@@ -29,11 +29,13 @@ from cdd_cli.api import (
 )
 from cdd_cli.errors import InputError
 from cdd_cli.reporting import Reporter
+from cdd_cli.version import __version__
 
 __all__ = [
     "SA",
     "Count",
     "Exclude",
+    "Generator",
     "Include",
     "InputError",
     "JsonSchema",
@@ -45,6 +47,7 @@ __all__ = [
     "Toxicity",
     "WordAt",
     "WordCount",
+    "__version__",
     "constraint",
     "generate",
     "load_model",

@@ -1,25 +1,29 @@
-"""The Python API: what `cdd molecules` and `cdd generate` do, as functions that return the
-records the CLI writes (plain dicts, one per sample, each as soon as it is final).
+"""The Python API, the one way in: `cdd molecules` and `cdd generate` are this module's calls
+with flags for arguments.
 
     import cdd_cli as cdd
-    for record in cdd.molecules(n=16, constraints=[cdd.SA(tau=3.5), cdd.Novelty()], seed=0):
+    generator = cdd.Generator("default-molecules", [cdd.SA(tau=3.5), cdd.Novelty()])
+    for record in generator.molecules(n=16, seed=0):
         print(record["text"], record["satisfied"])
 
-Constraints are values: each function below validates its options exactly as a spec file's
-entry is validated and returns that entry; pass any number of them. Bad input raises
-`cdd_cli.InputError` with the CLI's one-line message. The work is prepared (model loaded,
-constraints built, every check made) when the function is called; sampling happens as the
-returned iterator is read.
+A `Generator` loads its model once (or takes a `cdd.load_model(...)` result) and builds its
+constraints once; each call is one run (its own seed, prompts and novelty memory) whose
+records are plain dicts, one per sample, each as soon as it is final: the CLI's records.
+`cdd.molecules(...)` and `cdd.generate(...)` are one-line conveniences over it.
+Constraints are values (`cdd.SA(tau=3.5)`, `cdd_cli.constraint_values`), validated when made.
+Bad input raises `cdd_cli.InputError` with the CLI's one-line message, when the generator is
+made or the call is made; sampling happens as the returned iterator is read.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from cdd_cli.constraint_values import (  # noqa: F401 (the API's constraint values)
+from cdd_cli.constraint_values import (  # the API's constraint values
     SA,
     Count,
     Exclude,
@@ -34,10 +38,23 @@ from cdd_cli.constraint_values import (  # noqa: F401 (the API's constraint valu
     constraint,
 )
 from cdd_cli.errors import InputError
+from cdd_cli.models import registry
+from cdd_cli.models.tokenizers import TextTokenizer
 from cdd_cli.prompts import PromptInput, check_prompt
-from cdd_cli.reporting import Reporter
+from cdd_cli.reporting import Display, Reporter
+from cdd_cli.run.domains import DOMAINS
+from cdd_cli.run.runner import Output, compile_spec, plan, write
 from cdd_cli.spec import ConstraintSpec, Spec, overlay
 from cdd_cli.spec import load_spec as _load_spec
+
+__all__ = [
+    "SA", "Count", "Exclude", "Generator", "Include", "JsonSchema", "Model", "Novelty", "Regex",
+    "SentenceCount", "Toxicity", "WordAt", "WordCount", "constraint", "generate", "load_model",
+    "load_spec", "molecules",
+]  # fmt: skip
+
+Constraints = ConstraintSpec | Iterable[ConstraintSpec] | None
+Prompts = str | PromptInput | Iterable[str | dict | PromptInput] | None
 
 
 def load_spec(path: str | Path) -> Spec:
@@ -69,85 +86,153 @@ def _spec(
     return overlay(base, given, model, method, sampling, words=words, **choices)
 
 
+class Generator:
+    """A model and its constraints, ready to sample: made once, called for as many runs as
+    needed (each with its own seed, prompts and n).
+
+    `model`: a shipped name, a model directory, `hf://owner/name`, or a `cdd.load_model(...)`
+    result (default: the spec's, else the domain's shipped model). `constraints` replace the
+    spec's entries of the same type; the keyword settings replace the spec's values (`decode`:
+    "well-formed" or "plain", how the last step reads a SMILES prediction; `sampler`,
+    `block_length`, `dtype`, `chat`, `temperature`, `top_p`: as `cdd generate`'s flags;
+    `words`: the word rules of lexical constraints, "plain" or "collie"). `domain`: "molecules"
+    or "text", which a given model's tokenizer otherwise decides."""
+
+    def __init__(
+        self,
+        model: str | Model | None = None,
+        constraints: Constraints = None,
+        *,
+        spec: Spec | str | Path | None = None,
+        domain: str | None = None,
+        method: str | None = None,
+        seed: int | None = None,
+        steps: int | None = None,
+        batch_size: int | None = None,
+        decode: str | None = None,
+        sampler: str | None = None,
+        block_length: int | None = None,
+        dtype: str | None = None,
+        chat: bool = False,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        words: str | None = None,
+        device: str = "auto",
+    ):
+        loaded = model.loaded if isinstance(model, Model) else None
+        name = loaded.name if loaded is not None else model
+        sampling = {"seed": seed, "steps": steps, "batch_size": batch_size}
+        sampling["block_length"] = block_length
+        resolved = _spec(
+            spec, constraints, name, method, sampling, words=words, decode=decode,
+            sampler=sampler, dtype=dtype, temperature=temperature, top_p=top_p,
+        )  # fmt: skip
+        resolved.sampling.chat = chat or resolved.sampling.chat
+        if domain is not None and domain not in DOMAINS:
+            raise InputError(f"domain must be molecules or text, got {domain!r}")
+        if loaded is not None:
+            device = str(next(loaded.model.parameters()).device)
+        else:
+            device = registry.resolve_device(device)
+            if domain is None and resolved.model is None:
+                raise InputError("Generator: give a model, or domain='molecules' or 'text'")
+            if domain is None:  # a named model: its tokenizer says which domain it serves
+                loaded = registry.load(resolved.model, "molecules", device, resolved.sampling.dtype)
+        if domain is None:
+            domain = "text" if isinstance(loaded.tokenizer, TextTokenizer) else "molecules"
+        self.compiled = compile_spec(resolved, DOMAINS[domain], device, loaded)
+
+    @property
+    def spec(self) -> Spec:
+        """The resolved spec: every setting filled in for this model and method."""
+        return self.compiled.spec
+
+    def generate(
+        self,
+        prompts: Prompts = None,
+        n: int | None = None,
+        *,
+        length: int | None = None,
+        seed: int | None = None,
+        reporter: Reporter | None = None,
+    ) -> Iterator[dict]:
+        """Records of `n` continuations (default: the spec's n, else 4) of each prompt.
+        `prompts`: a text, texts, or {"prompt": ..., "id": ...} objects; None generates
+        unconditionally. `length`: tokens after the prompt (default 64, or what the model's
+        length leaves). `reporter`: told of records, steps and ALM iterations as they go."""
+        run = plan(self.compiled, n, as_prompts(prompts), length, seed)
+        return run.records(reporter)
+
+    def molecules(
+        self, n: int | None = None, *, seed: int | None = None, reporter: Reporter | None = None
+    ) -> Iterator[dict]:
+        """Records of `n` molecules (default: the spec's n, else 16)."""
+        return plan(self.compiled, n, None, None, seed).records(reporter)
+
+    def write(
+        self,
+        output: Output,
+        n: int | None = None,
+        prompts: Prompts = None,
+        length: int | None = None,
+        display: Display | None = None,
+        say: Callable[[str], None] = print,
+    ) -> tuple[int, str]:
+        """One run's records appended to `output` (a JSONL file or "-"; with resume, shards
+        and the resolved configuration beside it, as `cdd molecules -o` writes them): the exit
+        code (3 where some record violates its constraints, else 0) and the summary line."""
+        run = plan(self.compiled, n, as_prompts(prompts), length)
+        started = time.perf_counter()
+        code = write(run, output, display, say)
+        return code, run.summary(time.perf_counter() - started)
+
+
 def molecules(
     n: int | None = None,
-    constraints: ConstraintSpec | Iterable[ConstraintSpec] | None = None,
+    constraints: Constraints = None,
     *,
     spec: Spec | str | Path | None = None,
-    model: str | None = None,
-    method: str | None = None,
-    seed: int | None = None,
-    steps: int | None = None,
-    batch_size: int | None = None,
-    decode: str | None = None,
-    device: str = "auto",
+    model: str | Model | None = None,
     reporter: Reporter | None = None,
+    device: str = "auto",
+    **settings: Any,
 ) -> Iterator[dict]:
     """Records of `n` molecules (default: the spec's n, else 16), as `cdd molecules` writes
-    them. Arguments given replace the spec's values; constraints replace its entries of the
-    same type. `decode`: "well-formed" (default) or "plain", how the last step reads the
-    prediction. `reporter`: told of records, steps and ALM iterations as they go."""
-    from cdd_cli.pipeline import prepare_molecules
-
-    sampling = {"n": n, "seed": seed, "steps": steps, "batch_size": batch_size}
-    resolved = _spec(spec, constraints, model, method, sampling, decode=decode)
-    run = prepare_molecules(resolved, device)
-    return run.records(resolved.sampling.n or 16, reporter)
+    them: `Generator(model, constraints, spec=spec, **settings).molecules(n)`."""
+    made = Generator(model, constraints, spec=spec, domain="molecules", device=device, **settings)
+    return made.molecules(n, reporter=reporter)
 
 
 def generate(
-    prompts: str | Iterable[str | dict] | None = None,
+    prompts: Prompts = None,
     n: int | None = None,
-    constraints: ConstraintSpec | Iterable[ConstraintSpec] | None = None,
+    constraints: Constraints = None,
     *,
     length: int | None = None,
     spec: Spec | str | Path | None = None,
-    model: str | None = None,
-    method: str | None = None,
-    seed: int | None = None,
-    steps: int | None = None,
-    batch_size: int | None = None,
-    sampler: str | None = None,
-    block_length: int | None = None,
-    dtype: str | None = None,
-    chat: bool = False,
-    temperature: float | None = None,
-    top_p: float | None = None,
-    words: str | None = None,
-    device: str = "auto",
+    model: str | Model | None = None,
     reporter: Reporter | None = None,
+    device: str = "auto",
+    **settings: Any,
 ) -> Iterator[dict]:
     """Records of `n` continuations (default: the spec's n, else 4) of each prompt, as `cdd
-    generate` writes them. `prompts`: a text, texts, or {"prompt": ..., "id": ...} objects;
-    None generates unconditionally. `length`: tokens after the prompt (default 64, or what
-    the model's length leaves). `sampler`, `block_length`, `dtype`, `chat`, `temperature`,
-    `top_p`: as `cdd generate`'s flags (default: the model family's; `chat` wraps each prompt
-    in the model's chat template). `words`: the word rules lexical constraints are judged and
-    laid out by, "plain" (default) or "collie" (the COLLIE benchmark's)."""
-    from cdd_cli.pipeline import prepare_text
-
-    if length is not None and length <= 0:
-        raise InputError(f"length must be positive, got {length}")
-    sampling = {"n": n, "seed": seed, "steps": steps, "batch_size": batch_size}
-    sampling["block_length"] = block_length
-    resolved = _spec(
-        spec, constraints, model, method, sampling, words=words,
-        sampler=sampler, dtype=dtype, temperature=temperature, top_p=top_p,
-    )  # fmt: skip
-    resolved.sampling.chat = chat or resolved.sampling.chat
-    run = prepare_text(resolved, device, _prompts(prompts), length)
-    return run.records(resolved.sampling.n or 4, reporter)
+    generate` writes them: `Generator(model, constraints, spec=spec, **settings)
+    .generate(prompts, n, length=length)`."""
+    made = Generator(model, constraints, spec=spec, domain="text", device=device, **settings)
+    return made.generate(prompts, n, length=length, reporter=reporter)
 
 
-def _prompts(prompts: str | Iterable[str | dict] | None) -> list[PromptInput | None]:
+def as_prompts(prompts: Prompts) -> list[PromptInput | None]:
     if prompts is None:
         return [None]
-    if isinstance(prompts, str):
+    if isinstance(prompts, (str, PromptInput)):
         prompts = [prompts]
     out: list[PromptInput | None] = []
     for k, item in enumerate(prompts):
         where = f"prompts[{k}]"
-        if isinstance(item, str):
+        if isinstance(item, PromptInput):  # read and checked already (`--prompts FILE`)
+            out.append(item)
+        elif isinstance(item, str):
             out.append(PromptInput(check_prompt(item, where)))
         elif isinstance(item, dict) and isinstance(item.get("prompt"), str):
             out.append(PromptInput(check_prompt(item["prompt"], where), item.get("id")))
@@ -165,6 +250,7 @@ class Model:
     "a2d-qwen3", ...) and `module` (the torch module) say what it is."""
 
     def __init__(self, loaded: Any):
+        self.loaded = loaded  # what a `Generator` samples from
         self.name: str = loaded.name
         self.tokenizer = loaded.tokenizer
         self.mask_id: int = loaded.tokenizer.mask_id

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 
+from cdd_cli.api import Generator
 from cdd_cli.console import (
     FLAG,
     HELP,
@@ -30,8 +32,23 @@ from cdd_cli.console import (
     run_guarded,
     set_threads,
 )
-from cdd_cli.errors import InputError, Interrupted, Terminated
+from cdd_cli.constraints.base import closed_forms
+from cdd_cli.constraints.lexical import Count
+from cdd_cli.constraints.registry import build_constraints
+from cdd_cli.distributed import Ranks, gather, launch_from_env
+from cdd_cli.errors import InputError, Interrupted, Terminated, terminate
+from cdd_cli.evaluate.report import evaluate
+from cdd_cli.models import registry
+from cdd_cli.models.registry import ASSETS, shipped_models
+from cdd_cli.prompts import PromptInput, check_prompt, read_prompts
+from cdd_cli.records import output_lock
+from cdd_cli.run.defaults import fill_defaults
+from cdd_cli.run.domains import DEFAULT_LENGTH
+from cdd_cli.run.runner import Output
+from cdd_cli.shards import merge_shards
+from cdd_cli.spec import Spec, constraint_rows, domain_of, dump, load_spec
 from cdd_cli.train_cli import train_app
+from cdd_cli.version import __version__
 
 app = typer.Typer(
     add_completion=False,
@@ -49,8 +66,6 @@ constraints_app = typer.Typer(no_args_is_help=True, context_settings=HELP, help=
 
 def show_version(value: bool) -> None:
     if value:
-        from cdd_cli import __version__
-
         typer.echo(f"cdd {__version__}")
         raise typer.Exit()
 
@@ -69,31 +84,31 @@ app.add_typer(models_app, name="models")
 app.add_typer(constraints_app, name="constraints")
 
 
-def run_job(job, run, quiet: bool, verbose: bool = False) -> int:
-    """`run(job, console, display)` in this process, or as this torchrun rank's share of the
-    run (see distributed.py): every rank meets the others after its share, whatever
-    happened, so that none waits for a rank that failed."""
-    from cdd_cli.distributed import Ranks, gather, launch_from_env
-    from cdd_cli.records import output_lock
+Write = Callable[[Output, str, Console, RichReporter], int]
 
+
+def run_job(output: Output, device: str, write: Write, quiet: bool, verbose: bool) -> int:
+    """`write(output, device, console, display)` in this process, or as this torchrun rank's
+    share of the run (see distributed.py): every rank meets the others after its share,
+    whatever happened, so that none waits for a rank that failed."""
     launch = launch_from_env()
     if launch is None:
-        with output_lock(job.output):
-            if job.resume and job.output != "-" and job.shard == (0, 1):
-                gather(job.output)  # the parts an interrupted torchrun run left
-            return run(job, console, RichReporter(quiet, verbose))
-    if job.shard != (0, 1):
+        with output_lock(output.path):
+            if output.resume and output.path != "-" and output.shard == (0, 1):
+                gather(output.path)  # the parts an interrupted torchrun run left
+            return write(output, device, console, RichReporter(quiet, verbose))
+    if output.shard != (0, 1):
         raise InputError("--shard under torchrun: the ranks are the shards")
-    ranks = Ranks(launch, job.output)
-    output, lead = job.output, launch.rank == 0
-    job.output, job.written = launch.part(output), output
-    job.shard, job.device = (launch.rank, launch.world), launch.device(job.device)
+    ranks = Ranks(launch, output.path)
+    lead = launch.rank == 0
+    part = Output(launch.part(output.path), output.resume, (launch.rank, launch.world), output.path)
     told = console if lead else Console(stderr=True, quiet=True)
     ranks.start()
     code = 1  # a defect, unless the run says otherwise
     try:
-        with output_lock(job.output):
-            code = run(job, told, RichReporter(quiet or not lead, verbose))
+        with output_lock(part.path):
+            display = RichReporter(quiet or not lead, verbose)
+            code = write(part, launch.device(device), told, display)
     except InputError:
         code = 2
         raise
@@ -106,17 +121,31 @@ def run_job(job, run, quiet: bool, verbose: bool = False) -> int:
     finally:
         worst, written = ranks.finish(code)
     if lead and written >= 0:
-        message = f"{written} records from {launch.world} processes in {output}"
+        message = f"{written} records from {launch.world} processes in {output.path}"
         console.print(message, markup=False, soft_wrap=True)
     if lead and worst != code:
         raise fail(f"another process of the run failed (exit {worst}): rerun with --resume", worst)
     return worst
 
 
+def sample(
+    spec: Spec, domain: str, output: Output, device: str, quiet: bool, verbose: bool, **run: Any
+) -> int:
+    """One API call: a Generator of `spec` writes one run (`run`: prompts, length) to
+    `output`; its summary goes to stderr."""
+
+    def write(out: Output, device: str, told: Console, display: RichReporter) -> int:
+        generator = Generator(spec=spec, domain=domain, device=device)
+        say = lambda line: told.print(line, markup=False, soft_wrap=True)  # noqa: E731
+        code, summary = generator.write(out, display=display, say=say, **run)
+        say(summary)
+        return code
+
+    return run_job(output, device, write, quiet, verbose)
+
+
 def processes_sharing(shard: str | None) -> int:
     """How many processes of one run share this machine (--shard N, or torchrun's)."""
-    from cdd_cli.distributed import launch_from_env
-
     launch = launch_from_env()
     return launch.local_world if launch else parse_shard(shard)[1]
 
@@ -221,15 +250,12 @@ def molecules(
     """Generate SMILES molecules as JSONL records (validity, QED, SA, novelty, constraints)."""
 
     def body() -> None:
-        from cdd_cli.pipeline import MoleculeJob, run_molecules
-
         set_threads(threads, processes_sharing(shard))
         resolved = build_spec(
             spec, model, constraint, tau, method, steps, batch_size, seed, n, novel, decode
         )
-        resolved.sampling.n = resolved.sampling.n or 16  # the resolved config names it
-        job = MoleculeJob(resolved.sampling.n, resolved, device, output, resume, parse_shard(shard))
-        raise typer.Exit(run_job(job, run_molecules, quiet, verbose))
+        output_to = Output(output, resume, parse_shard(shard))
+        raise typer.Exit(sample(resolved, "molecules", output_to, device, quiet, verbose))
 
     run_guarded(body)
 
@@ -318,38 +344,23 @@ def generate(
     """Generate text continuations as JSONL records, e.g. under a toxicity constraint."""
 
     def body() -> None:
-        from cdd_cli.pipeline import TextJob, run_text
-        from cdd_cli.prompts import PromptInput, check_prompt, read_prompts
-
         set_threads(threads, processes_sharing(shard))
         if prompt is not None and prompts is not None:
             raise InputError("give --prompt or --prompts, not both")
-        if length is not None and length <= 0:
-            raise InputError(f"--length must be positive, got {length}")
         if prompt is not None:
-            given: list = [PromptInput(check_prompt(prompt, "--prompt"))]
-        elif prompts is not None:
-            given = read_prompts(prompts)
+            given: list | None = [PromptInput(check_prompt(prompt, "--prompt"))]
         else:
-            given = [None]
+            given = read_prompts(prompts) if prompts is not None else None
         resolved = build_spec(
             spec, model, constraint, tau, method, steps, batch_size, seed, n,
             sampler=sampler, block_length=block_length, dtype=dtype,
             temperature=temperature, top_p=top_p,
         )  # fmt: skip
-        resolved.sampling.n = resolved.sampling.n or 4
         resolved.sampling.chat = chat or resolved.sampling.chat
-        job = TextJob(
-            n=resolved.sampling.n,
-            spec=resolved,
-            device=device,
-            output=output,
-            prompts=given,
-            length=length,
-            resume=resume,
-            shard=parse_shard(shard),
-        )
-        raise typer.Exit(run_job(job, run_text, quiet, verbose))
+        output_to = Output(output, resume, parse_shard(shard))
+        code = sample(resolved, "text", output_to, device, quiet, verbose, prompts=given,
+                      length=length)  # fmt: skip
+        raise typer.Exit(code)
 
     run_guarded(body)
 
@@ -363,8 +374,6 @@ def merge(
     sample; refuses mixed configurations, duplicate records and missing ones."""
 
     def body() -> None:
-        from cdd_cli.shards import merge_shards
-
         written = merge_shards(out, shards)
         console.print(f"{written} records from {len(shards)} shard(s) in {out}", markup=False)
 
@@ -393,8 +402,6 @@ def eval_command(
     """Summarise records: constraints, toxicity, fluency or molecule metrics; JSON on stdout."""
 
     def body() -> None:
-        from cdd_cli.evaluate.report import evaluate
-
         set_threads(threads)
         report = evaluate(records, perplexity, judge, log)
         # One JSON line for a pipe or file; indented for a person at a terminal.
@@ -419,14 +426,6 @@ def validate(
     sampling."""
 
     def body() -> None:
-        from cdd_cli.constraints.base import closed_forms
-        from cdd_cli.constraints.lexical import Count
-        from cdd_cli.constraints.registry import build_constraints
-        from cdd_cli.models import registry
-        from cdd_cli.pipeline import DEFAULT_LENGTH
-        from cdd_cli.projection.presets import fill_model_defaults
-        from cdd_cli.spec import domain_of, dump, load_spec
-
         if length is not None and length <= 0:
             raise InputError(f"--length must be positive, got {length}")
         resolved = load_spec(spec)
@@ -435,7 +434,7 @@ def validate(
         loaded = registry.load(resolved.model, kind, "cpu", resolved.sampling.dtype, weights=False)
         constraints = build_constraints(resolved.constraints, loaded, "cpu", resolved.words)
         resolved.model = resolved.model or loaded.name
-        fill_model_defaults(resolved, loaded)
+        fill_defaults(resolved, loaded)
         note = ""
         # Lexical layouts are checked for an unprompted continuation of the length `generate`
         # would use; `generate` checks again with each prompt (and counts read from prompts).
@@ -475,8 +474,6 @@ def constraints_ls(as_json: JsonOpt = False) -> None:
 
 
 def list_constraints(as_json: bool) -> None:
-    from cdd_cli.spec import constraint_rows
-
     rows = constraint_rows()
     if as_json:
         typer.echo(json.dumps(rows))
@@ -496,7 +493,6 @@ def list_constraints(as_json: bool) -> None:
 @models_app.command("ls")
 def models_ls(as_json: JsonOpt = False) -> None:
     """List the shipped default models and surrogates: name, kind, size, folder."""
-    from cdd_cli.models.registry import ASSETS, shipped_models
 
     def body() -> None:
         rows = []
@@ -536,8 +532,6 @@ def show_warning(message, category, filename, lineno, file=None, line=None) -> N
 def main() -> None:
     import signal
     import warnings
-
-    from cdd_cli.errors import terminate
 
     warnings.showwarning = show_warning
     signal.signal(signal.SIGTERM, terminate)  # stop as Ctrl-C does: whole records, one line

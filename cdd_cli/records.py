@@ -1,18 +1,27 @@
-"""JSONL output: one complete line per record, flushed as soon as it is final."""
+"""JSONL records on disk: one complete line per record, flushed as soon as it is final; which
+records of a run a process writes (its shard, less what its output already holds: resume);
+whether an output file's records were made with this configuration (`OUT.config.yaml`
+beside it); and the writing loop that turns Ctrl-C into a line saying what was kept.
+
+Plain data only: nothing here knows a model, a constraint or a spec object."""
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
+import shlex
 import stat
 import sys
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from cdd_cli.errors import InputError
+import yaml
+
+from cdd_cli.errors import InputError, Interrupted, Terminated
 
 
 class JsonlWriter:
@@ -235,3 +244,185 @@ def output_lock(target: str) -> Iterator[None]:
         with contextlib.suppress(OSError):
             os.unlink(path)
         os.close(fd)
+
+
+@dataclass
+class Share:
+    """What this process writes of a run: its shard of the samples (`--shard I/N`: sample k
+    of the run, counted over prompts, when k % N == I; interleaved, so cheap and costly
+    samples spread evenly), less the records its output file already holds (`--resume`),
+    with the texts of those that satisfied the constraints (novelty's memory of the run)."""
+
+    ids: set[str] = field(default_factory=set)
+    satisfied: list[str] = field(default_factory=list)
+    shard: tuple[int, int] = (0, 1)
+
+    def holds(self, k: int) -> bool:
+        """Whether sample k of the run is in this process's shard."""
+        return k % self.shard[1] == self.shard[0]
+
+    def count(self, first: int, stop: int) -> int:
+        """How many of samples first .. stop - 1 of the run are in this shard."""
+        index, shards = self.shard
+        return len(range(first + (index - first) % shards, stop, shards))
+
+    def batches(self, first: int, n: int, prompt: str, size: int) -> Iterator[list[int]]:
+        """The prompt's samples this process writes (the run's samples first .. first +
+        n - 1, record ids PROMPT-i), `size` at a time, never all held at once."""
+        index, shards = self.shard
+        start = (index - first) % shards
+        wanted = (i for i in range(start, n, shards) if f"{prompt}-{i}" not in self.ids)
+        while batch := list(itertools.islice(wanted, size)):
+            yield batch
+
+
+def resume_from(
+    output: str,
+    seed: int,
+    shape: tuple[int, int],
+    resume: bool,
+    say: Callable[[str], None],
+    shard: tuple[int, int] = (0, 1),
+    also: str | None = None,
+) -> Share:
+    """The share of a run of `shape` (prompts, samples per prompt) and `seed` that this
+    process writes: the samples of its `shard`, less the records already in `output` (and
+    in `also`, torchrun's gathered file): refused without `--resume`, skipped with it. A torn
+    last line (a kill or a full disk mid-write) is dropped with `--resume` (and said),
+    refused without."""
+    prompts, n = shape
+    share = Share(shard=shard)
+    total = share.count(0, prompts * n)
+
+    def ours(record_id: str) -> bool:
+        prompt, _, sample = record_id.partition("-")
+        if not (prompt.isdigit() and sample.isdigit()):
+            return False
+        p, i = int(prompt), int(sample)
+        return p < prompts and i < n and share.holds(p * n + i)
+
+    existing = existing_records(output)
+    if existing.torn_bytes:
+        if not resume:
+            raise InputError(
+                f"-o {output}: ends with an incomplete record (a run stopped mid-write); add "
+                "--resume to drop it and finish the run"
+            )
+        cut_torn_tail(output, existing.torn_bytes)
+        say(f"-o {output}: dropped an incomplete last line ({existing.torn_bytes} bytes)")
+    satisfied = existing.satisfied.get(seed, [])
+    done = {i for s, i in existing.keys if s == seed and ours(i)}
+    if also is not None:
+        gathered = existing_records(also)
+        done |= {i for s, i in gathered.keys if s == seed and ours(i)}
+        satisfied = satisfied + gathered.satisfied.get(seed, [])
+    named = also or output
+    if done and not resume:
+        raise InputError(
+            f"-o {named}: already holds {len(done)} of this run's {total} records (seed "
+            f"{seed}); add --resume to write only the missing ones, or choose another file"
+        )
+    if done:
+        say(f"-o {named}: resuming: {len(done)} of {total} records already there")
+    share.ids, share.satisfied = done, satisfied
+    return share
+
+
+def first_difference(ours: object, theirs: object, where: str = "") -> str | None:
+    """The dotted key of the first value that differs between two plain-data configurations
+    (None where they are equal)."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        for key in [*ours, *(k for k in theirs if k not in ours)]:
+            found = first_difference(ours.get(key), theirs.get(key), f"{where}{key}.")
+            if found:
+                return found
+        return None
+    if isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
+        for index, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+            found = first_difference(a, b, f"{where.rstrip('.')}[{index}].")
+            if found:
+                return found
+        return None
+    return None if ours == theirs else where.rstrip(".") or "the configuration"
+
+
+def check_resolved_config(resolved: dict, output: str, also: str | None = None) -> None:
+    """An output file that holds records must hold records of this configuration (`resolved`:
+    a spec's plain data; sampling aside but for its steps: more samples, other seeds, another
+    batch size): refused before any sampling otherwise, naming the first setting that
+    differs. `also`: another file the run's records count in (torchrun's gathered output),
+    checked the same way."""
+    if also is not None:
+        check_resolved_config(resolved, also)
+    out, beside = Path(output), Path(f"{output}.config.yaml")
+    if output == "-" or not out.is_file() or not out.stat().st_size or not beside.is_file():
+        return
+    try:
+        earlier = yaml.safe_load(beside.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        earlier = None
+
+    def setup(config: dict) -> dict:
+        sampling = config.get("sampling")
+        sampling = sampling if isinstance(sampling, dict) else {}
+        # (A file written before a setting existed was made with its default: the spec's.)
+        return {
+            **{k: v for k, v in config.items() if k != "sampling"},
+            "words": config.get("words", resolved["words"]),
+            "sampling.steps": sampling.get("steps"),
+            **{
+                f"sampling.{name}": sampling.get(name, resolved["sampling"][name])
+                for name in ("decode", "sampler", "block_length", "dtype", "temperature", "top_p")
+            },
+        }
+
+    differs = (
+        "the configuration"
+        if not isinstance(earlier, dict)
+        else first_difference(setup(resolved), setup(earlier))
+    )
+    if differs:
+        raise InputError(
+            f"-o {output}: holds records made with other settings ({differs} differs, see "
+            f"{beside}); write to another file, or remove both to start over"
+        )
+
+
+def write_resolved_config(resolved: dict, output: str) -> None:
+    """`OUT.config.yaml` beside a regular output file (not /dev/null and the like): the
+    configuration (`resolved`), so its records can be told apart and reproduced."""
+    if output == "-" or (Path(output).exists() and not Path(output).is_file()):
+        return
+    command = shlex.join(["cdd", *sys.argv[1:]]).replace("\n", " ")
+    Path(f"{output}.config.yaml").write_text(
+        f"# latest run: {command}\n" + yaml.safe_dump(resolved, sort_keys=False),
+        encoding="utf-8",
+    )
+
+
+def written_records(
+    resolved: dict,
+    records: Iterable[dict],
+    output: str,
+    total: int,
+    display: contextlib.AbstractContextManager,
+) -> Iterator[dict]:
+    """Each of `records` once it is written to `output` (its configuration `resolved` beside
+    it, which the caller checked against the file's first), inside the live `display`;
+    Ctrl-C becomes `Interrupted`, saying what was kept of `total`."""
+    writer = JsonlWriter(output, lambda: write_resolved_config(resolved, output))
+    try:
+        with writer, display:
+            for row in records:
+                writer.write(row)
+                yield row
+    except KeyboardInterrupt as exc:
+        finish = "" if output == "-" else f"; finish it with: {resume_command()}"
+        how, code = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
+        raise Interrupted(f"{how}: {writer.kept(total)}{finish}", code) from None
+
+
+def resume_command() -> str:
+    """This command line with --resume (the command that finishes an interrupted run)."""
+    args = [a for a in sys.argv[1:] if a != "--resume"]
+    return shlex.join(["cdd", *args, "--resume"]).replace("\n", " ")

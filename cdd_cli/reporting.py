@@ -35,3 +35,55 @@ class Display(Reporter):
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def satisfaction_note(
+    constraints: list,
+    total: int,
+    violating: int,
+    method: str,
+    held: dict[str, int] | None = None,
+) -> str:
+    """The summary's clause on constraints ("" without any). `held`: per constraint name, how
+    many records satisfy it; one no record satisfies is named as looking infeasible."""
+    if not constraints:
+        return ""
+    labels = ", ".join(c.label() for c in constraints)
+    judges = ", ".join(sorted({c.judge_name for c in constraints}))
+    note = f"; {total - violating}/{total} satisfy {labels} ({method}, judged by {judges})"
+    never = [c.label() for c in constraints if held is not None and not held.get(c.name)]
+    if never and total and method == "unconstrained":
+        # Nothing steered the samples toward it: no sign that it cannot be met.
+        note += f"; no sample satisfies {', '.join(never)} (unconstrained: nothing steered to it)"
+    elif never and total:
+        note += (
+            f"; no sample satisfies {', '.join(never)}: it looks infeasible for this model "
+            "(check its bounds against what the model makes)"
+        )
+    return note
+
+
+class Tally:
+    """What a run's records add up to, as they are written: the progress display's short
+    tally and the closing summary's counts (a domain adds its own, e.g. validity)."""
+
+    def __init__(self, constraints: list, method: str):
+        self.constraints, self.method = constraints, method
+        self.count = self.violating = 0
+        self.seconds = 0.0  # the records' own seconds, summed
+        self.held: dict[str, int] = {}  # per constraint name, the records that satisfy it
+
+    def add(self, row: dict) -> None:
+        self.count += 1
+        self.violating += row["satisfied"] is False
+        self.seconds += row["seconds"]
+        for name, verdict in (row.get("constraints") or {}).items():
+            self.held[name] = self.held.get(name, 0) + bool(verdict["satisfied"])
+
+    def progress(self) -> str:
+        return f"violating {self.violating}" if self.constraints else ""
+
+    def note(self) -> str:
+        return satisfaction_note(
+            self.constraints, self.count, self.violating, self.method, self.held
+        )

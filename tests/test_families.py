@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 import cdd_cli as cdd
 from cdd_cli.cli import app
+from cdd_cli.constraints.word_rules import split_words, word_count
 from cdd_cli.diffusion.processes import OrderedProcess
-from cdd_cli.evaluate.lexical import split_words, word_count
 from cdd_cli.models import registry
 
 from . import family_dirs
@@ -369,9 +369,9 @@ LLADA_STYLE_TEMPLATE = (
 
 
 def test_chat_wraps_each_prompt_in_the_models_template_and_records_show_the_prompt(built, tmp_path):
-    from cdd_cli.pipeline import prepare_text
+    from cdd_cli.api import Generator
     from cdd_cli.prompts import PromptInput
-    from cdd_cli.spec import Spec
+    from cdd_cli.run.runner import plan
 
     folder = copy_of(built, "llada", tmp_path)
     base = ["generate", "--model", str(folder), "--prompt", "Name a port.", "-n", "1", "-q"]
@@ -383,14 +383,13 @@ def test_chat_wraps_each_prompt_in_the_models_template_and_records_show_the_prom
     result = runner.invoke(app, [*base, "--chat"])
     assert result.exit_code == 0, result.output
     assert judged(result.output)[0]["prompt"] == "Name a port."
-    spec = Spec(model=str(folder))
-    spec.sampling.chat = True
-    run = prepare_text(spec, "cpu", [PromptInput("Name a port.")], 8)
+    generator = Generator(str(folder), chat=True, device="cpu")
+    run = plan(generator.compiled, 1, [PromptInput("Name a port.")], 8)
     wrapped = run.prompts[0].text
     assert wrapped.startswith("<|endoftext|><|start_header_id|>user<|end_header_id|>\n\nName")
     assert wrapped.endswith("<|start_header_id|>assistant<|end_header_id|>\n\n")
     ids = run.prompts[0].ids.tolist()
-    assert ids[0] == family_dirs.EOS_ID and ids == run.loaded.tokenizer.encode(wrapped)
+    assert ids[0] == family_dirs.EOS_ID and ids == run.compiled.loaded.tokenizer.encode(wrapped)
 
 
 def test_toxicity_needs_a_surrogate_for_the_familys_vocabulary_and_works_with_one(built, tmp_path):

@@ -15,10 +15,10 @@ from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator, well_
 from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.models import registry
 from cdd_cli.models.surrogate import Tokens, token_mass
-from cdd_cli.pipeline import Generation
+from tests.generation import generation
 from cdd_cli.projection import engine
 from cdd_cli.projection.alm import project
-from cdd_cli.projection.presets import CDD_SHARED
+from cdd_cli.methods import CDD_SHARED
 from cdd_cli.settings import ALMSettings, SearchSettings
 from cdd_cli.spec import Spec, load_spec
 from tests.conftest import make_tokenizer
@@ -71,7 +71,7 @@ def cdd_engine(
         reader,
         well_formed,
     )
-    return engine.cdd(job, settings, SearchSettings(project_from=0.9, max_nodes=2000))
+    return METHODS["cdd"].engine(job, settings, SearchSettings(project_from=0.9, max_nodes=2000))
 
 
 def carbon_heavy(batch: int, length: int = 12, vocab: int = 35) -> torch.Tensor:
@@ -259,7 +259,7 @@ def test_judge_rejection_is_redrawn_and_never_reported_satisfied(uniform_model_d
     # The surrogate claims every sequence is fine (offset -100); the judge (a count can never
     # be below -1) rejects them all: each is redrawn twice, then reported as violating.
     liar = CarbonCount(tau=-1.0, offset=-100.0)
-    draws = Generation(spec, loaded, [liar], 4).run(range(6))
+    draws = generation(spec, loaded, [liar], 4).run(range(6))
     assert [d.attempts for d in draws] == [3] * 6
     assert not any(d.satisfied for d in draws)
     # The surrogate never asked for the ALM; the final exact search tried and ran out of budget.
@@ -281,11 +281,12 @@ class TextLength(DifferentiableConstraint):
 
 def test_reject_redraws_until_the_judge_accepts(masked_model_dir: Path):
     loaded = registry.load(str(masked_model_dir), "molecules")
-    free = Generation(Spec(method="unconstrained"), loaded, [TextLength(tau=0.0)], 4).run(range(8))
+    free = generation(Spec(method="unconstrained"), loaded, [TextLength(tau=0.0)], 4)
+    free = free.run(range(8))
     shortest = min(d.values["length"] for d in free)
     spec = Spec(method="reject")
     spec.reject.max_attempts = 5
-    draws = Generation(spec, loaded, [TextLength(tau=shortest)], 4).run(range(8))
+    draws = generation(spec, loaded, [TextLength(tau=shortest)], 4).run(range(8))
     assert all(d.attempts == 1 for d in free)
     for d in draws:  # a molecule that does not parse satisfies nothing
         assert d.satisfied == (d.values["length"] <= shortest and canonical(d.text) is not None)
@@ -294,22 +295,22 @@ def test_reject_redraws_until_the_judge_accepts(masked_model_dir: Path):
 
 
 def test_model_defaults_fill_only_what_the_spec_leaves(shipped_vocab_model_dir: Path):
-    from cdd_cli.projection.presets import fill_model_defaults
+    from cdd_cli.run.defaults import fill_defaults
 
     loaded = registry.load(str(shipped_vocab_model_dir), "molecules")
     spec = Spec()
     spec.projection.inner_iters = 7
-    fill_model_defaults(spec, loaded)
+    fill_defaults(spec, loaded)
     p = spec.projection
     assert (p.inner_iters, p.max_outer_iters, p.mu_init, p.support) == (7, 20, 4.0, 4)
     assert spec.sampling.steps == loaded.default_steps
     fresh = Spec()
-    fill_model_defaults(fresh, loaded)
+    fill_defaults(fresh, loaded)
     assert fresh.projection.inner_iters == 3 and fresh.projection.project_from == 0.95
     # Left unfilled, the projection refuses to guess.
     with pytest.raises(ValueError) as refused:
         project(carbon_heavy(1), [CarbonCount(tau=3.0)], ALMSettings())
-    assert str(refused.value) == "ALMSettings left to the model: see presets.fill_model_defaults"
+    assert str(refused.value) == "ALMSettings left to the model: see run.defaults.fill_defaults"
 
 
 @dataclass(frozen=True)

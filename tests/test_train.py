@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import shutil
 import zipfile
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import typer
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
@@ -17,9 +19,11 @@ from cdd_cli.cli import app
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.evaluate.reference import read_smiles, write_smiles
+from cdd_cli.train.configs import MoleculesConfig, SurrogateFit, TextConfig
 from cdd_cli.train.diffusion import TrainConfig, Trainer
 from cdd_cli.train.qm9 import CSV_NAMES, read_qm9_smiles
 from cdd_cli.train.surrogate import train_sa_surrogate
+from cdd_cli.train_cli import field_metadata
 from tests.conftest import QM9_SAMPLE, make_tokenizer
 
 
@@ -204,3 +208,103 @@ def test_sa_surrogate_training_resumes_to_the_same_weights(tmp_path: Path, unifo
     assert whole.keys() == parts.keys()
     assert all(torch.equal(whole[k], parts[k]) for k in whole)
     assert not (tmp_path / "parts" / "train_state.json").exists()  # finished: state removed
+
+
+TRAIN_COMMANDS = ["molecules", "text", "adapt", "toxicity-surrogate", "sa-surrogate"]
+TRAIN_COMMANDS += ["property-surrogate", "surrogate"]
+
+
+def train_command_params(name: str) -> dict:
+    """The click parameters of `cdd train NAME`, by name, as Typer built them."""
+    group = typer.main.get_command(app).commands["train"]
+    return {p.name: p for p in group.commands[name].params}
+
+
+@pytest.mark.parametrize("command", TRAIN_COMMANDS)
+def test_every_train_option_has_help(command: str):
+    params = train_command_params(command)
+    assert [name for name, p in params.items() if not (p.help or "").strip()] == []
+
+
+@pytest.mark.parametrize(
+    ("command", "config", "name"),
+    [
+        ("molecules", MoleculesConfig, "hidden_dim"),
+        ("molecules", MoleculesConfig, "length"),
+        ("text", TextConfig, "sample_steps"),
+        ("sa-surrogate", SurrogateFit, "steps"),
+    ],
+)
+def test_a_generated_option_carries_its_fields_default_and_help(command, config, name):
+    param = train_command_params(command)[name]
+    (field,) = [f for f in dataclasses.fields(config) if f.name == name]
+    assert param.opts == ["--" + name.replace("_", "-")]
+    assert param.default == field.default
+    assert param.help == field_metadata(config, name)["help"]
+
+
+def test_a_subclass_keeps_its_bases_help_and_fixes_what_it_hides():
+    # Text models are always masked: no --noise there; molecules choose.
+    assert "noise" not in train_command_params("text")
+    assert train_command_params("molecules")["noise"].default == "uniform"
+    tie = train_command_params("text")["tie_embeddings"]
+    assert tie.opts == ["--tie-embeddings"] and tie.secondary_opts == ["--untied"]
+    assert tie.default is True and "tie_embeddings" not in train_command_params("molecules")
+    assert field_metadata(MoleculesConfig, "lr") == field_metadata(TrainConfig, "lr")
+
+
+def test_the_train_commands_build_the_configs_they_always_did(tmp_path: Path, monkeypatch):
+    import cdd_cli.train.molecules
+    import cdd_cli.train.text
+
+    seen = []
+    monkeypatch.setattr(cdd_cli.train.text, "train_text", lambda cfg, *_: seen.append(cfg))
+    monkeypatch.setattr(
+        cdd_cli.train.molecules, "train_molecules", lambda cfg, *_: seen.append(cfg)
+    )
+    monkeypatch.setattr("cdd_cli.train.qm9.locate_qm9", lambda path: tmp_path)
+    out = str(tmp_path / "run")
+    runner = CliRunner()
+    assert runner.invoke(app, ["train", "text", "--out", out, "--data", out]).exit_code == 0
+    assert runner.invoke(app, ["train", "molecules", "--out", out, "--untied"]).exit_code == 2
+    args = ["train", "molecules", "--out", out, "--noise", "masked", "--lr", "0.01"]
+    assert runner.invoke(app, args).exit_code == 0
+    shared = dict(hidden_dim=128, n_blocks=4, n_heads=4, cond_dim=128, lr=2e-3, max_steps=20000)
+    shared |= dict(cooldown_steps=0, eval_every=500, save_every=100, weight_decay=0.0)
+    shared |= dict(grad_clip=1.0, ema_decay=0.999, eval_samples=256, seed=0)
+    text = dict(noise="masked", length=128, batch_size=32, warmup_steps=100, sample_steps=64)
+    assert dataclasses.asdict(seen[0]) == {**shared, **text, "tie_embeddings": True}
+    molecules = dict(noise="masked", length=24, batch_size=512, warmup_steps=200, sample_steps=32)
+    assert dataclasses.asdict(seen[1]) == {
+        **shared,
+        **molecules,
+        "tie_embeddings": False,
+        "lr": 0.01,
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["text", "--data", "x", "--n-blocks", "0"], "--n-blocks must be at least 1, got 0"),
+        (["molecules", "--length", "3"], "--length must be at least 4 (<bos>, an atom, <eos>)"),
+        (["molecules", "--noise", "gaussian"], "--noise must be uniform or masked, got 'gaussian'"),
+        (["adapt", "--data", "x", "--lr", "-1"], "--lr must be a positive number, got -1.0"),
+        (["adapt", "--data", "x", "--max-minutes", "0"], "--max-minutes must be a positive number"),
+        (["sa-surrogate", "--steps", "3"], "--steps must be at least 4, got 3"),
+        (["property-surrogate", "--molecules", "0"], "--molecules must be at least 1, got 0"),
+        (["surrogate", "--examples", "0"], "--examples must be at least 1, got 0"),
+        (["surrogate", "--hidden-dim", "6"], "must split into the surrogate's 4 heads: 6"),
+        (["toxicity-surrogate", "--data", "x", "--corpus", "x", "--corpus-spans", "0"],
+         "--corpus-spans must be at least 1, got 0"),
+        (["text", "--data", "x", "--threads", "0"], "--threads must be at least 1, got 0"),
+    ],
+)  # fmt: skip
+def test_a_bad_generated_option_is_one_line_and_exit_2(
+    tmp_path: Path, args: list[str], message: str
+):
+    result = CliRunner().invoke(app, ["train", args[0], "--out", str(tmp_path / "o"), *args[1:]])
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("cdd: error: ") and message in line
+    assert not (tmp_path / "o").exists()

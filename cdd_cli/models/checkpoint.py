@@ -19,7 +19,6 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from cdd_cli import __version__
 from cdd_cli.errors import InputError
 from cdd_cli.models.a2d import A2DConfig, A2DModel, load_base, read_base
 from cdd_cli.models.dit import DiffusionModel, DiTConfig
@@ -31,6 +30,7 @@ from cdd_cli.models.families import (
     supported,
 )
 from cdd_cli.settings import MAX_STEPS
+from cdd_cli.version import __version__
 
 M = TypeVar("M", bound=torch.nn.Module)
 NOISE_OF_MODEL_TYPE = {"mdlm": "masked", "udlm": "uniform"}

@@ -21,7 +21,7 @@ from cdd_cli.models.checkpoint import (
 )
 from cdd_cli.models.dit import DiffusionModel
 from cdd_cli.models.families import load_family, weight_files
-from cdd_cli.models.tokenizers import Tokenizer, load_tokenizer
+from cdd_cli.models.tokenizers import SmilesTokenizer, Tokenizer, load_tokenizer
 from cdd_cli.settings import DTYPE_NAMES
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -138,6 +138,14 @@ class LoadedModel:
     @property
     def default_steps(self) -> int:
         return int(self.meta.get("default_sampling_steps") or 32)
+
+    @property
+    def kind(self) -> str:
+        """What a method's defaults are chosen by: "smiles" (a SMILES tokenizer), "masked
+        text" or "uniform text" (a text model and its noise)."""
+        if isinstance(self.tokenizer, SmilesTokenizer):
+            return "smiles"
+        return "masked text" if self.config.noise == "masked" else "uniform text"
 
 
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}

@@ -18,9 +18,9 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from torch import nn
 
-from cdd_cli import __version__
 from cdd_cli.errors import InputError
 from cdd_cli.models.checkpoint import MAX_LENGTH, load_checked
+from cdd_cli.version import __version__
 
 
 @dataclass(frozen=True)

@@ -133,7 +133,7 @@ def project(
     sampler will not change (they keep their distribution), and `tokens` [B, L], where given,
     what those positions hold (the sampler's x_t; else their argmax, read V wide)."""
     if any(getattr(settings, f.name) is None for f in fields(settings)):
-        raise ValueError("ALMSettings left to the model: see presets.fill_model_defaults")
+        raise ValueError("ALMSettings left to the model: see run.defaults.fill_defaults")
     started = time.perf_counter()
     batch, device = probs.shape[0], probs.device
     zeros = torch.zeros(batch, dtype=torch.long, device=device)

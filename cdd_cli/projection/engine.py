@@ -7,7 +7,7 @@ constraint). Each stage (`stages.py`) leaves alone the samples an earlier stage 
 this step, except ClosedForms (every sample, every step) and FlipSearch (which judges every
 sample not idle, or not accepted at the final prediction).
 
-`cdd` (the default), at a step:
+`cdd` (the default method), at a step:
 
   1. ClosedForms      every step: each family's closed-form projection (the lexical layout)
   2. FinalJudges      final prediction: the exact judges read every argmax; accepted = settled
@@ -23,13 +23,16 @@ sample not idle, or not accepted at the final prediction).
                       prediction every sample a judge still rejects (surrogate error repaired)
 
 After sampling, a record the judges still reject is redrawn whole with the surrogates aiming
-further inside (pipeline.py, `repair`), at most `repair.max_redraws` times.
+further inside (`methods.py`, `repair`), at most `repair.max_redraws` times.
 
-`paper`: the paper's algorithm with its settings (`presets.py`): ClosedForms, the ALM at
+`paper`: the paper's algorithm with its settings (`methods.py`): ClosedForms, the ALM at
 every step over the whole vocabulary, FlipSearch for exact constraints only, no look-ahead,
 ladder or redraw; a sample it leaves violating is reported violating. (The paper's own
 lexical projection aligns words to the decoded tokens; here lexical constraints keep their
-family's closed form, the word layout, under both presets.)
+family's closed form, the word layout, under both methods.)
+
+The methods' stage lists live in `methods.py`; this module runs whatever list it is given,
+checked when built: each stage's `needs` provided by a stage before it.
 """
 
 from __future__ import annotations
@@ -44,30 +47,20 @@ import torch
 from cdd_cli.constraints.base import (
     ClosedFormProjection,
     Constraint,
-    DifferentiableConstraint,
-    ExactConstraint,
 )
 from cdd_cli.diffusion.sampler import StepInfo
 from cdd_cli.projection.alm import ALMProgress
 from cdd_cli.projection.search import Reader
 from cdd_cli.projection.stages import (
-    ALM,
     Accounts,
-    ClosedForms,
-    FinalJudges,
-    FlipSearch,
-    Judges,
-    KeepClosedForms,
-    LinearisedLadder,
-    LookAhead,
-    RedrawAfterALM,
-    Redraws,
     Step,
 )
-from cdd_cli.settings import ALMSettings, SearchSettings
 
 
 class Stage(Protocol):
+    needs: tuple[str, ...]  # fields of `Step` it reads, set by an earlier stage
+    provides: tuple[str, ...]  # fields of `Step` it sets
+
     def due(self, step: Step) -> bool: ...
 
     def run(self, step: Step, accounts: Accounts) -> None: ...
@@ -83,6 +76,7 @@ class Engine:
         samples: int,
     ):
         self.stages = list(stages)
+        check_order(self.stages)
         self.fixed_positions = fixed_positions
         self.accounts = Accounts(samples)
         # Wall seconds each stage spent on the batch, by stage name: where the time goes.
@@ -98,13 +92,19 @@ class Engine:
             touched=[False] * n,
             settled=torch.zeros(n, dtype=torch.bool, device=x.device),
         )
+        touched = [False] * n
         for stage in self.stages:
             started = time.perf_counter()
+            name = type(stage).__name__
             if stage.due(step):
+                step.touched = [False] * n  # this stage's own, to name who changed what
                 stage.run(step, self.accounts)
-            self.stage_seconds[type(stage).__name__] += time.perf_counter() - started
-        for i, touched in enumerate(step.touched):
-            self.accounts.steps[i] += touched
+                for i in (i for i, t in enumerate(step.touched) if t):
+                    touched[i] = True
+                    self.accounts.settled_by[i] = name
+            self.stage_seconds[name] += time.perf_counter() - started
+        for i, t in enumerate(touched):
+            self.accounts.steps[i] += t
         return step.probs
 
     @property
@@ -129,38 +129,16 @@ class Job:
     on_progress: Callable[[ALMProgress], None] | None = None
 
 
-def cdd(job: Job, projection: ALMSettings, search: SearchSettings) -> Engine:
-    judges = Judges(job.constraints, job.decode, job.fixed_positions)
-    redraws = Redraws(judges, job.generators)
-    differentiable = [c for c in job.constraints if isinstance(c, DifferentiableConstraint)]
-    closed_forms = ClosedForms(job.closed_forms, job.generators)
-    stages = [
-        closed_forms,
-        FinalJudges(judges),
-        LinearisedLadder(judges, projection.support, job.well_formed),
-        LookAhead(redraws, projection.project_from),
-        ALM(differentiable, projection, job.generators, job.on_progress),
-        RedrawAfterALM(redraws),
-        KeepClosedForms(closed_forms),
-        FlipSearch(judges, search, job.reader, job.well_formed, repair=True),
-    ]
-    return Engine(stages, job.fixed_positions, len(job.generators))
-
-
-def paper(job: Job, projection: ALMSettings, search: SearchSettings) -> Engine:
-    exact = [c for c in job.constraints if isinstance(c, ExactConstraint)]
-    differentiable = [c for c in job.constraints if isinstance(c, DifferentiableConstraint)]
-    closed_forms = ClosedForms(job.closed_forms, job.generators)
-    stages = [
-        closed_forms,
-        ALM(differentiable, projection, job.generators, job.on_progress),
-        KeepClosedForms(closed_forms),
-        FlipSearch(Judges(exact, job.decode, job.fixed_positions), search, job.reader, None, False),
-    ]
-    return Engine(stages, job.fixed_positions, len(job.generators))
-
-
-PRESETS: dict[str, Callable[[Job, ALMSettings, SearchSettings], Engine]] = {
-    "cdd": cdd,
-    "paper": paper,
-}
+def check_order(stages: Sequence[Stage]) -> None:
+    """Each stage's needs provided by a stage before it (ValueError naming the first that is
+    not): the stages talk through `Step`'s optional fields, and this makes the order a checked
+    contract rather than a convention."""
+    provided: set[str] = set()
+    for stage in stages:
+        missing = [need for need in stage.needs if need not in provided]
+        if missing:
+            raise ValueError(
+                f"{type(stage).__name__} needs {', '.join(missing)}, which no stage before it "
+                "provides"
+            )
+        provided.update(stage.provides)

@@ -1,6 +1,8 @@
 """The engine's stages (`engine.py` runs them in order). Each is a small object with one job:
 
 - `due(step)`: whether it runs at this step;
+- `needs` / `provides`: the optional fields of `Step` it reads / sets (the engine refuses an
+  order in which a stage reads what no earlier stage provides);
 - `run(step, accounts)`: what it may change: `step.probs` [B, L, V] (in place or replaced),
   for the samples its docstring names, and what it marks: `step.settled` [B] (no later
   stage need touch the sample at this step) or `step.accepted` [B] (the final prediction's
@@ -74,6 +76,9 @@ class Accounts:
         self.inner = [0] * n
         self.nodes = [0] * n
         self.seconds = [0.0] * n
+        # The last stage that changed each sample's prediction (None: none did, the model's
+        # own draws were accepted as they were): what did the work, for the record.
+        self.settled_by: list[str | None] = [None] * n
 
     def charge(self, rows: Sequence[int], started: float) -> None:
         """Time since `started`, shared equally by `rows`."""
@@ -89,6 +94,7 @@ class Accounts:
             "inner_iters": self.inner[i],
             "search_nodes": self.nodes[i],
             "seconds": round(self.seconds[i], 4),
+            "settled_by": self.settled_by[i],
         }
 
 
@@ -147,6 +153,9 @@ class ClosedForms:
     """Every step, from the first: each constraint family's closed-form projection (the
     lexical word layout), re-planned given what is decided so far. Touches every sample."""
 
+    needs: tuple[str, ...] = ()
+    provides: tuple[str, ...] = ("plans",)
+
     def __init__(self, projections: list[ClosedFormProjection], generators):
         self.projections, self.generators = projections, generators
 
@@ -171,6 +180,9 @@ class KeepClosedForms:
     """After the ALM (which may lend mass to tokens a closed form excludes): the step's
     closed-form plans applied again, to the samples the ALM was free to move only."""
 
+    needs: tuple[str, ...] = ("plans", "projected")
+    provides: tuple[str, ...] = ()
+
     def __init__(self, closed_forms: ClosedForms):
         self.closed_forms = closed_forms
 
@@ -187,6 +199,9 @@ class FinalJudges:
     """The final prediction is the output itself, one deterministic decision: the judges read
     every sample's argmax first, and what they accept is settled exactly as it is (whatever
     its surrogates say)."""
+
+    needs: tuple[str, ...] = ()
+    provides: tuple[str, ...] = ("accepted", "argmax")
 
     def __init__(self, judges: Judges):
         self.judges = judges
@@ -208,6 +223,9 @@ class LinearisedLadder:
     (what only an exact judge rejects is the flip search's): the linearised projection
     (`linearized.py`), one surrogate pass where the ALM takes ~20. What it finds is decided
     and settled."""
+
+    needs: tuple[str, ...] = ("accepted", "argmax")
+    provides: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -307,6 +325,9 @@ class LookAhead:
     decide badly sees a fresh prediction); one whose draw does has its decision redrawn given
     acceptability and is settled if some draw is acceptable. The rest go to the ALM."""
 
+    needs: tuple[str, ...] = ()
+    provides: tuple[str, ...] = ("ahead",)
+
     def __init__(self, redraws: Redraws, project_from: float):
         self.redraws, self.project_from = redraws, project_from
 
@@ -344,6 +365,9 @@ class ALM:
     """The augmented-Lagrangian projection (`alm.py`) of every sample not settled, on the
     differentiable constraints' surrogates. Its multipliers carry over from a sample's last
     projection. Marks `step.projected`."""
+
+    needs: tuple[str, ...] = ()
+    provides: tuple[str, ...] = ("projected",)
 
     def __init__(
         self,
@@ -393,6 +417,9 @@ class RedrawAfterALM:
     one-hot rows. Rejection keeps the variety of sampling (always taking the argmax cost
     1.4-2% of unigram entropy)."""
 
+    needs: tuple[str, ...] = ("projected",)
+    provides: tuple[str, ...] = ()
+
     def __init__(self, redraws: Redraws):
         self.redraws = redraws
 
@@ -434,6 +461,9 @@ class FlipSearch:
     Under a syntax the final prediction first tries the most probable well-formed sequence
     (the surrogates are blind to syntax). Samples idle at the step, or already accepted at
     the final prediction, are not judged."""
+
+    needs: tuple[str, ...] = ()
+    provides: tuple[str, ...] = ()
 
     def __init__(
         self,

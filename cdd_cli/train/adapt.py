@@ -22,7 +22,7 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -34,6 +34,7 @@ from cdd_cli.errors import InputError
 from cdd_cli.models.a2d import A2DModel, is_adapted, load_base
 from cdd_cli.models.checkpoint import base_digest
 from cdd_cli.models.tokenizers import FileTokenizer
+from cdd_cli.train.configs import AdaptConfig
 from cdd_cli.train.diffusion import diffusion_loss, stratified_t
 from cdd_cli.train.resume import TrainingState
 from cdd_cli.train.text import prepare
@@ -41,21 +42,6 @@ from cdd_cli.train.text import prepare
 EOT_ID = 0  # SmolLM2's <|endoftext|>: document separator and the shift's prefix
 MASK_ID = 16  # SmolLM2's <empty_output>, a special token no text encodes to
 SCHEDULE = LogLinearSchedule()  # only its sigma reaches the model, which ignores it
-
-
-@dataclass
-class AdaptConfig:
-    length: int = 128
-    batch_size: int = 16
-    lr: float = 1e-3
-    warmup_steps: int = 100
-    max_steps: int = 4000
-    lora_rank: int = 32
-    logit_shift: bool = True
-    grad_clip: float = 1.0
-    save_every: int = 200
-    eval_every: int = 500
-    seed: int = 0
 
 
 def masked_loss(

@@ -17,7 +17,7 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -28,6 +28,7 @@ from cdd_cli.diffusion.schedule import LogLinearSchedule
 from cdd_cli.errors import InputError
 from cdd_cli.models.checkpoint import ModelConfig, save_model
 from cdd_cli.models.dit import DiffusionModel
+from cdd_cli.train.configs import TrainConfig
 
 # A run folder holds one architecture; resuming with other values of these is refused.
 ARCHITECTURE_FIELDS = (
@@ -39,30 +40,6 @@ ARCHITECTURE_FIELDS = (
     "length",
     "tie_embeddings",
 )
-
-
-@dataclass
-class TrainConfig:
-    noise: str = "uniform"
-    hidden_dim: int = 256
-    cond_dim: int = 128
-    n_blocks: int = 6
-    n_heads: int = 8
-    length: int = 32
-    batch_size: int = 512
-    lr: float = 1e-3
-    warmup_steps: int = 200
-    cooldown_steps: int = 0  # the learning rate falls linearly to 0 over the last N steps
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
-    ema_decay: float = 0.999
-    max_steps: int = 20000
-    save_every: int = 250
-    eval_every: int = 1000
-    eval_samples: int = 256
-    sample_steps: int = 32
-    seed: int = 0
-    tie_embeddings: bool = False
 
 
 def model_config(cfg: TrainConfig, vocab_size: int) -> ModelConfig:

@@ -19,6 +19,7 @@ from cdd_cli.errors import InputError
 from cdd_cli.evaluate.reference import read_smiles
 from cdd_cli.models import registry
 from cdd_cli.spec import Spec, domain_of, plugin_of
+from cdd_cli.train.configs import JudgeSurrogateConfig
 from cdd_cli.train.surrogate import (
     INVALID_SCORE,
     molecule_rows,
@@ -44,10 +45,8 @@ def read_smiles_file(path: Path) -> list[str]:
 def train_surrogate_for(
     spec: Spec,
     data: Path | None,
-    examples: int,
-    unscorable_as: float | None,
+    cfg: JudgeSurrogateConfig,
     out: Path,
-    settings: dict,
     log: Callable[[str], None],
     on_step: Callable[[int, float], None],
 ) -> dict:
@@ -57,9 +56,9 @@ def train_surrogate_for(
     (constraint,) = build_constraints(spec.constraints, loaded, "cpu")
     plugin = plugin_of(entry.type)
     worst = plugin.worst if plugin is not None else INVALID_SCORE if entry.type == "sa" else None
-    worst = worst if unscorable_as is None else unscorable_as
+    worst = worst if cfg.unscorable_as is None else cfg.unscorable_as
     length = loaded.config.model_length
-    gen = torch.Generator().manual_seed(settings["seed"])
+    gen = torch.Generator().manual_seed(cfg.seed)
     if data is not None and not data.exists():
         raise InputError(f"--data {data}: no such file or folder")
     if domain == "molecules":
@@ -87,10 +86,10 @@ def train_surrogate_for(
         if cut < 2 * length or len(stream) - cut < 2 * length:
             raise InputError(f"--data {data}: too little text ({len(stream):,} tokens)")
         vocab = loaded.tokenizer.eos_id  # text tokens: neither end-of-text nor mask
-        train_rows = text_rows(stream[:cut], examples, length, vocab, gen)
-        test_rows = text_rows(stream[cut:], max(1, examples // 10), length, vocab, gen)
+        train_rows = text_rows(stream[:cut], cfg.examples, length, vocab, gen)
+        test_rows = text_rows(stream[cut:], max(1, cfg.examples // 10), length, vocab, gen)
     fit_settings = {
-        **settings,
+        **cfg.fit_settings(),
         "settings": {"model": loaded.name, "data": str(data) if data else "the model's own"},
     }
     return train_judge_surrogate(

@@ -1,0 +1,219 @@
+"""Drawing samples: one batch through the sampler and the method's projection, judged by the
+exact judges, and redrawn while the method allows (the repair of what the judges reject).
+
+Each draw of sample i of prompt p uses a generator derived from (seed, p, i, attempt), so a
+sample does not depend on the batch size, the shard or the samples drawn before it. The
+prompt's tokens stay fixed while `length` continuation tokens are denoised, and constraints
+judge the continuation, told the prompt for scopes that include it. A sample is `satisfied`
+only when every judge accepts it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, closed_forms
+from cdd_cli.diffusion.processes import Shape, make_process
+from cdd_cli.diffusion.sampler import Sampler, sample_generator
+from cdd_cli.evaluate.molecules import canonical
+from cdd_cli.methods import METHODS
+from cdd_cli.models.registry import LoadedModel
+from cdd_cli.models.tokenizers import SmilesTokenizer
+from cdd_cli.projection.engine import Job
+from cdd_cli.reporting import Reporter
+from cdd_cli.spec import Spec
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A prompt as the sampler sees it: its index in the run, text and token ids."""
+
+    index: int = 0
+    text: str | None = None  # what the model conditions on (with --chat, the template's text)
+    ids: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
+    id: str | int | None = None
+    given: str | None = None  # the prompt as the user gave it, which records show
+
+    @property
+    def shown(self) -> str | None:
+        return self.given if self.given is not None else self.text
+
+
+def no_projection() -> dict:
+    return {
+        "steps": 0,
+        "outer_iters": 0,
+        "inner_iters": 0,
+        "search_nodes": 0,
+        "seconds": 0.0,
+        "settled_by": None,
+    }
+
+
+@dataclass
+class Draw:
+    """What one sample became after all its draws."""
+
+    index: int
+    text: str = ""
+    attempts: int = 0
+    values: dict[str, float | None] = field(default_factory=dict)
+    surrogates: dict[str, float | None] = field(default_factory=dict)
+    satisfied: bool = False
+    projection: dict = field(default_factory=no_projection)
+    seconds: float = 0.0
+
+
+def judge(constraints: list[Constraint], texts: list[str]) -> list[dict[str, float | None]]:
+    values: list[dict[str, float | None]] = [{} for _ in texts]
+    for c in constraints:
+        for row, value in zip(values, c.judge(texts), strict=True):
+            row[c.name] = value
+    return values
+
+
+def surrogate_scores(
+    ids: torch.Tensor, constraints: list[Constraint]
+) -> list[dict[str, float | None]]:
+    """Each differentiable constraint's surrogate on the output (None for exact ones)."""
+    scores: dict[str, list[float | None]] = {}
+    with torch.no_grad():
+        for c in constraints:
+            if isinstance(c, DifferentiableConstraint):
+                # A surrogate is a hint beside the judge: one that is not finite is null.
+                values = c.surrogate(ids).tolist()
+                scores[c.name] = [round(v, 4) if math.isfinite(v) else None for v in values]
+            else:
+                scores[c.name] = [None] * len(ids)
+    return [{k: v[i] for k, v in scores.items()} for i in range(len(ids))]
+
+
+class Generation:
+    """Draws batches of samples with the spec's method and certifies them with the judges.
+    The spec's settings are already filled in (`run.defaults.fill_defaults`)."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        loaded: LoadedModel,
+        constraints: list[Constraint],
+        length: int | None = None,
+        reporter: Reporter | None = None,
+    ):
+        self.spec, self.loaded, self.constraints = spec, loaded, constraints
+        self.method = METHODS[spec.method]
+        self.reporter = reporter or Reporter()
+        sampling = spec.sampling
+        self.process = make_process(
+            loaded.config.noise,
+            loaded.config.vocab_size,
+            loaded.tokenizer.mask_id,
+            sampling.sampler or "ancestral",
+            sampling.block_length or 0,
+            Shape(sampling.temperature, sampling.top_p),
+        )
+        self.sampler = Sampler(
+            loaded.model,
+            self.process,
+            sampling.steps,
+            loaded.config.time_conditioning,
+            loaded.tokenizer.syntax() if sampling.decode == "well-formed" else None,
+        )
+        self.length = length or loaded.config.model_length  # tokens after the prompt
+        self.molecules = isinstance(loaded.tokenizer, SmilesTokenizer)
+        # Where the time went, summed over batches: each engine stage's wall seconds, and
+        # "redraws": the whole passes that redrew samples the judges rejected.
+        self.stage_seconds: dict[str, float] = {}
+
+    def draw(self, draws: list[Draw], prompt: Prompt) -> None:
+        """One more draw for each of `draws` (in one batch), judged; updates them in place."""
+        spec = self.spec
+        generators = [
+            sample_generator(spec.sampling.seed, prompt.index, d.index, d.attempts) for d in draws
+        ]
+        keep = len(prompt.ids)
+        told = [c.with_prompt(prompt.text or "", keep) for c in self.constraints]
+        tokenizer = self.loaded.tokenizer
+        decode = tokenizer.decode
+
+        def continuation(ids: list[int]) -> str:
+            return decode(ids[keep:])
+
+        def fixed_positions(x: torch.Tensor) -> torch.Tensor:
+            fixed = self.process.fixed_positions(x)
+            fixed[:, :keep] = True
+            return fixed
+
+        hook = None
+        if self.constraints:
+            # All draws of one pass share their attempt count; redraws aim further inside.
+            margin = self.method.margin(spec.repair, draws[0].attempts)
+            constraints = [c.tightened(margin * c.repair_unit) for c in told]
+            job = Job(
+                constraints,
+                closed_forms(constraints, tokenizer, keep, self.length),
+                fixed_positions,
+                generators,
+                continuation,
+                tokenizer if isinstance(tokenizer, SmilesTokenizer) else None,
+                # Without a syntax there is nothing to decode (and a text model's V-wide copy
+                # of the prediction would cost more than the projection).
+                self.sampler.well_formed if self.sampler.syntax is not None else None,
+                self.reporter.alm,
+            )
+            hook = self.method.engine(job, spec.projection, spec.search)
+        started = time.perf_counter()
+        with torch.inference_mode(hook is None):
+            ids = self.sampler.sample(generators, self.length, hook, self.reporter.step, prompt.ids)
+        elapsed = time.perf_counter() - started
+        for name, seconds in hook.stage_seconds.items() if hook else ():
+            self.stage_seconds[name] = self.stage_seconds.get(name, 0.0) + seconds
+        # Each sample pays an equal share of the batch's sampling and its own projection time.
+        projecting = [hook.seconds[i] if hook else 0.0 for i in range(len(draws))]
+        base = (elapsed - sum(projecting)) / len(draws)
+        texts = [continuation(row) for row in ids.tolist()]
+        values = judge(told, texts)
+        surrogates = surrogate_scores(ids, told)
+        for i, d in enumerate(draws):
+            d.text, d.values, d.surrogates = texts[i], values[i], surrogates[i]
+            d.attempts += 1
+            d.seconds += base + projecting[i]
+            # A molecule that does not parse satisfies nothing, whatever a judge says of it.
+            d.satisfied = all(c.satisfied(values[i][c.name]) for c in self.constraints) and (
+                not (self.molecules and self.constraints) or canonical(texts[i]) is not None
+            )
+            if hook is not None:
+                for key, value in hook.report(i).items():
+                    # Costs add up over a sample's draws; who did the work is the last draw's.
+                    d.projection[key] = value if key == "settled_by" else d.projection[key] + value
+        for c in self.constraints:  # e.g. novelty: later samples must differ from these
+            c.remember([d.text for d in draws if d.satisfied])
+
+    def finished(self, indices: Sequence[int], prompt: Prompt | None = None) -> Iterator[Draw]:
+        """Samples `indices` (one batch), each once it is final: drawn, judged, and redrawn
+        while it violates, up to the method's attempts. The samples a pass finishes come out
+        after that pass, in index order: the batch's redraws never hold back its finished
+        samples (an interrupted run keeps them)."""
+        prompt = prompt or Prompt()
+        draws = [Draw(i) for i in indices]
+        pending = draws
+        cap = self.method.attempts(self.spec.repair, self.spec.reject)
+        while pending:
+            started = time.perf_counter()
+            self.draw(pending, prompt)
+            if pending is not draws:
+                seconds = time.perf_counter() - started
+                self.stage_seconds["redraws"] = self.stage_seconds.get("redraws", 0.0) + seconds
+            redraw = [d for d in pending if not d.satisfied and d.attempts < cap]
+            again = {id(d) for d in redraw}
+            yield from (d for d in pending if id(d) not in again)
+            pending = redraw
+
+    def run(self, indices: Sequence[int], prompt: Prompt | None = None) -> list[Draw]:
+        """Samples `indices` (one batch), final, in index order."""
+        return sorted(self.finished(indices, prompt), key=lambda d: d.index)

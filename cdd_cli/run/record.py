@@ -1,0 +1,64 @@
+"""The record schema: what one sample's JSONL line says (the records layer, `records.py`,
+writes and reads these lines as plain data)."""
+
+from __future__ import annotations
+
+import time
+
+from cdd_cli.constraints.base import Constraint
+from cdd_cli.diffusion.sampler import sample_seed
+from cdd_cli.methods import METHODS
+from cdd_cli.models.registry import LoadedModel
+from cdd_cli.run.generation import Draw, Prompt
+from cdd_cli.spec import Spec
+from cdd_cli.version import __version__
+
+
+def record(
+    draw: Draw,
+    constraints: list[Constraint],
+    spec: Spec,
+    loaded: LoadedModel,
+    prompt: Prompt,
+    extra: dict | None = None,
+) -> dict:
+    """A sample's record: what it is, what the judges say, how it was made and by what
+    (`model_revision`: the first 12 hex digits of the weights file's SHA-256)."""
+    return {
+        "id": f"{prompt.index}-{draw.index}",
+        "prompt_id": prompt.id,  # the prompts file's `id` (null without one): a fixed schema
+        "prompt": prompt.shown,
+        "text": draw.text,
+        "seed": spec.sampling.seed,
+        # The kept draw's own stream: what made this sample, whatever the batch or shard.
+        "sample_seed": sample_seed(
+            spec.sampling.seed, prompt.index, draw.index, max(draw.attempts - 1, 0)
+        ),
+        "model": loaded.name,
+        "model_revision": loaded.revision,
+        "method": spec.method,
+        # null without constraints: nothing was asked, so nothing was satisfied or violated.
+        "satisfied": draw.satisfied if constraints else None,
+        "constraints": {
+            c.name: {
+                "value": draw.values[c.name],
+                "tau": c.tau,
+                "satisfied": c.satisfied(draw.values[c.name]),
+                "surrogate": draw.surrogates[c.name],
+                "judge": c.judge_name,
+                **({"detail": d} if (d := c.explain(draw.text)) is not None else {}),
+            }
+            for c in constraints
+        },
+        "projection": {
+            k: v if isinstance(v, str) or v is None else round(v, 4)
+            for k, v in draw.projection.items()
+        }
+        if METHODS[spec.method].projects and constraints
+        else None,
+        "attempts": draw.attempts,
+        **(extra or {}),
+        "seconds": round(draw.seconds, 4),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "cdd_version": __version__,
+    }

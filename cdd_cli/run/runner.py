@@ -1,0 +1,164 @@
+"""A run, written once for molecules and text: spec -> constraints -> sampler(model,
+projection) -> records -> JSONL.
+
+- `compile_spec`: the model loaded (or one already loaded), the spec's constraints built for it
+  and its settings filled in: what a `cdd.Generator` holds and every run of it reuses;
+- `plan`: one run of a compiled spec: prompts tokenized, lengths and layouts checked, before
+  any sampling;
+- `Run.records`: the records, each as soon as it is final (a domain object says what differs
+  between molecules and text);
+- `write`: those records appended to an output (resume, shards and the resolved configuration
+  in `records.py`), with the closing summary.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from cdd_cli.constraints.base import Constraint, closed_forms
+from cdd_cli.constraints.registry import build_constraints
+from cdd_cli.errors import InputError
+from cdd_cli.models import registry
+from cdd_cli.models.registry import LoadedModel
+from cdd_cli.prompts import PromptInput
+from cdd_cli.records import Share, check_resolved_config, resume_from, written_records
+from cdd_cli.reporting import Display, Reporter, Tally
+from cdd_cli.run.defaults import check_batch_fits, check_blocks, fill_defaults
+from cdd_cli.run.domains import Domain, Shape
+from cdd_cli.run.generation import Generation, Prompt
+from cdd_cli.run.record import record
+from cdd_cli.spec import Spec, overlay
+
+EXIT_OK, EXIT_VIOLATIONS = 0, 3
+
+
+@dataclass
+class Compiled:
+    """A spec made ready to sample: its model loaded, constraints built, settings filled."""
+
+    spec: Spec
+    loaded: LoadedModel
+    constraints: list[Constraint]
+    domain: Domain
+    device: str
+
+
+def compile_spec(
+    spec: Spec, domain: Domain, device: str, loaded: LoadedModel | None = None
+) -> Compiled:
+    """Load the spec's model (unless `loaded` is given) and build its constraints, filling the
+    settings it leaves to the method and model in place (InputError for what does not fit)."""
+    if loaded is None:
+        device = registry.resolve_device(device)
+        loaded = registry.load(spec.model, domain.name, device, spec.sampling.dtype)
+    spec.model = spec.model or loaded.name
+    domain.check(loaded)
+    constraints = build_constraints(spec.constraints, loaded, device, spec.words)
+    if not constraints:
+        spec.method = "unconstrained"  # nothing to project or reject against
+    fill_defaults(spec, loaded)
+    return Compiled(spec, loaded, constraints, domain, device)
+
+
+@dataclass
+class Run:
+    """One run of a compiled spec: `n` samples of each prompt, `length` tokens after it."""
+
+    spec: Spec  # this run's own copy: its n and seed
+    compiled: Compiled
+    prompts: list[Prompt]
+    length: int
+    n: int
+    tally: Tally | None = None  # what the records written so far add up to
+
+    def records(
+        self, reporter: Reporter | None = None, share: Share | None = None
+    ) -> Iterator[dict]:
+        """The run's records, each as soon as it is final; with `share`, this process's shard
+        of them not already written (an interrupted run resumed)."""
+        spec, loaded, constraints = self.spec, self.compiled.loaded, self.compiled.constraints
+        domain, n = self.compiled.domain, self.n
+        check_batch_fits(min(spec.sampling.batch_size, n), loaded)
+        reporter = reporter or Reporter()
+        generation = Generation(spec, loaded, constraints, self.length, reporter)
+        share = share or Share()
+        for c in constraints:  # novelty: the satisfied texts already written count as seen
+            c.remember(share.satisfied)
+        reporter.run_started(domain.label, share.count(0, n * len(self.prompts)))
+        fields = domain.record_fields(loaded, spec.sampling.decode)
+        self.tally = tally = domain.tally(constraints, spec.method)
+        written = len(share.ids)
+        for prompt in self.prompts:
+            told = [c.with_prompt(prompt.text or "", len(prompt.ids)) for c in constraints]
+            first = prompt.index * n  # the prompt's first sample, counted over the run
+            for indices in share.batches(first, n, str(prompt.index), spec.sampling.batch_size):
+                for draw in generation.finished(indices, prompt):
+                    row = record(draw, told, spec, loaded, prompt, fields(draw))
+                    tally.add(row)
+                    written += 1
+                    yield row
+                    reporter.records_done(written, tally.progress())  # resumed ones counted
+
+    def summary(self, elapsed: float) -> str:
+        """The closing line on what the records written add up to."""
+        compiled = self.compiled
+        shape = Shape(len(self.prompts), self.n, self.length, self.spec.sampling.steps,
+                      compiled.device)  # fmt: skip
+        return compiled.domain.summary(self.tally or Tally([], ""), elapsed, shape)
+
+
+def plan(
+    compiled: Compiled,
+    n: int | None = None,
+    prompts: list[PromptInput | None] | None = None,
+    length: int | None = None,
+    seed: int | None = None,
+) -> Run:
+    """One run of `compiled`: `n` samples (default: the spec's, else the domain's) of each of
+    `prompts` ([None] or None: unconditional), checked before any sampling: every prompt
+    fits the model with `length` tokens after it, and every prompt's layouts fit."""
+    domain, loaded = compiled.domain, compiled.loaded
+    spec = overlay(copy.deepcopy(compiled.spec), [], sampling={"n": n, "seed": seed})
+    spec.sampling.n = spec.sampling.n or domain.default_n  # the resolved config names it
+    if length is not None and length <= 0:
+        raise InputError(f"--length must be positive, got {length}")
+    tokenized, length = domain.prompts(prompts or [None], length, loaded, spec.sampling.chat)
+    check_blocks(spec, length)
+    for prompt in tokenized:  # every prompt's lexical constraints must fit
+        told = [c.with_prompt(prompt.text or "", len(prompt.ids)) for c in compiled.constraints]
+        closed_forms(told, loaded.tokenizer, len(prompt.ids), length)
+    return Run(spec, compiled, tokenized, length, spec.sampling.n)
+
+
+@dataclass
+class Output:
+    """Where a run's records go and which of them this process writes."""
+
+    path: str = "-"
+    resume: bool = False  # write only the records `path` lacks
+    shard: tuple[int, int] = (0, 1)  # (I, N): this process writes samples k with k % N == I
+    # Another file whose records of this run count as written (torchrun: the file the ranks'
+    # parts are gathered into).
+    written: str | None = None
+
+
+def write(
+    run: Run, output: Output, display: Display | None = None, say: Callable[[str], None] = print
+) -> int:
+    """Append the run's records to `output` (refused where it holds another configuration's
+    records); `say`: where lines about resuming go. The exit code: 3 where some record
+    violates its constraints, else 0."""
+    display = display or Display()
+    resolved = run.spec.resolved()
+    check_resolved_config(resolved, output.path, output.written)
+    shape = (len(run.prompts), run.n)
+    share = resume_from(
+        output.path, run.spec.sampling.seed, shape, output.resume, say, output.shard,
+        output.written,
+    )  # fmt: skip
+    total = run.n * len(run.prompts)
+    for _ in written_records(resolved, run.records(display, share), output.path, total, display):
+        pass
+    return EXIT_VIOLATIONS if run.tally and run.tally.violating else EXIT_OK
