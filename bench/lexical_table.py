@@ -53,9 +53,9 @@ from cdd_cli.evaluate.report import text_report
 from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.evaluate.text import Perplexity, corpus_perplexity
 from cdd_cli.models import registry
+from cdd_cli.run.defaults import fill_defaults
 from cdd_cli.run.generation import Generation, Prompt
 from cdd_cli.run.record import record
-from cdd_cli.run.defaults import fill_defaults
 from cdd_cli.spec import ConstraintSpec, Spec, check_constraint
 
 WORDS_FOR_COUNTING = [

@@ -23,12 +23,12 @@ import torch
 from cdd_cli.constraints.toxicity import ToxicityConstraint
 from cdd_cli.diffusion.processes import MaskedProcess
 from cdd_cli.diffusion.sampler import Sampler, sample_generator
+from cdd_cli.methods import CDD_SHARED, METHODS
 from cdd_cli.models.checkpoint import ModelConfig
 from cdd_cli.models.dit import DiffusionModel
 from cdd_cli.models.surrogate import SoftTokenRegressor, SurrogateConfig
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
 from cdd_cli.projection import engine
-from cdd_cli.methods import CDD_SHARED
 from cdd_cli.settings import ALMSettings, SearchSettings
 
 

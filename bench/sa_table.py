@@ -35,8 +35,8 @@ from cdd_cli.evaluate.molecules import CANONICALIZER, describe
 from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.models import registry
-from cdd_cli.run.generation import Draw, Generation
 from cdd_cli.run.defaults import fill_defaults
+from cdd_cli.run.generation import Draw, Generation
 from cdd_cli.spec import Spec, constraint_from_flags, load_spec
 
 

@@ -49,7 +49,9 @@ def without_timing(record: dict) -> dict:
     provenance = ("seconds", "created", "cdd_version", "model_revision")
     out = {k: v for k, v in record.items() if k not in provenance}
     if out.get("projection"):
-        out["projection"] = {k: v for k, v in out["projection"].items() if k != "seconds"}
+        # settled_by: which stage did the work, a field newer revisions add (issue 45).
+        ignored = ("seconds", "settled_by")
+        out["projection"] = {k: v for k, v in out["projection"].items() if k not in ignored}
     return out
 
 

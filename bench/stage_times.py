@@ -23,8 +23,8 @@ import torch
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.constraints.sa import rdkit_sa
 from cdd_cli.models import registry
-from cdd_cli.run.generation import Generation
 from cdd_cli.run.defaults import fill_defaults
+from cdd_cli.run.generation import Generation
 from cdd_cli.spec import Spec, constraint_from_flags
 
 

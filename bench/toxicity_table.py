@@ -34,9 +34,9 @@ from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.evaluate.report import text_report
 from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.models import registry
+from cdd_cli.run.defaults import fill_defaults
 from cdd_cli.run.generation import Generation, Prompt
 from cdd_cli.run.record import record
-from cdd_cli.run.defaults import fill_defaults
 from cdd_cli.spec import Spec, constraint_from_flags
 from cdd_cli.train.toxicity import read_davidson, split_of
 

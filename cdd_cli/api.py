@@ -37,19 +37,24 @@ from cdd_cli.constraint_values import (  # the API's constraint values
     WordCount,
     constraint,
 )
+from cdd_cli.constraints.base import closed_forms
+from cdd_cli.constraints.lexical import Count as CountConstraint
+from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.errors import InputError
 from cdd_cli.models import registry
 from cdd_cli.models.tokenizers import TextTokenizer
 from cdd_cli.prompts import PromptInput, check_prompt
 from cdd_cli.reporting import Display, Reporter
-from cdd_cli.run.domains import DOMAINS
+from cdd_cli.run.defaults import fill_defaults
+from cdd_cli.run.domains import DEFAULT_LENGTH, DOMAINS
 from cdd_cli.run.runner import Output, compile_spec, plan, write
-from cdd_cli.spec import ConstraintSpec, Spec, overlay
+from cdd_cli.spec import ConstraintSpec, Spec, domain_of, overlay
 from cdd_cli.spec import load_spec as _load_spec
 
 __all__ = [
     "SA", "Count", "Exclude", "Generator", "Include", "JsonSchema", "Model", "Novelty", "Regex",
-    "SentenceCount", "Toxicity", "WordAt", "WordCount", "constraint", "generate", "load_model",
+    "SentenceCount", "Toxicity", "WordAt", "WordCount", "check_spec", "constraint", "generate",
+    "load_model",
     "load_spec", "molecules",
 ]  # fmt: skip
 
@@ -185,6 +190,38 @@ class Generator:
         started = time.perf_counter()
         code = write(run, output, display, say)
         return code, run.summary(time.perf_counter() - started)
+
+
+def check_spec(path: str | Path, length: int | None = None) -> tuple[Spec, str]:
+    """A spec checked as a run checks it before sampling (keys, types, ranges, model,
+    surrogates, layouts and patterns fit), without loading weights: the spec with every
+    setting filled in, and what was checked ("2 constraint(s), model default-text, layout
+    fits 64 tokens (--length 64)"). Lexical layouts are checked for an unprompted continuation
+    of `length` tokens (default: what `generate` would use); `generate` checks again with each
+    prompt (and counts read from prompts)."""
+    if length is not None and length <= 0:
+        raise InputError(f"--length must be positive, got {length}")
+    resolved = load_spec(path)
+    text = any(domain_of(c.type) == "text" for c in resolved.constraints)
+    kind = "text" if text else "molecules"
+    loaded = registry.load(resolved.model, kind, "cpu", resolved.sampling.dtype, weights=False)
+    constraints = build_constraints(resolved.constraints, loaded, "cpu", resolved.words)
+    resolved.model = resolved.model or loaded.name
+    fill_defaults(resolved, loaded)
+    placed = [c for c in constraints if not (isinstance(c, CountConstraint) and c.resolved is None)]
+    tokens = length or min(DEFAULT_LENGTH, loaded.config.model_length)
+    if length and length > loaded.config.model_length:
+        raise InputError(
+            f"--length {length} exceeds model {loaded.name}'s length of "
+            f"{loaded.config.model_length} tokens"
+        )
+    note = ""
+    try:
+        if closed_forms(placed, loaded.tokenizer, 0, tokens):
+            note = f", layout fits {tokens} tokens" + ("" if length else f" (--length {tokens})")
+    except InputError as exc:
+        raise InputError(f"{path}: {exc} (--length {tokens})") from None
+    return resolved, f"{len(resolved.constraints)} constraint(s), model {loaded.name}{note}"
 
 
 def molecules(

@@ -16,37 +16,42 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.console import Console
 
-from cdd_cli.api import Generator
+from cdd_cli.api import Generator, check_spec
 from cdd_cli.console import (
     FLAG,
     HELP,
+    BatchOpt,
+    ConstraintOpt,
     DeviceOpt,
+    MethodOpt,
+    ModelOpt,
+    OutputOpt,
     QuietOpt,
+    ResumeOpt,
     RichReporter,
+    ShardOpt,
+    SpecOpt,
+    StepsOpt,
+    TauOpt,
     ThreadsOpt,
     VerboseOpt,
     build_spec,
     console,
     fail,
     log,
+    parse_shard,
     run_guarded,
     set_threads,
 )
-from cdd_cli.constraints.base import closed_forms
-from cdd_cli.constraints.lexical import Count
-from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.distributed import Ranks, gather, launch_from_env
 from cdd_cli.errors import InputError, Interrupted, Terminated, terminate
 from cdd_cli.evaluate.report import evaluate
-from cdd_cli.models import registry
 from cdd_cli.models.registry import ASSETS, shipped_models
 from cdd_cli.prompts import PromptInput, check_prompt, read_prompts
 from cdd_cli.records import output_lock
-from cdd_cli.run.defaults import fill_defaults
-from cdd_cli.run.domains import DEFAULT_LENGTH
 from cdd_cli.run.runner import Output
 from cdd_cli.shards import merge_shards
-from cdd_cli.spec import Spec, constraint_rows, domain_of, dump, load_spec
+from cdd_cli.spec import Spec, constraint_rows, dump
 from cdd_cli.train_cli import train_app
 from cdd_cli.version import __version__
 
@@ -148,64 +153,6 @@ def processes_sharing(shard: str | None) -> int:
     """How many processes of one run share this machine (--shard N, or torchrun's)."""
     launch = launch_from_env()
     return launch.local_world if launch else parse_shard(shard)[1]
-
-
-ConstraintOpt = Annotated[
-    list[str],
-    typer.Option("--constraint", "-c", help="Constraint type (repeatable; pair with --tau)."),
-]
-TauOpt = Annotated[list[float], typer.Option("--tau", help="Threshold of each --constraint.")]
-ModelOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        help="Shipped name, HF-format directory or hf://owner/name. \\[default: default-molecules "
-        "or default-text]"
-    ),
-]
-StepsOpt = Annotated[Optional[int], typer.Option(help="Denoising steps (model default).")]
-BatchOpt = Annotated[
-    Optional[int], typer.Option("--batch-size", help="Samples per batch. \\[default: 64]")
-]
-OutputOpt = Annotated[str, typer.Option("-o", "--output", help="JSONL file (appended) or -.")]
-ShardOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        "--shard",
-        help="I/N: write only sample k with k % N == I (merge the N files with `cdd merge`).",
-        metavar="I/N",
-    ),
-]
-
-
-def parse_shard(text: str | None) -> tuple[int, int]:
-    if text is None:
-        return (0, 1)
-    index, _, count = text.partition("/")
-    try:
-        shard = (int(index), int(count))
-    except ValueError:
-        shard = (-1, 0)
-    if not 0 <= shard[0] < shard[1]:
-        raise InputError(f"--shard must be I/N with 0 <= I < N, got {text!r}")
-    return shard
-
-
-ResumeOpt = Annotated[
-    bool,
-    typer.Option(
-        "--resume",
-        help="Finish an interrupted run: write only the records -o FILE lacks.",
-        metavar=FLAG,
-    ),
-]
-SpecOpt = Annotated[Optional[Path], typer.Option("--spec", help="YAML constraint spec.")]
-MethodOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        help="cdd (the projection engine), paper (the paper's algorithm as published), "
-        "reject (best-of-N) or unconstrained. \\[default: cdd, or the spec's]"
-    ),
-]
 
 
 @app.command()
@@ -426,38 +373,9 @@ def validate(
     sampling."""
 
     def body() -> None:
-        if length is not None and length <= 0:
-            raise InputError(f"--length must be positive, got {length}")
-        resolved = load_spec(spec)
-        text = any(domain_of(c.type) == "text" for c in resolved.constraints)
-        kind = "text" if text else "molecules"
-        loaded = registry.load(resolved.model, kind, "cpu", resolved.sampling.dtype, weights=False)
-        constraints = build_constraints(resolved.constraints, loaded, "cpu", resolved.words)
-        resolved.model = resolved.model or loaded.name
-        fill_defaults(resolved, loaded)
-        note = ""
-        # Lexical layouts are checked for an unprompted continuation of the length `generate`
-        # would use; `generate` checks again with each prompt (and counts read from prompts).
-        placed = [c for c in constraints if not (isinstance(c, Count) and c.resolved is None)]
-        tokens = length or min(DEFAULT_LENGTH, loaded.config.model_length)
-        if length and length > loaded.config.model_length:
-            raise InputError(
-                f"--length {length} exceeds model {loaded.name}'s length of "
-                f"{loaded.config.model_length} tokens"
-            )
-        try:
-            if closed_forms(placed, loaded.tokenizer, 0, tokens):
-                note = f", layout fits {tokens} tokens" + (
-                    "" if length else f" (--length {tokens})"
-                )
-        except InputError as exc:
-            raise InputError(f"{spec}: {exc} (--length {tokens})") from None
+        resolved, checked = check_spec(spec, length)
         typer.echo(dump(resolved.resolved()), nl=False)
-        console.print(
-            f"{spec}: ok ({len(resolved.constraints)} constraint(s), model {loaded.name}{note})",
-            markup=False,
-            soft_wrap=True,
-        )
+        console.print(f"{spec}: ok ({checked})", markup=False, soft_wrap=True)
 
     run_guarded(body)
 

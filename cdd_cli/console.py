@@ -12,6 +12,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
+import torch
 import typer
 from rich.console import Console
 from rich.progress import (
@@ -26,6 +27,7 @@ from rich.progress import (
 
 from cdd_cli.errors import InputError, Interrupted, Terminated
 from cdd_cli.reporting import Display
+from cdd_cli.spec import Spec, constraint_from_flags, keys_of, load_spec, overlay, takes_tau
 
 if TYPE_CHECKING:
     from cdd_cli.diffusion.sampler import StepInfo
@@ -183,12 +185,6 @@ DeviceOpt = Annotated[
     str, typer.Option("--device", help="auto (CUDA where present), cpu, cuda or cuda:K.")
 ]
 ThreadsOpt = Annotated[Optional[int], typer.Option(help="CPU threads for torch.")]
-CooldownOpt = Annotated[
-    int,
-    typer.Option(
-        min=0, metavar="<int>", help="The learning rate falls linearly to 0 over the last N steps."
-    ),
-]
 
 
 def set_threads(threads: int | None, processes: int = 1) -> None:
@@ -200,8 +196,6 @@ def set_threads(threads: int | None, processes: int = 1) -> None:
     if threads is None and processes > 1 and "OMP_NUM_THREADS" not in os.environ:
         threads = max(1, (os.cpu_count() or 1) // processes)
     if threads:
-        import torch
-
         torch.set_num_threads(threads)
 
 
@@ -237,8 +231,6 @@ def build_spec(
     top_p: Optional[float] = None,
 ):
     """The spec file (if any) with command-line flags laid over it, fully validated."""
-    from cdd_cli.spec import Spec, constraint_from_flags, keys_of, load_spec, overlay, takes_tau
-
     spec = load_spec(spec_file) if spec_file else Spec()
     if tau and not constraint:
         raise InputError("--tau given without --constraint")
@@ -263,3 +255,61 @@ def build_spec(
     choices = {"decode": decode, "sampler": sampler, "dtype": dtype}
     choices |= {"temperature": temperature, "top_p": top_p}
     return overlay(spec, given, model, method, sampling, flags=True, **choices)
+
+
+ConstraintOpt = Annotated[
+    list[str],
+    typer.Option("--constraint", "-c", help="Constraint type (repeatable; pair with --tau)."),
+]
+TauOpt = Annotated[list[float], typer.Option("--tau", help="Threshold of each --constraint.")]
+ModelOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        help="Shipped name, HF-format directory or hf://owner/name. \\[default: default-molecules "
+        "or default-text]"
+    ),
+]
+StepsOpt = Annotated[Optional[int], typer.Option(help="Denoising steps (model default).")]
+BatchOpt = Annotated[
+    Optional[int], typer.Option("--batch-size", help="Samples per batch. \\[default: 64]")
+]
+OutputOpt = Annotated[str, typer.Option("-o", "--output", help="JSONL file (appended) or -.")]
+ShardOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--shard",
+        help="I/N: write only sample k with k % N == I (merge the N files with `cdd merge`).",
+        metavar="I/N",
+    ),
+]
+
+
+def parse_shard(text: str | None) -> tuple[int, int]:
+    if text is None:
+        return (0, 1)
+    index, _, count = text.partition("/")
+    try:
+        shard = (int(index), int(count))
+    except ValueError:
+        shard = (-1, 0)
+    if not 0 <= shard[0] < shard[1]:
+        raise InputError(f"--shard must be I/N with 0 <= I < N, got {text!r}")
+    return shard
+
+
+ResumeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--resume",
+        help="Finish an interrupted run: write only the records -o FILE lacks.",
+        metavar=FLAG,
+    ),
+]
+SpecOpt = Annotated[Optional[Path], typer.Option("--spec", help="YAML constraint spec.")]
+MethodOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        help="cdd (the projection engine), paper (the paper's algorithm as published), "
+        "reject (best-of-N) or unconstrained. \\[default: cdd, or the spec's]"
+    ),
+]

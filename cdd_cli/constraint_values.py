@@ -1,5 +1,9 @@
 """Constraints as values: each function validates its options exactly as a spec file's entry
-is validated and returns that entry (`cdd.SA(tau=3.5)`); the API's runs build them."""
+is validated and returns that entry (`cdd.SA(tau=3.5)`); the API's runs build them.
+
+Every type's keys come from the constraint table (`constraints/table.py`); the functions
+below give the built-in types typed signatures and docstrings for Python users (a test checks
+that each one's parameters are its type's keys)."""
 
 from __future__ import annotations
 
@@ -7,8 +11,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from cdd_cli.constraints import table
 from cdd_cli.errors import InputError
-from cdd_cli.spec import ConstraintSpec, check_constraint, keys_of
+from cdd_cli.spec import ConstraintSpec, check_constraint
 
 
 def constraint(type: str, **options: Any) -> ConstraintSpec:
@@ -16,12 +21,12 @@ def constraint(type: str, **options: Any) -> ConstraintSpec:
     validated like a spec entry: `cdd.constraint("max_heavy_atoms", tau=9)`."""
     given = {k: v for k, v in options.items() if v is not None}
     entry = ConstraintSpec(type, given, f"constraint {type!r}")
-    keys = keys_of(type, entry.where)
+    keys = table.lookup(type, entry.where).keys
     for key, value in given.items():
         if key not in keys:
             known = ", ".join(keys) or "none"
             raise InputError(f"{entry.where}: unknown option '{key}' (known: {known})")
-        check_value(entry.where, key, value, keys[key][0])
+        check_value(entry.where, key, value, keys[key].types)
     check_constraint(entry)
     return entry
 
@@ -109,5 +114,5 @@ def Regex(pattern: str, ignore_case: bool | None = None) -> ConstraintSpec:
 
 def JsonSchema(schema: dict | str | Path) -> ConstraintSpec:
     """The continuation is JSON valid under `schema` (a mapping, or a .json file's path), in
-    the supported subset of JSON Schema (`cdd_cli.evaluate.schema_regex`)."""
+    the supported subset of JSON Schema (`cdd_cli.constraints.schema_regex`)."""
     return constraint("json_schema", schema=schema if isinstance(schema, dict) else str(schema))

@@ -20,12 +20,12 @@ from typing import Any, get_args, get_type_hints
 
 import yaml
 
-from cdd_cli import plugins
+from cdd_cli.constraints import table
+from cdd_cli.constraints.descriptor import ConstraintSpec, Descriptor  # an entry, and its type
+from cdd_cli.constraints.table import plugin_of  # noqa: F401 (the plugin of a type name)
+from cdd_cli.constraints.word_rules import SCHEMES
 from cdd_cli.diffusion.processes import SAMPLERS
 from cdd_cli.errors import InputError
-from cdd_cli.evaluate.lexical import SCHEMES
-from cdd_cli.evaluate.properties import PROPERTIES, smarts_pattern
-from cdd_cli.plugins import ConstraintPlugin
 from cdd_cli.settings import (
     DECODINGS,
     DTYPE_NAMES,
@@ -38,17 +38,6 @@ from cdd_cli.settings import (
     SamplingSettings,
     SearchSettings,
 )
-
-
-@dataclass
-class ConstraintSpec:
-    type: str
-    options: dict[str, Any]
-    where: str  # "FILE:LINE" or "--constraint"
-
-    @property
-    def tau(self) -> float | None:
-        return self.options.get("tau")
 
 
 @dataclass
@@ -110,163 +99,38 @@ SAMPLING_RANGES = {  # others: positive
 FLOAT32_MAX = 3.4028234663852886e38  # settings become float32 tensors
 NULL_TAG = "tag:yaml.org,2002:null"
 
-# Per constraint type: allowed keys -> (python types, required). tau ranges live in RANGES.
-CONSTRAINT_KEYS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
-    "sa": {
-        "tau": ((int, float), True),
-        "surrogate": ((str,), False),
-        "margin": ((int, float), False),
-    },
-    "novelty": {
-        # What "known" means: the model's training molecules, those and its held-out ones
-        # (`all`), or a SMILES file of the user's own library.
-        "reference": ((str,), False),
-    },
-    **{name: {} for name in PROPERTIES},  # filled below from the property table
-    "substructure": {"smarts": ((str,), True), "present": ((bool,), False)},
-    "lipinski": {"max_violations": ((int,), False)},
-    "pains": {},
-    "toxicity": {
-        "tau": ((int, float), True),
-        "surrogate": ((str,), False),
-        "margin": ((int, float), False),
-        # What is judged: the continuation alone (default: a fixed toxic prompt cannot make
-        # the constraint infeasible) or the prompt and continuation as the reader sees them.
-        "scope": ((str,), False),
-    },
-    # Lexical constraints on the continuation's words (DESIGN.md §5 word rules).
-    "word_at": {"position": ((int,), True), "word": ((str,), True)},
-    "include": {"words": ((list,), True)},
-    "exclude": {"words": ((list,), True)},
-    "word_count": {"min": ((int,), False), "max": ((int,), False), "equals": ((int,), False)},
-    "sentence_count": {
-        "min": ((int,), False),
-        "max": ((int,), False),
-        "equals": ((int,), False),
-    },
-    "count": {"letter": ((str,), False), "word": ((str,), False)},
-    # Structured output: the whole continuation matches (structured.py).
-    "regex": {"pattern": ((str,), True), "ignore_case": ((bool,), False)},
-    "json_schema": {"schema": ((dict, str), True)},
-}
-for _name, _property in PROPERTIES.items():
-    CONSTRAINT_KEYS[_name] = {
-        **{bound: ((int, float), False) for bound in _property.bounds},
-        "surrogate": ((str,), False),
-        "margin": ((int, float), False),
-        **({"weight": ((str,), False)} if _name == "mw" else {}),
-        **({"aromatic": ((bool,), False)} if _name == "rings" else {}),
-    }
-DESCRIPTIONS = {
-    "sa": "RDKit's synthetic accessibility score (1 easy .. 10 hard) at most tau",
-    "novelty": "not in the reference (reference: training, all, or a SMILES file) nor earlier "
-    "in the run (canonical SMILES)",
-    **{name: p.description for name, p in PROPERTIES.items()},
-    "substructure": "the SMARTS pattern present (present: false: absent)",
-    "lipinski": "Lipinski's rule of five, at most max_violations (default 0) of its limits broken",
-    "pains": "no PAINS alert (RDKit's FilterCatalog, families A-C)",
-    "toxicity": "the shipped classifier's probability that the text is toxic at most tau",
-    "word_at": "this word at this 1-based word position of the continuation",
-    "include": "each of these words somewhere in the continuation",
-    "exclude": "none of these words in the continuation",
-    "word_count": "the continuation's number of words: min, max or equals",
-    "sentence_count": "the continuation's number of sentences: min, max or equals",
-    "count": "the first number written is how often a letter occurs in a word",
-    "regex": "the whole continuation matches the pattern (Python re; ignore_case: true)",
-    "json_schema": "the continuation is JSON valid under the schema (a mapping or .json file)",
-}
-SCOPES = ("continuation", "full")
-LEXICAL_TYPES = ("word_at", "include", "exclude", "word_count", "sentence_count", "count")
-STRUCTURED_TYPES = ("regex", "json_schema")
-TEXT_TYPES = ("toxicity", *LEXICAL_TYPES, *STRUCTURED_TYPES)
-RANGES = {"sa": (1.0, 10.0), "toxicity": (0.0, 1.0)}
-# Options a constraint takes when a spec leaves them out (the resolved configuration shows
-# them). margin: how far inside tau the surrogate aims, against its error (a probability
-# for toxicity); scope: what the toxicity judge reads, the continuation or prompt and all.
-OPTION_DEFAULTS: dict[str, dict[str, Any]] = {
-    "sa": {"margin": 0.0},
-    **{name: {"margin": 0.0} for name in PROPERTIES},
-    "mw": {"weight": "average", "margin": 0.0},
-    "rings": {"aromatic": False, "margin": 0.0},
-    "substructure": {"present": True},
-    "lipinski": {"max_violations": 0},
-    "toxicity": {"margin": 0.05, "scope": "continuation"},
-    "regex": {"ignore_case": False},
-}
-# Types whose options no flag can give (count reads its question from the prompt).
-SPEC_ONLY = (
-    "word_at",
-    "include",
-    "exclude",
-    "word_count",
-    "sentence_count",
-    "substructure",
-    *STRUCTURED_TYPES,
-)
-WEIGHTS = ("average", "exact")
-BUILTIN = frozenset(CONSTRAINT_KEYS)
 Keys = dict[str, tuple[tuple[type, ...], bool]]
-
-
-def plugin_of(name: str) -> ConstraintPlugin | None:
-    """The installed plugin of constraint type `name` (PluginError if it is broken), or None
-    for a built-in or unknown type."""
-    if name in BUILTIN:
-        return None
-    entry = plugins.find(name, BUILTIN)
-    return None if entry is None else entry.usable()
 
 
 def keys_of(name: str, where: str) -> Keys:
     """The keys a constraint of type `name` takes -> (types, required); InputError naming the
     available types when no built-in or plugin has that name."""
-    if name in CONSTRAINT_KEYS:
-        return CONSTRAINT_KEYS[name]
-    plugin = plugin_of(name)
-    if plugin is None:
-        usable = [p.name for p in plugins.installed(BUILTIN) if p.plugin is not None]
-        raise InputError(
-            f"{where}: unknown constraint type '{name}' "
-            f"(available: {', '.join([*CONSTRAINT_KEYS, *usable])})"
-        )
-    keys: Keys = {
-        "tau": ((int, float), plugin.tau_default is None),
-        "margin": ((int, float), False),
-        # A surrogate trained on the plugin's judge (`cdd train surrogate`).
-        "surrogate": ((str,), False),
-    }
-    keys.update({k: (o.types, o.required) for k, o in plugin.options.items()})
-    return keys
+    return {k: (key.types, key.required) for k, key in table.lookup(name, where).keys.items()}
 
 
 def domain_of(name: str) -> str:
-    """ "text" or "molecules": what a constraint of type `name` judges."""
-    plugin = plugin_of(name)
-    if plugin is not None:
-        return plugin.domain
-    return "text" if name in TEXT_TYPES else "molecules"
+    """ "text", "molecules" (or "any"): what a constraint of type `name` judges; an unknown
+    type: "molecules" (its validation names it unknown)."""
+    found = table.descriptor_of(name)
+    return "molecules" if found is None else found.domain
 
 
 def takes_tau(name: str) -> bool:
-    """Whether a --constraint of type `name` needs a --tau."""
-    plugin = plugin_of(name)
-    if plugin is not None:
-        return plugin.tau_default is None
-    return name in PROPERTIES or "tau" in CONSTRAINT_KEYS.get(name, {"tau": None})
+    """Whether a --constraint of type `name` needs a --tau (an unknown type asks for one like
+    most do: its validation then names it unknown)."""
+    found = table.descriptor_of(name)
+    return True if found is None else found.needs_tau
 
 
 def tau_range(name: str) -> tuple[float, float] | None:
-    plugin = plugin_of(name)
-    return plugin.tau_range if plugin is not None else RANGES.get(name)
+    found = table.descriptor_of(name)
+    return None if found is None else found.tau_range
 
 
 def option_defaults(name: str) -> dict[str, Any]:
     """The options an entry of type `name` takes when it leaves them out."""
-    plugin = plugin_of(name)
-    if plugin is None:
-        return OPTION_DEFAULTS.get(name, {})
-    tau = {} if plugin.tau_default is None else {"tau": plugin.tau_default}
-    return {**tau, "margin": 0.0}
+    found = table.descriptor_of(name)
+    return {} if found is None else dict(found.defaults)
 
 
 class _Located:
@@ -355,165 +219,52 @@ def _settings(loc: _Located, node: yaml.Node, key: str, cls: type) -> Any:
 
 
 def check_constraint(c: ConstraintSpec) -> None:
-    """Validation shared by spec files and --constraint flags."""
-    keys = keys_of(c.type, c.where)
-    for name, (_, required) in keys.items():
-        if required and name not in c.options:
+    """Validation shared by spec files, --constraint flags and the API's values (the values'
+    types are checked where they are read): required keys, tau's range, each key's allowed
+    values, then the type's own check."""
+    described = table.lookup(c.type, c.where)
+    for name, key in described.keys.items():
+        if key.required and name not in c.options:
             raise InputError(f"{c.where}: constraint '{c.type}' needs '{name}'")
-    bounds = tau_range(c.type)
+    bounds = described.tau_range
     if bounds is not None and c.tau is not None:
         low, high = bounds
         if not low <= c.tau <= high:
             raise InputError(
                 f"{c.where}: key 'tau': {c.tau} is outside [{low:g}, {high:g}] for '{c.type}'"
             )
-    check_lexical_options(c)
-    check_structured_options(c)
-    check_molecule_options(c)
-    check_plugin_options(c)
-    if c.options.get("scope", "continuation") not in SCOPES:
-        raise InputError(f"{c.where}: key 'scope' must be one of {', '.join(SCOPES)}")
+    check_allowed_values(c, described)
+    if described.check is not None:
+        described.check(c)
     if c.options.get("margin", 0) < 0:
         raise InputError(f"{c.where}: key 'margin' must be >= 0")
 
 
-def check_plugin_options(c: ConstraintSpec) -> None:
-    """A plugin's own check of an entry's values (it raises ValueError with the problem)."""
-    plugin = plugin_of(c.type)
-    if plugin is None or plugin.check is None:
-        return
-    try:
-        plugin.check(dict(c.options))
-    except ValueError as exc:
-        raise InputError(f"{c.where}: constraint '{c.type}': {plugins.one_line(exc)}") from None
-    except Exception as exc:
-        package = plugins.find(c.type, BUILTIN).package
-        raise plugins.PluginError(
-            f"{c.where}: plugin '{c.type}' ({package}) failed checking its options "
-            f"({type(exc).__name__}: {plugins.one_line(exc)})"
-        ) from None
-
-
-def check_molecule_options(c: ConstraintSpec) -> None:
-    """A property entry's bounds (at least one, inside the property's domain, min <= max);
-    a SMARTS RDKit reads; a rule-of-five allowance of 0-3 broken limits."""
-    o = c.options
-    if c.type in PROPERTIES:
-        prop = PROPERTIES[c.type]
-        given = {b: o[b] for b in prop.bounds if b in o}
-        if not given:
-            raise InputError(f"{c.where}: '{c.type}' needs {' or '.join(prop.bounds)}")
-        low, high = prop.domain
-        for bound, value in given.items():
-            if not low <= value <= high:
-                within = f"[{low:g}, {high:g}]" if high < math.inf else f">= {low:g}"
-                raise InputError(
-                    f"{c.where}: key '{bound}': {value:g} is outside {within} for '{c.type}'"
-                )
-        if given.get("min", -math.inf) > given.get("max", math.inf):
-            raise InputError(f"{c.where}: min {given['min']:g} > max {given['max']:g}")
-        if o.get("weight", "average") not in WEIGHTS:
-            raise InputError(f"{c.where}: key 'weight' must be one of {', '.join(WEIGHTS)}")
-    if c.type == "substructure" and smarts_pattern(o["smarts"]) is None:
-        raise InputError(f"{c.where}: key 'smarts': RDKit cannot read {o['smarts']!r} as SMARTS")
-    if c.type == "lipinski" and not 0 <= o.get("max_violations", 0) <= 3:
-        raise InputError(f"{c.where}: key 'max_violations' must be in [0, 3] (4 allows anything)")
-    if c.type == "novelty" and "reference" in o:
-        reference = o["reference"]
-        if reference not in ("training", "all") and not Path(reference).expanduser().is_file():
+def check_allowed_values(c: ConstraintSpec, described: Descriptor) -> None:
+    """Each given value inside its key's range and among its choices."""
+    for name, key in described.keys.items():
+        if name not in c.options:
+            continue
+        value = c.options[name]
+        if key.range is not None and not key.range[0] <= value <= key.range[1]:
+            low, high = key.range
+            within = f"[{low:g}, {high:g}]" if high < math.inf else f">= {low:g}"
             raise InputError(
-                f"{c.where}: key 'reference': {reference!r} is neither training, all nor a file"
+                f"{c.where}: key '{name}': {value:g} is outside {within} for '{c.type}'"
             )
+        if key.choices is not None and value not in key.choices:
+            raise InputError(f"{c.where}: key '{name}' must be one of {', '.join(key.choices)}")
 
 
-def check_lexical_options(c: ConstraintSpec) -> None:
-    o = c.options
-    if c.type == "word_at":
-        if o["position"] == 0:
-            raise InputError(f"{c.where}: key 'position': 1-based (negative from the end), not 0")
-        if not o["word"].strip():
-            raise InputError(f"{c.where}: key 'word' is empty")
-    if c.type in ("include", "exclude"):
-        words = o["words"]
-        if not words or not all(isinstance(w, str) and w.strip() for w in words):
-            raise InputError(f"{c.where}: key 'words' must be a list of non-empty words")
-    if c.type in ("word_count", "sentence_count"):
-        bounds = {k: o[k] for k in ("min", "max", "equals") if k in o}
-        if not bounds:
-            raise InputError(f"{c.where}: {c.type} needs min, max or equals")
-        if any(v < 0 for v in bounds.values()):
-            raise InputError(f"{c.where}: {c.type.replace('_', ' ')}s must be >= 0")
-        if "equals" in bounds and len(bounds) > 1:
-            raise InputError(f"{c.where}: give 'equals' alone, or 'min'/'max'")
-        if bounds.get("min", 0) > bounds.get("max", bounds.get("min", 0)):
-            raise InputError(f"{c.where}: min {bounds['min']} > max {bounds['max']}")
-    if c.type == "count":
-        if "letter" in o and len(o["letter"]) != 1:
-            raise InputError(f"{c.where}: key 'letter' must be one character")
-        if ("letter" in o) != ("word" in o):
-            raise InputError(f"{c.where}: give both 'letter' and 'word', or neither (prompt)")
-        if "word" in o and not o["word"].strip():
-            raise InputError(f"{c.where}: key 'word' is empty")
-
-
-def check_structured_options(c: ConstraintSpec) -> None:
-    """A pattern Python's `re` reads; a schema that is one, in the supported subset."""
-    if c.type == "regex":
-        import re
-
-        try:
-            re.compile(c.options["pattern"])
-        except re.error as exc:
-            raise InputError(
-                f"{c.where}: key 'pattern': not a regular expression ({exc})"
-            ) from None
-        if not c.options["pattern"]:
-            raise InputError(f"{c.where}: key 'pattern' is empty")
-    if c.type == "json_schema":
-        from cdd_cli.evaluate.schema_regex import load_schema
-
-        load_schema(c.options["schema"], c.where)
-
-
-def check_lexical_together(constraints: list[ConstraintSpec], words: str = "plain") -> None:
-    """Contradictions between lexical constraints, under the word rules `words`, that no model
-    or length can resolve: a required or excluded word those rules read as several words
-    (COLLIE reads "don't" as "do" and "n't": excluded, it would never be found), one word slot
-    given two words, a word required and excluded."""
-    from cdd_cli.evaluate.lexical import split_words, word_key
-
-    required: dict[str, str] = {}
-    forbidden: dict[str, str] = {}
-    forbidden_as_given: dict[str, str] = {}
-    positions: dict[int, tuple[str, str]] = {}
+def check_together(constraints: list[ConstraintSpec], words: str) -> None:
+    """Contradictions between a spec's entries (each type's `check_together`, once)."""
+    hooks = []
     for c in constraints:
-        if c.type == "word_at":
-            required[c.options["word"]] = c.where
-            p, w = c.options["position"], c.options["word"]
-            if p in positions and word_key(positions[p][0], words) != word_key(w, words):
-                raise InputError(
-                    f"{c.where}: word {p} cannot be {w!r}: {positions[p][1]} makes it "
-                    f"{positions[p][0]!r}"
-                )
-            positions[p] = (w, c.where)
-        if c.type == "include":
-            required.update({w: c.where for w in c.options["words"]})
-        if c.type == "exclude":
-            forbidden.update({word_key(w, words): c.where for w in c.options["words"]})
-            forbidden_as_given.update({w: c.where for w in c.options["words"]})
-    # A word the rules read as several can be neither placed nor found as one word.
-    for word, where in {**forbidden_as_given, **required}.items():
-        read = split_words(word, words)
-        if [word_key(w, words) for w in read] != [word_key(word, words)]:
-            raise InputError(
-                f"{where}: {word!r} is not one word under the {words} word rules (it reads "
-                f"as {read!r})"
-            )
-        if word in required and word_key(word, words) in forbidden:
-            raise InputError(
-                f"{where}: {word!r} is required here but excluded at "
-                f"{forbidden[word_key(word, words)]}"
-            )
+        hook = table.lookup(c.type, c.where).check_together
+        if hook is not None and hook not in hooks:
+            hooks.append(hook)
+    for hook in hooks:
+        hook(constraints, words)
 
 
 def _constraint(loc: _Located, node: yaml.Node, index: int) -> ConstraintSpec:
@@ -680,7 +431,7 @@ def check_settings(spec: Spec, where: str) -> None:
             raise InputError(f"{where}: {message}")
     if spec.words not in SCHEMES:
         raise InputError(f"{where}: words must be one of {', '.join(SCHEMES)}, got {spec.words!r}")
-    check_lexical_together(spec.constraints, spec.words)
+    check_together(spec.constraints, spec.words)
     seen: dict[str, str] = {}
     for c in spec.constraints:
         key = repr((c.type, sorted(c.options.items())))
@@ -741,15 +492,16 @@ def overlay(
 
 
 def constraint_from_flags(name: str, tau: float | None) -> ConstraintSpec:
-    if name in SPEC_ONLY:
-        keys = ", ".join(CONSTRAINT_KEYS[name])
+    """The entry `--constraint NAME [--tau TAU]` gives: TAU is the type's `tau_flag` option
+    (a property's natural bound: qed's min, mw's max)."""
+    described = table.lookup(name, f"--constraint {name}")
+    if described.spec_only:
+        keys = ", ".join(described.keys)
         raise InputError(
             f"--constraint {name}: its options ({keys}) are given in a spec file: use --spec "
             "FILE (`cdd constraints ls` lists the keys)"
         )
-    options = {} if tau is None else {"tau": tau}
-    if name in PROPERTIES and tau is not None:  # --tau is the property's natural bound
-        options = {PROPERTIES[name].flag: tau}
+    options = {} if tau is None else {described.tau_flag: tau}
     spec = ConstraintSpec(name, options, f"--constraint {name}")
     check_constraint(spec)
     return spec
@@ -762,24 +514,21 @@ def dump(data: dict) -> str:
 def constraint_rows() -> list[dict]:
     """One row per constraint type, built in or a plugin's (a broken plugin: why): what
     `cdd constraints ls` prints."""
-
-    def entry(name: str, source: str, description: str) -> dict:
-        bounds = tau_range(name)
-        bounded = bounds is not None and bounds != (-math.inf, math.inf)
-        keys = keys_of(name, name)
-        return {
-            "type": name,
-            "domain": domain_of(name),
-            "keys": {k: {"required": required} for k, (_, required) in keys.items()},
-            "tau_range": list(bounds) if bounded else None,
-            "source": source,
-            "description": description,
-        }
-
-    rows = [entry(name, "built-in", DESCRIPTIONS[name]) for name in CONSTRAINT_KEYS]
-    for found in plugins.installed(BUILTIN):
-        if found.plugin is None:
+    rows = []
+    for found in table.listing():
+        if not isinstance(found, Descriptor):
             rows.append({"type": found.name, "source": found.package, "broken": found.problem})
-        else:
-            rows.append(entry(found.name, found.package, found.plugin.description))
+            continue
+        bounds = found.tau_range
+        bounded = bounds is not None and bounds != (-math.inf, math.inf)
+        rows.append(
+            {
+                "type": found.name,
+                "domain": found.domain,
+                "keys": {k: {"required": key.required} for k, key in found.keys.items()},
+                "tau_range": list(bounds) if bounded else None,
+                "source": found.source,
+                "description": found.description,
+            }
+        )
     return rows

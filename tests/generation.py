@@ -16,4 +16,4 @@ def generation(
     `steps` denoising steps."""
     spec.sampling.steps = steps
     fill_defaults(spec, loaded)
-    return generation(spec, loaded, constraints)
+    return Generation(spec, loaded, constraints)

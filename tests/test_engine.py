@@ -18,14 +18,14 @@ from cdd_cli.constraints.base import DifferentiableConstraint, ExactConstraint
 from cdd_cli.diffusion.processes import UniformProcess
 from cdd_cli.diffusion.sampler import Sampler, sample_generator
 from cdd_cli.errors import InputError
+from cdd_cli.methods import METHODS, PAPER_BY_FAMILY
 from cdd_cli.models import registry
 from cdd_cli.models.surrogate import Tokens, token_mass
-from tests.generation import generation
 from cdd_cli.projection import engine
-from cdd_cli.methods import METHODS, PAPER_BY_FAMILY
 from cdd_cli.run.defaults import fill_defaults
 from cdd_cli.settings import SearchSettings
 from cdd_cli.spec import ConstraintSpec, Spec
+from tests.generation import generation
 from tests.test_projection import CARBON, CarbonCount, explicit
 
 PACKAGE = Path(__file__).resolve().parent.parent / "cdd_cli"
@@ -96,10 +96,10 @@ def test_an_engine_refuses_a_stage_before_what_it_needs():
     job = engine.Job([CarbonCount(tau=3.0)], [], lambda x: x == -1, [], lambda ids: "")
     cdd = METHODS["cdd"].engine(job, explicit(), SearchSettings(project_from=0.9, max_nodes=2000))
     ladder, judges = cdd.stages[2], cdd.stages[1]
-    with pytest.raises(ValueError, match="^LinearisedLadder needs accepted, argmax, which no"):
+    with pytest.raises(ValueError, match=r"^LinearisedLadder needs accepted, argmax, which no"):
         engine.Engine([ladder, judges], job.fixed_positions, 1)
     keep, alm = cdd.stages[6], cdd.stages[4]
-    with pytest.raises(ValueError, match="^KeepClosedForms needs plans, which no stage before"):
+    with pytest.raises(ValueError, match=r"^KeepClosedForms needs plans, which no stage before"):
         engine.Engine([alm, keep], job.fixed_positions, 1)
     engine.Engine([cdd.stages[0], alm, keep], job.fixed_positions, 1)  # in order: built
 

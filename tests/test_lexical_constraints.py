@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from cdd_cli.constraints.lexical import Count, Exclude, Include, WordAt, WordCount
-from cdd_cli.constraints.word_layout import (
+from cdd_cli.constraints.word_grammar import (
     BARE,
     BREAK,
     END,
@@ -19,12 +19,12 @@ from cdd_cli.constraints.word_layout import (
     STATES,
     WORD,
     WORD_ROLES,
-    WordLayout,
     next_state,
     start_state,
 )
+from cdd_cli.constraints.word_layout import WordLayout
+from cdd_cli.constraints.word_rules import split_words
 from cdd_cli.errors import InputError
-from cdd_cli.evaluate.lexical import split_words
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
 from tests.test_text import generate, records, toxicity_spec
 

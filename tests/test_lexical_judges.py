@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from cdd_cli.evaluate.lexical import (
+from cdd_cli.constraints.word_rules import (
     Judgement,
     check,
     collie_constraints,

@@ -12,10 +12,10 @@ from cdd_cli.diffusion.processes import make_argmax
 from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.models import registry
-from cdd_cli.pipeline import Generation
 from cdd_cli.projection.search import SearchSettings, best_first
 from cdd_cli.spec import Spec
 from tests.conftest import make_tokenizer
+from tests.generation import generation
 
 
 def test_judge_uses_canonical_forms_on_both_sides():
@@ -283,7 +283,7 @@ def test_novel_generation_never_returns_a_known_molecule(
     spec.search.max_nodes = 300
     spec.repair.max_redraws = 1
     novelty = NoveltyConstraint(reference=model_reference(loaded.directory))
-    draws = Generation(spec, loaded, [novelty], 6).run(range(6))
+    draws = generation(spec, loaded, [novelty], 6).run(range(6))
     reported = [d for d in draws if d.satisfied]
     for d in draws:
         assert d.projection["search_nodes"] > 0 or d.satisfied
@@ -327,8 +327,8 @@ def test_novelty_remembers_every_batch_and_redraw_of_a_run():
     SMILES twice among its satisfied records."""
     loaded = registry.load("default-molecules", "molecules")
     novelty = NoveltyConstraint(reference=frozenset())
-    generation = Generation(Spec(method="cdd"), loaded, [novelty], 4)
-    draws = generation.run(range(0, 12)) + generation.run(range(12, 24))
+    drawing = generation(Spec(method="cdd"), loaded, [novelty], 4)
+    draws = drawing.run(range(0, 12)) + drawing.run(range(12, 24))
     kept = [canonical(d.text) for d in draws if d.satisfied]
     assert len(kept) >= 12 and len(set(kept)) == len(kept)
     assert novelty.seen == set(kept)

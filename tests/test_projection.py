@@ -13,15 +13,15 @@ from cdd_cli.constraints.base import DifferentiableConstraint, ExactConstraint
 from cdd_cli.diffusion.processes import UniformProcess
 from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator, well_formed
 from cdd_cli.evaluate.molecules import canonical
+from cdd_cli.methods import CDD_SHARED, METHODS
 from cdd_cli.models import registry
 from cdd_cli.models.surrogate import Tokens, token_mass
-from tests.generation import generation
 from cdd_cli.projection import engine
 from cdd_cli.projection.alm import project
-from cdd_cli.methods import CDD_SHARED
 from cdd_cli.settings import ALMSettings, SearchSettings
 from cdd_cli.spec import Spec, load_spec
 from tests.conftest import make_tokenizer
+from tests.generation import generation
 
 CARBON = make_tokenizer().index["C"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -17,6 +18,27 @@ from cdd_cli.spec import load_spec
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def fake_plugin(monkeypatch: pytest.MonkeyPatch, **fields: Any) -> None:
+    """Install a plugin of type 'mine' (package mine-pkg) as the entry points would."""
+    from cdd_cli import plugins
+
+    plugin = plugins.ConstraintPlugin(
+        name="mine",
+        domain=fields.pop("domain", "text"),
+        judge=lambda texts, options: [0.0] * len(texts),
+        **fields,
+    )
+    installed = plugins.Installed("mine", "mine-pkg", plugin)
+
+    def find(name: str, builtin: frozenset) -> plugins.Installed | None:
+        from cdd_cli.constraints import table
+
+        assert builtin == table.BUILTIN  # a plugin may not take a built-in's name
+        return installed if name == "mine" else None
+
+    monkeypatch.setattr(plugins, "find", find)
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -223,8 +245,6 @@ def test_resolved_constraints_show_the_options_left_to_their_defaults(tmp_path: 
 
 
 def test_which_constraint_flags_need_a_tau(monkeypatch: pytest.MonkeyPatch):
-    import types
-
     from cdd_cli import spec as spec_module
 
     takes_tau = spec_module.takes_tau
@@ -234,11 +254,10 @@ def test_which_constraint_flags_need_a_tau(monkeypatch: pytest.MonkeyPatch):
     # A plugin with a default tau needs none (and resolves with it); the plugin's word decides,
     # not the built-ins' fallback; a type no one knows asks for a tau like most do (its
     # validation then names it unknown).
-    defaulted = types.SimpleNamespace(tau_default=0.5)
-    monkeypatch.setattr(spec_module, "plugin_of", lambda n: defaulted if n == "mine" else None)
+    fake_plugin(monkeypatch, tau_default=0.5)
     assert not takes_tau("mine") and takes_tau("unheard_of")
     assert spec_module.option_defaults("mine") == {"tau": 0.5, "margin": 0.0}
-    defaulted.tau_default = None
+    fake_plugin(monkeypatch, tau_default=None)
     assert takes_tau("mine") and spec_module.option_defaults("mine") == {"margin": 0.0}
 
 
@@ -424,7 +443,8 @@ def test_resolved_paths_are_absolute_and_names_stay_names(
 
 
 def test_lexical_constraints_that_contradict_each_other_are_refused(tmp_path: Path):
-    from cdd_cli.spec import ConstraintSpec, check_lexical_together
+    from cdd_cli.constraints.lexical import check_lexical_together
+    from cdd_cli.spec import ConstraintSpec
 
     def at(position: int, word: str, where: str) -> ConstraintSpec:
         return ConstraintSpec("word_at", {"position": position, "word": word}, where)
@@ -523,7 +543,7 @@ def test_the_same_constraint_twice_is_refused_naming_both_places():
         ("qed", {"min": -0.1}, "key 'min': -0.1 is outside [0, 1] for 'qed'"),
         ("mw", {"max": -1.0}, "key 'max': -1 is outside >= 0 for 'mw'"),
         ("tpsa", {"min": 50.0, "max": 40.0}, "min 50 > max 40"),
-        ("logp", {"max": 3.0, "weight": "median"}, "key 'weight' must be one of average, exact"),
+        ("mw", {"max": 300.0, "weight": "median"}, "key 'weight' must be one of average, exact"),
         ("substructure", {"smarts": "[C"}, "key 'smarts': RDKit cannot read '[C' as SMARTS"),
         ("lipinski", {"max_violations": 4}, "key 'max_violations' must be in [0, 3]"),
         ("lipinski", {"max_violations": -1}, "key 'max_violations' must be in [0, 3]"),
@@ -535,15 +555,15 @@ def test_the_same_constraint_twice_is_refused_naming_both_places():
     ],
 )
 def test_molecule_options_are_checked_against_their_domains(kind: str, options: dict, message: str):
-    from cdd_cli.spec import ConstraintSpec, check_molecule_options
+    from cdd_cli.spec import ConstraintSpec, check_constraint
 
     with pytest.raises(InputError) as caught:
-        check_molecule_options(ConstraintSpec(kind, options, "s.yaml:3"))
+        check_constraint(ConstraintSpec(kind, options, "s.yaml:3"))
     assert str(caught.value).startswith(f"s.yaml:3: {message}")
 
 
 def test_molecule_options_at_their_edges_are_accepted(tmp_path: Path):
-    from cdd_cli.spec import ConstraintSpec, check_molecule_options
+    from cdd_cli.spec import ConstraintSpec, check_constraint
 
     reference = tmp_path / "refs.smi"
     reference.write_text("CCO\n")
@@ -561,15 +581,15 @@ def test_molecule_options_at_their_edges_are_accepted(tmp_path: Path):
         ("novelty", {"reference": str(reference)}),
         ("novelty", {}),
     ]:
-        check_molecule_options(ConstraintSpec(kind, options, "s.yaml:3"))
+        check_constraint(ConstraintSpec(kind, options, "s.yaml:3"))
 
 
 def test_structured_options_are_checked_where_they_are_given(tmp_path: Path):
-    from cdd_cli.spec import ConstraintSpec, check_structured_options
+    from cdd_cli.spec import ConstraintSpec, check_constraint
 
     def problem(kind: str, options: dict) -> str:
         with pytest.raises(InputError) as caught:
-            check_structured_options(ConstraintSpec(kind, options, "s.yaml:5"))
+            check_constraint(ConstraintSpec(kind, options, "s.yaml:5"))
         return str(caught.value)
 
     assert problem("regex", {"pattern": "a("}).startswith(
@@ -577,17 +597,16 @@ def test_structured_options_are_checked_where_they_are_given(tmp_path: Path):
     )
     assert problem("regex", {"pattern": ""}) == "s.yaml:5: key 'pattern' is empty"
     assert problem("json_schema", {"schema": str(tmp_path / "none.json")}).startswith("s.yaml:5:")
-    check_structured_options(ConstraintSpec("regex", {"pattern": "[0-9]{3}"}, "s.yaml:5"))
-    check_structured_options(ConstraintSpec("json_schema", {"schema": {"type": "string"}}, "x"))
-    check_structured_options(ConstraintSpec("sa", {"tau": 3.0}, "x"))  # not theirs to check
+    check_constraint(ConstraintSpec("regex", {"pattern": "[0-9]{3}"}, "s.yaml:5"))
+    check_constraint(ConstraintSpec("json_schema", {"schema": {"type": "string"}}, "x"))
+    check_constraint(ConstraintSpec("sa", {"tau": 3.0}, "x"))  # not theirs to check
 
 
 def test_a_plugins_own_option_check_speaks_in_one_line(monkeypatch: pytest.MonkeyPatch):
-    import types
-
     from cdd_cli import plugins
     from cdd_cli import spec as spec_module
-    from cdd_cli.spec import ConstraintSpec, check_plugin_options
+    from cdd_cli.plugins import Option
+    from cdd_cli.spec import ConstraintSpec, check_constraint
 
     seen = []
 
@@ -598,28 +617,22 @@ def test_a_plugins_own_option_check_speaks_in_one_line(monkeypatch: pytest.Monke
         if options.get("size") == 13:
             raise KeyError("unlucky")
 
-    plugin = types.SimpleNamespace(check=check, domain="text")
-    monkeypatch.setattr(spec_module, "plugin_of", lambda n: plugin if n == "mine" else None)
-
-    def find(name: str, builtin: frozenset) -> types.SimpleNamespace:
-        assert builtin == spec_module.BUILTIN  # a plugin may not take a built-in's name
-        return types.SimpleNamespace(package=f"{name}-pkg")
-
-    monkeypatch.setattr(plugins, "find", find)
-    check_plugin_options(ConstraintSpec("mine", {"size": 3}, "s.yaml:7"))
+    options = {"size": Option(int)}
+    fake_plugin(monkeypatch, check=check, tau_default=1.0, options=options)
+    check_constraint(ConstraintSpec("mine", {"size": 3}, "s.yaml:7"))
     assert seen == [{"size": 3}]
-    check_plugin_options(ConstraintSpec("sa", {"tau": 3.0}, "s.yaml:7"))  # no plugin: nothing
+    check_constraint(ConstraintSpec("sa", {"tau": 3.0}, "s.yaml:7"))  # no plugin: nothing
     with pytest.raises(InputError) as caught:
-        check_plugin_options(ConstraintSpec("mine", {"size": -1}, "s.yaml:7"))
+        check_constraint(ConstraintSpec("mine", {"size": -1}, "s.yaml:7"))
     assert str(caught.value) == "s.yaml:7: constraint 'mine': size must be >= 0"
     with pytest.raises(plugins.PluginError) as caught:
-        check_plugin_options(ConstraintSpec("mine", {"size": 13}, "s.yaml:7"))
+        check_constraint(ConstraintSpec("mine", {"size": 13}, "s.yaml:7"))
     assert str(caught.value) == (
         "s.yaml:7: plugin 'mine' (mine-pkg) failed checking its options (KeyError: 'unlucky')"
     )
     assert spec_module.domain_of("mine") == "text" and spec_module.domain_of("sa") == "molecules"
-    plugin.check = None  # a plugin without a check of its own: nothing to call
-    check_plugin_options(ConstraintSpec("mine", {"size": -1}, "s.yaml:7"))
+    fake_plugin(monkeypatch, tau_default=1.0, options=options)  # no check of its own
+    check_constraint(ConstraintSpec("mine", {"size": -1}, "s.yaml:7"))
 
 
 @pytest.mark.parametrize(
@@ -637,15 +650,15 @@ def test_a_plugins_own_option_check_speaks_in_one_line(monkeypatch: pytest.Monke
     ],
 )
 def test_lexical_options_that_mean_nothing_are_refused(kind: str, options: dict, message: str):
-    from cdd_cli.spec import ConstraintSpec, check_lexical_options
+    from cdd_cli.spec import ConstraintSpec, check_constraint
 
     with pytest.raises(InputError) as caught:
-        check_lexical_options(ConstraintSpec(kind, options, "s.yaml:4"))
+        check_constraint(ConstraintSpec(kind, options, "s.yaml:4"))
     assert str(caught.value) == f"s.yaml:4: {message}"
 
 
 def test_lexical_options_at_their_edges_are_accepted():
-    from cdd_cli.spec import ConstraintSpec, check_lexical_options
+    from cdd_cli.spec import ConstraintSpec, check_constraint
 
     for kind, options in [
         ("word_count", {"min": 0}),
@@ -657,14 +670,12 @@ def test_lexical_options_at_their_edges_are_accepted():
         ("count", {"letter": "r", "word": "strawberry"}),
         ("include", {"words": ["whale"]}),
     ]:
-        check_lexical_options(ConstraintSpec(kind, options, "s.yaml:4"))
+        check_constraint(ConstraintSpec(kind, options, "s.yaml:4"))
 
 
 def test_a_constraints_tau_range_and_margin_are_checked_at_their_edges(
     monkeypatch: pytest.MonkeyPatch,
 ):
-    import types
-
     from cdd_cli import spec as spec_module
     from cdd_cli.spec import ConstraintSpec, check_constraint
 
@@ -674,10 +685,7 @@ def test_a_constraints_tau_range_and_margin_are_checked_at_their_edges(
         check_constraint(ConstraintSpec("sa", {"tau": 3.0, "margin": -0.1}, "x"))
     check_constraint(ConstraintSpec("novelty", {}, "x"))  # no tau, no range to check
     # A plugin's keys and range are its own: tau in its range, margin and a surrogate besides.
-    plugin = types.SimpleNamespace(
-        tau_default=None, tau_range=(0.0, 5.0), options={}, check=None, domain="text"
-    )
-    monkeypatch.setattr(spec_module, "plugin_of", lambda n: plugin if n == "mine" else None)
+    fake_plugin(monkeypatch, tau_range=(0.0, 5.0))
     assert spec_module.tau_range("mine") == (0.0, 5.0) and spec_module.tau_range("sa") == (1, 10)
     assert spec_module.keys_of("mine", "x") == {
         "tau": ((int, float), True),
@@ -686,7 +694,7 @@ def test_a_constraints_tau_range_and_margin_are_checked_at_their_edges(
     }
     with pytest.raises(InputError, match=r"^x: key 'tau': 5.5 is outside \[0, 5\] for 'mine'$"):
         check_constraint(ConstraintSpec("mine", {"tau": 5.5}, "x"))
-    plugin.tau_default = 1.0
+    fake_plugin(monkeypatch, tau_range=(0.0, 5.0), tau_default=1.0)
     assert spec_module.keys_of("mine", "x")["tau"] == ((int, float), False)
     check_constraint(ConstraintSpec("mine", {}, "x"))  # no tau written: the default's in range
 
@@ -889,7 +897,8 @@ def test_unknown_types_list_the_usable_plugins_beside_the_built_ins(
     monkeypatch: pytest.MonkeyPatch,
 ):
     from cdd_cli import plugins
-    from cdd_cli.spec import CONSTRAINT_KEYS, constraint_from_flags
+    from cdd_cli.constraints.table import BUILTINS
+    from cdd_cli.spec import constraint_from_flags
 
     usable = plugins.Installed("mine", "mine 1.0", plugin=object())  # type: ignore[arg-type]
     broken = plugins.Installed("broken", "broken 0.1", plugin=None, problem="does not import")
@@ -899,7 +908,7 @@ def test_unknown_types_list_the_usable_plugins_beside_the_built_ins(
         constraint_from_flags("nope", 1.0)
     assert str(refused.value) == (
         f"--constraint nope: unknown constraint type 'nope' "
-        f"(available: {', '.join(CONSTRAINT_KEYS)}, mine)"
+        f"(available: {', '.join(BUILTINS)}, mine)"
     )
 
 
@@ -921,3 +930,63 @@ def test_a_value_of_no_type_a_key_takes_names_them_all():
     with pytest.raises(InputError) as refused:
         _check_type(_Located("p.yaml"), node, "shape", 3.5, (str, list))  # a plugin's option
     assert str(refused.value) == "p.yaml:1: key 'shape': expected str or list, got 3.5"
+
+
+def test_every_family_module_that_describes_types_is_in_the_table():
+    """A built-in family is its module: the table must hold every module that exports a
+    descriptor, or its types would exist and be unknown to specs and `cdd constraints ls`."""
+    import importlib
+    import pkgutil
+
+    import cdd_cli.constraints as package
+    from cdd_cli.constraints import table
+
+    describing = []
+    for found in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"cdd_cli.constraints.{found.name}")
+        if hasattr(module, "DESCRIPTOR") or hasattr(module, "DESCRIPTORS"):
+            describing.append(module)
+    assert sorted(m.__name__ for m in describing) == sorted(m.__name__ for m in table.FAMILIES)
+    for name, described in table.BUILTINS.items():
+        assert described.name == name and described.domain in ("molecules", "text", "any")
+        assert all(k in described.keys or k == "tau" for k in described.defaults)
+        assert described.tau_flag in described.keys or not described.needs_tau
+
+
+def test_the_apis_typed_constraint_values_take_their_types_keys():
+    import inspect
+
+    from cdd_cli import constraint_values
+    from cdd_cli.constraints import table
+
+    typed = {
+        "SA": "sa",
+        "Toxicity": "toxicity",
+        "Novelty": "novelty",
+        "WordAt": "word_at",
+        "Include": "include",
+        "Exclude": "exclude",
+        "WordCount": "word_count",
+        "SentenceCount": "sentence_count",
+        "Count": "count",
+        "Regex": "regex",
+        "JsonSchema": "json_schema",
+    }
+    for function, kind in typed.items():
+        parameters = inspect.signature(getattr(constraint_values, function)).parameters
+        assert set(parameters) <= set(table.BUILTINS[kind].keys), function
+        assert getattr(constraint_values, function).__doc__
+
+
+def test_a_json_schema_is_read_and_checked_once_for_a_check_and_a_build(tmp_path: Path):
+    from cdd_cli.constraints import schema_regex, structured
+    from cdd_cli.spec import ConstraintSpec, check_constraint
+
+    path = tmp_path / "s.json"
+    path.write_text('{"type": "object", "properties": {"n": {"type": "integer"}}}')
+    entry = ConstraintSpec("json_schema", {"schema": str(path)}, "s.yaml:2")
+    check_constraint(entry)
+    path.unlink()  # built from what the check read, not read again
+    (built,) = structured.build_json_schema(entry, None, "cpu", "plain")  # type: ignore[arg-type]
+    assert built.source == "s.json" and built.schema_text == entry.prepared["schema"][0]
+    assert built.automaton_pattern() == schema_regex.schema_pattern(built.schema_text)

@@ -22,18 +22,18 @@ from cdd_cli.constraints.lexical import (
     WordCount,
     lexical_from_spec,
 )
-from cdd_cli.constraints.word_layout import (
+from cdd_cli.constraints.word_grammar import (
     BREAK,
     END,
     OPENER,
     PUNCT,
     ROLE_LIFTS,
     STOP,
-    WordLayout,
     token_classes,
 )
+from cdd_cli.constraints.word_layout import WordLayout
+from cdd_cli.constraints.word_rules import split_sentences, split_words, word_key
 from cdd_cli.errors import InputError
-from cdd_cli.evaluate.lexical import split_sentences, split_words, word_key
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
 from cdd_cli.spec import Spec, load_spec
 from tests.test_lexical_constraints import draw_plans
@@ -369,7 +369,7 @@ def test_resuming_under_other_word_rules_is_refused(text_model_dir: Path, tmp_pa
 
 
 def test_unconstrained_runs_do_not_call_a_constraint_infeasible():
-    from cdd_cli.pipeline import satisfaction_note
+    from cdd_cli.reporting import satisfaction_note
 
     excluded = [Exclude(words=("the", "and"))]
     free = satisfaction_note(excluded, 2, 2, "unconstrained", held={})

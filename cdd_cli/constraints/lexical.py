@@ -3,7 +3,7 @@
 
 Judges are exact string checks under a spec's word rules (`words: plain`, the default: split
 on whitespace, surrounding punctuation stripped, case-sensitive, DESIGN.md §5; or `words:
-collie`, the COLLIE benchmark's own; both in `cdd_cli.evaluate.lexical`); each value is 1.0
+collie`, the COLLIE benchmark's own; both in `constraints/word_rules.py`); each value is 1.0
 when satisfied, 0.0 when not. None of them is differentiable: each says what it needs of the
 continuation (a word at a position, words somewhere, forbidden words, a number of words or
 sentences), and `word_layout.py` turns all of them together into one closed-form projection of
@@ -12,13 +12,16 @@ the probability tensor, under the same word rules.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from cdd_cli.constraints import word_rules as lexical
 from cdd_cli.constraints.base import ClosedFormBuilder, ExactConstraint
+from cdd_cli.constraints.descriptor import ConstraintSpec, Descriptor, Key
 from cdd_cli.constraints.word_layout import WordLayout
+from cdd_cli.constraints.word_rules import Judgement, Scheme, split_words, word_key
 from cdd_cli.errors import InputError
-from cdd_cli.evaluate import lexical
-from cdd_cli.evaluate.lexical import Judgement, Scheme
+from cdd_cli.models.registry import LoadedModel
 
 
 @dataclass(frozen=True)
@@ -211,3 +214,151 @@ def lexical_from_spec(kind: str, options: dict, words: Scheme = "plain") -> Lexi
             count = replace(count, resolved=(count.letter, count.word))
         return count
     raise InputError(f"constraint type '{kind}' is not lexical")
+
+
+# ------------------------------------------------------------------------------------------
+# The types
+
+
+def check_word_at(c: ConstraintSpec) -> None:
+    if c.options["position"] == 0:
+        raise InputError(f"{c.where}: key 'position': 1-based (negative from the end), not 0")
+    if not c.options["word"].strip():
+        raise InputError(f"{c.where}: key 'word' is empty")
+
+
+def check_words(c: ConstraintSpec) -> None:
+    words = c.options["words"]
+    if not words or not all(isinstance(w, str) and w.strip() for w in words):
+        raise InputError(f"{c.where}: key 'words' must be a list of non-empty words")
+
+
+def check_counts(c: ConstraintSpec) -> None:
+    """Bounds on a count: some, none negative, `equals` alone, min <= max."""
+    bounds = {k: c.options[k] for k in ("min", "max", "equals") if k in c.options}
+    if not bounds:
+        raise InputError(f"{c.where}: {c.type} needs min, max or equals")
+    if any(v < 0 for v in bounds.values()):
+        raise InputError(f"{c.where}: {c.type.replace('_', ' ')}s must be >= 0")
+    if "equals" in bounds and len(bounds) > 1:
+        raise InputError(f"{c.where}: give 'equals' alone, or 'min'/'max'")
+    if bounds.get("min", 0) > bounds.get("max", bounds.get("min", 0)):
+        raise InputError(f"{c.where}: min {bounds['min']} > max {bounds['max']}")
+
+
+def check_count(c: ConstraintSpec) -> None:
+    """The question whole (a letter and a word) or left to the prompt."""
+    o = c.options
+    if "letter" in o and len(o["letter"]) != 1:
+        raise InputError(f"{c.where}: key 'letter' must be one character")
+    if ("letter" in o) != ("word" in o):
+        raise InputError(f"{c.where}: give both 'letter' and 'word', or neither (prompt)")
+    if "word" in o and not o["word"].strip():
+        raise InputError(f"{c.where}: key 'word' is empty")
+
+
+def check_lexical_together(constraints: Sequence[ConstraintSpec], words: str = "plain") -> None:
+    """Contradictions between lexical constraints, under the word rules `words`, that no model
+    or length can resolve: a required or excluded word those rules read as several words
+    (COLLIE reads "don't" as "do" and "n't": excluded, it would never be found), one word slot
+    given two words, a word required and excluded."""
+    required: dict[str, str] = {}
+    forbidden: dict[str, str] = {}
+    forbidden_as_given: dict[str, str] = {}
+    positions: dict[int, tuple[str, str]] = {}
+    for c in constraints:
+        if c.type == "word_at":
+            required[c.options["word"]] = c.where
+            p, w = c.options["position"], c.options["word"]
+            if p in positions and word_key(positions[p][0], words) != word_key(w, words):
+                raise InputError(
+                    f"{c.where}: word {p} cannot be {w!r}: {positions[p][1]} makes it "
+                    f"{positions[p][0]!r}"
+                )
+            positions[p] = (w, c.where)
+        if c.type == "include":
+            required.update({w: c.where for w in c.options["words"]})
+        if c.type == "exclude":
+            forbidden.update({word_key(w, words): c.where for w in c.options["words"]})
+            forbidden_as_given.update({w: c.where for w in c.options["words"]})
+    # A word the rules read as several can be neither placed nor found as one word.
+    for word, where in {**forbidden_as_given, **required}.items():
+        read = split_words(word, words)
+        if [word_key(w, words) for w in read] != [word_key(word, words)]:
+            raise InputError(
+                f"{where}: {word!r} is not one word under the {words} word rules (it reads "
+                f"as {read!r})"
+            )
+        if word in required and word_key(word, words) in forbidden:
+            raise InputError(
+                f"{where}: {word!r} is required here but excluded at "
+                f"{forbidden[word_key(word, words)]}"
+            )
+
+
+def build(
+    entry: ConstraintSpec, model: LoadedModel, device: str, words: str
+) -> list[LexicalConstraint]:
+    return [lexical_from_spec(entry.type, entry.options, words)]
+
+
+def _lexical(
+    name: str,
+    description: str,
+    keys: dict[str, Key],
+    check: Callable[[ConstraintSpec], None],
+    spec_only: bool = True,
+) -> Descriptor:
+    return Descriptor(
+        name=name,
+        domain="text",
+        description=description,
+        keys=keys,
+        spec_only=spec_only,
+        check=check,
+        check_together=check_lexical_together,
+        build=build,
+    )
+
+
+_BOUNDS = {"min": Key((int,)), "max": Key((int,)), "equals": Key((int,))}
+DESCRIPTORS = (
+    _lexical(
+        "word_at",
+        "this word at this 1-based word position of the continuation",
+        {"position": Key((int,), required=True), "word": Key((str,), required=True)},
+        check_word_at,
+    ),
+    _lexical(
+        "include",
+        "each of these words somewhere in the continuation",
+        {"words": Key((list,), required=True)},
+        check_words,
+    ),
+    _lexical(
+        "exclude",
+        "none of these words in the continuation",
+        {"words": Key((list,), required=True)},
+        check_words,
+    ),
+    _lexical(
+        "word_count",
+        "the continuation's number of words: min, max or equals",
+        _BOUNDS,
+        check_counts,
+    ),
+    _lexical(
+        "sentence_count",
+        "the continuation's number of sentences: min, max or equals",
+        _BOUNDS,
+        check_counts,
+    ),
+    # Not spec-only: with neither option, count reads its question from the prompt.
+    _lexical(
+        "count",
+        "the first number written is how often a letter occurs in a word",
+        {"letter": Key((str,)), "word": Key((str,))},
+        check_count,
+        spec_only=False,
+    ),
+)

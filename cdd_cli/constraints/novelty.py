@@ -10,9 +10,14 @@ best-first flip search (projection/search.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from cdd_cli.constraints.base import ExactConstraint
+from cdd_cli.constraints.descriptor import ConstraintSpec, Descriptor, Key
+from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import canonical
+from cdd_cli.evaluate.reference import novelty_reference
+from cdd_cli.models.registry import LoadedModel
 
 
 @dataclass(frozen=True)
@@ -49,3 +54,33 @@ class NoveltyConstraint(ExactConstraint):
 
     def remember(self, texts: list[str]) -> None:
         self.seen.update(c for t in texts if (c := canonical(t)) is not None)
+
+
+def check(entry: ConstraintSpec) -> None:
+    """A reference that is neither a name cdd knows nor a file."""
+    reference = entry.options.get("reference")
+    known = reference is None or reference in ("training", "all")
+    if not known and not Path(reference).expanduser().is_file():
+        raise InputError(
+            f"{entry.where}: key 'reference': {reference!r} is neither training, all nor a file"
+        )
+
+
+def build(
+    entry: ConstraintSpec, model: LoadedModel, device: str, words: str
+) -> list[NoveltyConstraint]:
+    reference, known = novelty_reference(model, entry.options.get("reference"), entry.where)
+    return [NoveltyConstraint(reference=reference, judge_name=f"canonical-lookup in {known}")]
+
+
+DESCRIPTOR = Descriptor(
+    name="novelty",
+    domain="molecules",
+    description="not in the reference (reference: training, all, or a SMILES file) nor earlier "
+    "in the run (canonical SMILES)",
+    # What "known" means: the model's training molecules, those and its held-out ones
+    # (`all`), or a SMILES file of the user's own library.
+    keys={"reference": Key((str,))},
+    check=check,
+    build=build,
+)

@@ -1,10 +1,11 @@
 """Constraint types from plugins (`cdd_cli.plugins`) as constraints like cdd's own.
 
-A judge-only plugin becomes an `ExactConstraint`: the engine's search stages ask its judge
-directly. A plugin with a surrogate (its own, or one trained on its judge by `cdd train
-surrogate` and named by the entry's `surrogate:` key) becomes a `DifferentiableConstraint`
-and is projected by the ALM as well. A text plugin's judge reads the continuation, and so does
-its surrogate (the prompt's rows are cut off).
+A plugin becomes a `Descriptor` like a built-in type's (`descriptor`): its keys are tau,
+margin, surrogate and its own options. A judge-only plugin becomes an `ExactConstraint`: the
+engine's search stages ask its judge directly. A plugin with a surrogate (its own, or one
+trained on its judge by `cdd train surrogate` and named by the entry's `surrogate:` key)
+becomes a `DifferentiableConstraint` and is projected by the ALM as well. A text plugin's
+judge reads the continuation, and so does its surrogate (the prompt's rows are cut off).
 
 The judge and surrogate are the plugin author's code, so every call is guarded: an exception,
 a wrong number of scores, a score that is not a number, NaN, a surrogate of the wrong shape all
@@ -29,6 +30,10 @@ import torch
 import torch.nn.functional as F
 
 from cdd_cli.constraints.base import DifferentiableConstraint, ExactConstraint
+from cdd_cli.constraints.descriptor import NUMBER, ConstraintSpec, Descriptor, Key
+from cdd_cli.constraints.surrogates import surrogate_for
+from cdd_cli.errors import InputError
+from cdd_cli.models.registry import LoadedModel
 from cdd_cli.models.surrogate import SparseTokens, Tokens
 from cdd_cli.plugins import ConstraintPlugin, PluginError, PluginWarning, one_line
 
@@ -221,3 +226,50 @@ def plugin_constraint(
             f"model's vocabulary of {len(texts):,} tokens)"
         ) from None
     return SurrogatePlugin(**common, read=guarded.surrogate(read, len(texts)))
+
+
+def descriptor(plugin: ConstraintPlugin, package: str) -> Descriptor:
+    """The plugin as a constraint type of the one table (`constraints/table.py`)."""
+    keys = {
+        "tau": Key(NUMBER, required=plugin.tau_default is None),
+        "margin": Key(NUMBER),
+        # A surrogate trained on the plugin's judge (`cdd train surrogate`).
+        "surrogate": Key((str,)),
+        **{k: Key(o.types, o.required) for k, o in plugin.options.items()},
+    }
+    tau = {} if plugin.tau_default is None else {"tau": plugin.tau_default}
+
+    def check(entry: ConstraintSpec) -> None:
+        """The plugin's own check of an entry's values (it raises ValueError with the
+        problem); anything else it raises is its defect."""
+        if plugin.check is None:
+            return
+        try:
+            plugin.check(dict(entry.options))
+        except ValueError as exc:
+            raise InputError(f"{entry.where}: constraint '{entry.type}': {one_line(exc)}") from None
+        except Exception as exc:
+            raise PluginError(
+                f"{entry.where}: plugin '{entry.type}' ({package}) failed checking its options "
+                f"({type(exc).__name__}: {one_line(exc)})"
+            ) from None
+
+    def build(
+        entry: ConstraintSpec, model: LoadedModel, device: str, words: str
+    ) -> list[JudgedPlugin | SurrogatePlugin]:
+        options = entry.options
+        trained = surrogate_for(entry, model, device) if "surrogate" in options else None
+        return [plugin_constraint(plugin, package, options, model.tokenizer.token_texts, trained)]
+
+    return Descriptor(
+        name=plugin.name,
+        domain=plugin.domain,
+        description=plugin.description,
+        keys=keys,
+        defaults={**tau, "margin": 0.0},
+        tau_range=plugin.tau_range,
+        needs_tau=plugin.tau_default is None,
+        check=check,
+        build=build,
+        source=package,
+    )

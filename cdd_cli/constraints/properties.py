@@ -14,19 +14,32 @@ RDKit cannot parse has no value and satisfies none of them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
 from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, ExactConstraint
+from cdd_cli.constraints.descriptor import NUMBER, ConstraintSpec, Descriptor, Key
+from cdd_cli.constraints.surrogates import (
+    default_surrogate,
+    read_surrogate_config,
+    shared,
+    surrogate_for,
+)
+from cdd_cli.errors import InputError
 from cdd_cli.evaluate.properties import (
     PROPERTIES,
+    Property,
     lipinski_violations,
     molecule_property,
     pains_alerts,
+    smarts_pattern,
     substructure_matches,
     variant,
 )
+from cdd_cli.models.registry import LoadedModel
 from cdd_cli.models.surrogate import SoftTokenRegressor, Tokens
 
 
@@ -157,3 +170,138 @@ def exact_molecule_constraint(kind: str, options: dict) -> Constraint:
     if kind == "lipinski":
         return LipinskiConstraint(tau=float(options["max_violations"]))
     return PainsConstraint()
+
+
+# ------------------------------------------------------------------------------------------
+# The types: one descriptor per property, then the exact ones.
+
+PROPERTY_TRAINING = "`cdd train property-surrogate --model {directory} --out DIR`"
+
+
+def property_surrogate(
+    entry: ConstraintSpec, model: LoadedModel, device: str
+) -> SoftTokenRegressor | None:
+    """The multi-property surrogate that projects a property entry: the one it names
+    (`surrogate: DIR`, which must fit), else the model's or the shipped one where it reads
+    the model's tokens, else None (the exact search stages alone). A bound that no molecule
+    the surrogate was trained on reaches is refused as infeasible."""
+    options = entry.options
+    named = options.get("surrogate")
+    key = str(named or default_surrogate("properties", model))
+
+    def load() -> SoftTokenRegressor | None:
+        try:
+            return surrogate_for(entry, model, device, "properties", PROPERTY_TRAINING)
+        except InputError:
+            if named:
+                raise
+            return None  # another model's vocabulary: no projection, still certified
+
+    net = shared(f"properties {key}", load)
+    quantity = variant(entry.type, options)
+    if net is None:
+        return None
+    if quantity not in (net.config.targets or []):
+        if named:
+            raise InputError(f"{entry.where}: the surrogate in {named} does not predict {quantity}")
+        return None
+    seen = read_surrogate_config(Path(key)).get("label_range", {}).get(quantity)
+    if isinstance(seen, list) and len(seen) == 2:
+        low, high = seen
+        if options.get("min", -math.inf) > high or options.get("max", math.inf) < low:
+            raise InputError(
+                f"{entry.where}: {quantity} in [{options.get('min', '-inf')}, "
+                f"{options.get('max', 'inf')}] looks infeasible for model {model.name}: no "
+                f"molecule it was trained on is in it ({quantity} ranges over [{low:g}, {high:g}])"
+            )
+    return net
+
+
+def check_bounds(entry: ConstraintSpec) -> None:
+    """At least one bound, min <= max (each inside the property's domain: its keys' range)."""
+    prop = PROPERTIES[entry.type]
+    given = {b: entry.options[b] for b in prop.bounds if b in entry.options}
+    if not given:
+        raise InputError(f"{entry.where}: '{entry.type}' needs {' or '.join(prop.bounds)}")
+    if given.get("min", -math.inf) > given.get("max", math.inf):
+        raise InputError(f"{entry.where}: min {given['min']:g} > max {given['max']:g}")
+
+
+def build_bounds(
+    entry: ConstraintSpec, model: LoadedModel, device: str, words: str
+) -> list[PropertyBound | ProjectedPropertyBound]:
+    net = property_surrogate(entry, model, device)
+    return property_bounds(entry.type, entry.options, net)
+
+
+def property_descriptor(name: str, prop: Property) -> Descriptor:
+    extra = {
+        "mw": ({"weight": Key((str,), choices=("average", "exact"))}, {"weight": "average"}),
+        "rings": ({"aromatic": Key((bool,))}, {"aromatic": False}),
+    }
+    keys, defaults = extra.get(name, ({}, {}))
+    return Descriptor(
+        name=name,
+        domain="molecules",
+        description=prop.description,
+        keys={
+            **{bound: Key(NUMBER, range=prop.domain) for bound in prop.bounds},
+            "surrogate": Key((str,)),
+            "margin": Key(NUMBER),
+            **keys,
+        },
+        defaults={**defaults, "margin": 0.0},
+        tau_flag=prop.flag,  # --tau is the property's natural bound: qed's min, mw's max
+        needs_tau=True,
+        check=check_bounds,
+        build=build_bounds,
+    )
+
+
+def check_substructure(entry: ConstraintSpec) -> None:
+    if smarts_pattern(entry.options["smarts"]) is None:
+        smarts = entry.options["smarts"]
+        raise InputError(f"{entry.where}: key 'smarts': RDKit cannot read {smarts!r} as SMARTS")
+
+
+def check_lipinski(entry: ConstraintSpec) -> None:
+    if not 0 <= entry.options.get("max_violations", 0) <= 3:
+        raise InputError(
+            f"{entry.where}: key 'max_violations' must be in [0, 3] (4 allows anything)"
+        )
+
+
+def build_exact(entry: ConstraintSpec, model: LoadedModel, device: str, words: str) -> list:
+    return [exact_molecule_constraint(entry.type, entry.options)]
+
+
+DESCRIPTORS = (
+    *(property_descriptor(name, prop) for name, prop in PROPERTIES.items()),
+    Descriptor(
+        name="substructure",
+        domain="molecules",
+        description="the SMARTS pattern present (present: false: absent)",
+        keys={"smarts": Key((str,), required=True), "present": Key((bool,))},
+        defaults={"present": True},
+        spec_only=True,
+        check=check_substructure,
+        build=build_exact,
+    ),
+    Descriptor(
+        name="lipinski",
+        domain="molecules",
+        description="Lipinski's rule of five, at most max_violations (default 0) of its limits "
+        "broken",
+        keys={"max_violations": Key((int,))},
+        defaults={"max_violations": 0},
+        check=check_lipinski,
+        build=build_exact,
+    ),
+    Descriptor(
+        name="pains",
+        domain="molecules",
+        description="no PAINS alert (RDKit's FilterCatalog, families A-C)",
+        keys={},
+        build=build_exact,
+    ),
+)

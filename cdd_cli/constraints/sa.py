@@ -14,7 +14,10 @@ from functools import lru_cache
 import torch
 
 from cdd_cli.constraints.base import DifferentiableConstraint
+from cdd_cli.constraints.descriptor import NUMBER, ConstraintSpec, Descriptor, Key
+from cdd_cli.constraints.surrogates import surrogate_for
 from cdd_cli.evaluate.molecules import parse
+from cdd_cli.models.registry import LoadedModel
 from cdd_cli.models.surrogate import SoftTokenRegressor
 
 
@@ -43,3 +46,25 @@ class SAConstraint(DifferentiableConstraint):
 
     def judge(self, texts: list[str]) -> list[float | None]:
         return [rdkit_sa(t) for t in texts]
+
+
+def build(entry: ConstraintSpec, model: LoadedModel, device: str, words: str) -> list[SAConstraint]:
+    # RDKit reads its SA fragment table on the first score (~0.3 s once a process): now,
+    # rather than in the first sample's projection time.
+    rdkit_sa("C")
+    net = surrogate_for(
+        entry, model, device, train="`cdd train sa-surrogate --model {directory} --out DIR`"
+    )
+    return [SAConstraint(tau=float(entry.tau), margin=float(entry.options["margin"]), net=net)]
+
+
+DESCRIPTOR = Descriptor(
+    name="sa",
+    domain="molecules",
+    description="RDKit's synthetic accessibility score (1 easy .. 10 hard) at most tau",
+    keys={"tau": Key(NUMBER, required=True), "surrogate": Key((str,)), "margin": Key(NUMBER)},
+    defaults={"margin": 0.0},
+    tau_range=(1.0, 10.0),
+    needs_tau=True,
+    build=build,
+)

@@ -15,18 +15,20 @@ import functools
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from cdd_cli.constraints.automaton import compile_pattern
 from cdd_cli.constraints.base import ClosedFormBuilder, ExactConstraint
+from cdd_cli.constraints.descriptor import ConstraintSpec, Descriptor, Key
 from cdd_cli.constraints.lexical import Exclude
 from cdd_cli.constraints.pattern_layout import PatternLayout
+from cdd_cli.constraints.schema_regex import load_schema, schema_pattern, strip_anchors
+from cdd_cli.constraints.word_rules import split_words
 from cdd_cli.errors import InputError
-from cdd_cli.evaluate.lexical import split_words
-from cdd_cli.evaluate.schema_regex import schema_pattern, strip_anchors
+from cdd_cli.models.registry import LoadedModel
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,8 @@ class JsonSchemaConstraint(PatternConstraint):
     source: str = "inline"
     name: str = "json_schema"
     judge_name: str = "jsonschema"
+    # The schema's regex, compiled when the entry was checked ("": compiled when asked).
+    pattern: str = field(default="", compare=False, repr=False)
 
     @functools.cached_property
     def validator(self) -> Any:
@@ -109,7 +113,7 @@ class JsonSchemaConstraint(PatternConstraint):
         return self.error(text)
 
     def automaton_pattern(self) -> str:
-        return schema_pattern(self.schema_text)
+        return self.pattern or schema_pattern(self.schema_text)
 
     def label(self) -> str:
         return f"JSON valid under {self.source}"
@@ -165,3 +169,67 @@ def word_tokens(tokenizer: Any, words: frozenset[str]) -> torch.Tensor:
         if len(found := split_words(text)) == 1 and found[0] in words
     ]
     return torch.tensor(ids, dtype=torch.int64)
+
+
+# ------------------------------------------------------------------------------------------
+# The types
+
+
+def check_regex(c: ConstraintSpec) -> None:
+    """A pattern Python's `re` reads."""
+    try:
+        re.compile(c.options["pattern"])
+    except re.error as exc:
+        raise InputError(f"{c.where}: key 'pattern': not a regular expression ({exc})") from None
+    if not c.options["pattern"]:
+        raise InputError(f"{c.where}: key 'pattern' is empty")
+
+
+def build_regex(
+    entry: ConstraintSpec, model: LoadedModel, device: str, words: str
+) -> list[RegexConstraint]:
+    options = entry.options
+    return [RegexConstraint(pattern=options["pattern"], ignore_case=options["ignore_case"])]
+
+
+def prepared_schema(c: ConstraintSpec) -> tuple[str, str, str]:
+    """The entry's schema as canonical JSON, where it came from, and its regex: read, checked
+    and compiled once for the entry (an unreadable, invalid or unsupported one: InputError)."""
+    if "schema" not in c.prepared:
+        text, source = load_schema(c.options["schema"], c.where)
+        c.prepared["schema"] = (text, source, schema_pattern(text))
+    return c.prepared["schema"]
+
+
+def check_json_schema(c: ConstraintSpec) -> None:
+    prepared_schema(c)
+
+
+def build_json_schema(
+    entry: ConstraintSpec, model: LoadedModel, device: str, words: str
+) -> list[JsonSchemaConstraint]:
+    text, source, pattern = prepared_schema(entry)
+    return [JsonSchemaConstraint(schema_text=text, source=source, pattern=pattern)]
+
+
+DESCRIPTORS = (
+    Descriptor(
+        name="regex",
+        domain="text",
+        description="the whole continuation matches the pattern (Python re; ignore_case: true)",
+        keys={"pattern": Key((str,), required=True), "ignore_case": Key((bool,))},
+        defaults={"ignore_case": False},
+        spec_only=True,
+        check=check_regex,
+        build=build_regex,
+    ),
+    Descriptor(
+        name="json_schema",
+        domain="text",
+        description="the continuation is JSON valid under the schema (a mapping or .json file)",
+        keys={"schema": Key((dict, str), required=True)},
+        spec_only=True,
+        check=check_json_schema,
+        build=build_json_schema,
+    ),
+)

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 import torch
 
 from cdd_cli.constraints.base import DifferentiableConstraint
+from cdd_cli.constraints.descriptor import NUMBER, ConstraintSpec, Descriptor, Key
+from cdd_cli.constraints.surrogates import surrogate_for
+from cdd_cli.models.registry import LoadedModel
 from cdd_cli.models.surrogate import SoftTokenRegressor
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
 
@@ -41,3 +44,40 @@ class ToxicityConstraint(DifferentiableConstraint):
         with torch.inference_mode():
             scores = torch.sigmoid(self.net(ids.to(device), mask.to(device)))
         return [round(v, 4) for v in scores.tolist()]
+
+
+def build(
+    entry: ConstraintSpec, model: LoadedModel, device: str, words: str
+) -> list[ToxicityConstraint]:
+    net = surrogate_for(
+        entry, model, device, train="`cdd train toxicity-surrogate --model {name} --out DIR`"
+    )
+    return [
+        ToxicityConstraint(
+            tau=float(entry.tau),
+            margin=float(entry.options["margin"]),
+            net=net,
+            tokenizer=model.tokenizer,
+            scope=entry.options["scope"],
+        )
+    ]
+
+
+DESCRIPTOR = Descriptor(
+    name="toxicity",
+    domain="text",
+    description="the shipped classifier's probability that the text is toxic at most tau",
+    keys={
+        "tau": Key(NUMBER, required=True),
+        "surrogate": Key((str,)),
+        "margin": Key(NUMBER),
+        # What is judged: the continuation alone (default: a fixed toxic prompt cannot make
+        # the constraint infeasible) or the prompt and continuation as the reader sees them.
+        "scope": Key((str,), choices=("continuation", "full")),
+    },
+    # margin: a probability; scope: what the judge reads.
+    defaults={"margin": 0.05, "scope": "continuation"},
+    tau_range=(0.0, 1.0),
+    needs_tau=True,
+    build=build,
+)

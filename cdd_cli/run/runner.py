@@ -120,8 +120,10 @@ def plan(
     `prompts` ([None] or None: unconditional), checked before any sampling: every prompt
     fits the model with `length` tokens after it, and every prompt's layouts fit."""
     domain, loaded = compiled.domain, compiled.loaded
-    spec = overlay(copy.deepcopy(compiled.spec), [], sampling={"n": n, "seed": seed})
-    spec.sampling.n = spec.sampling.n or domain.default_n  # the resolved config names it
+    asked = overlay(Spec(), [], sampling={"n": n, "seed": seed})  # checked as a spec's are
+    spec = copy.deepcopy(compiled.spec)
+    spec.sampling.n = asked.sampling.n or spec.sampling.n or domain.default_n  # resolved names it
+    spec.sampling.seed = seed if seed is not None else spec.sampling.seed
     if length is not None and length <= 0:
         raise InputError(f"--length must be positive, got {length}")
     tokenized, length = domain.prompts(prompts or [None], length, loaded, spec.sampling.chat)
