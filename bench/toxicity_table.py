@@ -121,7 +121,7 @@ def main() -> None:
     def spec_for(method: str) -> Spec:
         spec = Spec(model=args.model, method=method)
         spec.sampling.batch_size = args.batch_size
-        # The family decides the paper's settings (presets.PAPER_BY_FAMILY).
+        # The family decides the paper's settings (methods.PAPER_BY_FAMILY).
         spec.constraints = [constraint_from_flags("toxicity", taus[0])]
         fill_defaults(spec, loaded)
         spec.reject.max_attempts = args.max_attempts

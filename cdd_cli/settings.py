@@ -1,21 +1,19 @@
 """The settings a spec holds, as plain data: the spec reads them, the projection uses them.
 
-A setting left None is the model's to choose: `projection/presets.py` fills it in from its
-table of per-model defaults (each with the measurement that chose it) before sampling, so the
-resolved configuration written beside an output file names every value used.
+A setting left None is the method's and model's to choose: `methods.py` holds the tables of
+defaults (each with the measurement that chose it) and `run/defaults.py` fills them in before
+sampling, so the resolved configuration written beside an output file names every value used.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-METHODS = ("cdd", "paper", "unconstrained", "reject")
-
 
 @dataclass
 class ALMSettings:
     """The augmented-Lagrangian projection (the paper's method); spec key `projection`. None: the
-    method's and model's value (`projection/presets.py`, with the measurements behind it)."""
+    method's and model's value (`methods.py`, with the measurements behind it)."""
 
     eta: float | None = None  # gradient step on the logits of y
     inner_iters: int | None = None  # gradient steps per outer iteration

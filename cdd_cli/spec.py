@@ -26,12 +26,12 @@ from cdd_cli.constraints.table import plugin_of  # noqa: F401 (the plugin of a t
 from cdd_cli.constraints.word_rules import SCHEMES
 from cdd_cli.diffusion.processes import SAMPLERS
 from cdd_cli.errors import InputError
+from cdd_cli.methods import METHODS
 from cdd_cli.settings import (
     DECODINGS,
     DTYPE_NAMES,
     MAX_SEED,
     MAX_STEPS,
-    METHODS,
     ALMSettings,
     RejectSettings,
     RepairSettings,

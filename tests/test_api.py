@@ -154,3 +154,51 @@ def test_generate_takes_the_word_rules():
     for row in rows:
         assert row["satisfied"] and row["constraints"]["word_at"]["judge"] == "collie-words"
         assert row["text"].split()[0].lower() == "the"  # COLLIE compares words lower-cased
+
+
+def test_a_generator_loads_once_and_each_call_is_a_run_of_its_own(monkeypatch):
+    from cdd_cli.models import registry
+
+    loads: list[str | None] = []
+    load = registry.load
+    monkeypatch.setattr(
+        registry, "load", lambda name, *a, **k: loads.append(name) or load(name, *a, **k)
+    )
+    generator = cdd.Generator("default-molecules", [cdd.SA(tau=4.0), cdd.Novelty()], steps=4)
+    first = [without_timing(r) for r in generator.molecules(n=4, seed=3)]
+    again = [without_timing(r) for r in generator.molecules(n=4, seed=3)]
+    # Novelty remembers each run's own outputs only: the same seed, the same records.
+    assert first == again and len(first) == 4
+    other = [r["sample_seed"] for r in generator.molecules(n=2, seed=4)]
+    assert other != [r["sample_seed"] for r in first[:2]]
+    assert loads == ["default-molecules"]  # one load for three runs
+    # The convenience is the same run.
+    once = cdd.molecules(n=4, constraints=[cdd.SA(tau=4.0), cdd.Novelty()], steps=4, seed=3)
+    assert [without_timing(r) for r in once] == first
+    assert generator.spec.projection.inner_iters == 3  # filled for the model, once
+
+
+def test_a_generator_takes_a_loaded_model_and_its_domain_from_its_tokenizer():
+    model = cdd.load_model("default-text", device="cpu")
+    generator = cdd.Generator(model, cdd.Toxicity(tau=0.5), steps=4)
+    rows = list(generator.generate("The sea was", n=2, length=8, seed=1))
+    assert [r["id"] for r in rows] == ["0-0", "0-1"] and rows[0]["prompt"] == "The sea was"
+    same = cdd.generate("The sea was", n=2, length=8, seed=1, steps=4,
+                        constraints=[cdd.Toxicity(tau=0.5)], device="cpu")  # fmt: skip
+    assert [without_timing(r) for r in same] == [without_timing(r) for r in rows]
+    with pytest.raises(cdd.InputError, match="is not a text model"):
+        cdd.Generator(cdd.load_model("default-molecules", device="cpu"), domain="text")
+    with pytest.raises(cdd.InputError, match="give a model, or domain='molecules' or 'text'"):
+        cdd.Generator()
+    with pytest.raises(cdd.InputError, match="--length must be positive, got 0"):
+        generator.generate("The sea was", length=0)
+
+
+def test_check_spec_fills_every_setting_without_loading_weights(tmp_path: Path):
+    path = tmp_path / "words.yaml"
+    path.write_text("model: default-text\nconstraints:\n  - {type: word_count, max: 8}\n")
+    spec, checked = cdd.check_spec(path)
+    assert checked == "1 constraint(s), model default-text, layout fits 64 tokens (--length 64)"
+    assert spec.projection.support == 256 and spec.sampling.decode == "plain"
+    with pytest.raises(cdd.InputError, match="--length 9999 exceeds model default-text's"):
+        cdd.check_spec(path, 9999)

@@ -99,6 +99,11 @@ class Constraint(ABC):
         """Told the final, accepted outputs (novelty keeps them; most constraints need not)."""
         return None
 
+    def for_run(self) -> Constraint:
+        """This constraint with nothing remembered: one built once serves many runs (a
+        `cdd.Generator`), each judged against its own outputs only."""
+        return self
+
     def closed_form(self) -> ClosedFormBuilder | None:
         """The builder of this family's closed-form projection, if it has one."""
         return None

@@ -9,7 +9,7 @@ best-first flip search (projection/search.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cdd_cli.constraints.base import ExactConstraint
@@ -54,6 +54,9 @@ class NoveltyConstraint(ExactConstraint):
 
     def remember(self, texts: list[str]) -> None:
         self.seen.update(c for t in texts if (c := canonical(t)) is not None)
+
+    def for_run(self) -> NoveltyConstraint:
+        return replace(self, seen=set())
 
 
 def check(entry: ConstraintSpec) -> None:

@@ -68,6 +68,7 @@ class Run:
 
     spec: Spec  # this run's own copy: its n and seed
     compiled: Compiled
+    constraints: list[Constraint]  # the compiled ones, with this run's own memory (novelty)
     prompts: list[Prompt]
     length: int
     n: int
@@ -78,7 +79,7 @@ class Run:
     ) -> Iterator[dict]:
         """The run's records, each as soon as it is final; with `share`, this process's shard
         of them not already written (an interrupted run resumed)."""
-        spec, loaded, constraints = self.spec, self.compiled.loaded, self.compiled.constraints
+        spec, loaded, constraints = self.spec, self.compiled.loaded, self.constraints
         domain, n = self.compiled.domain, self.n
         check_batch_fits(min(spec.sampling.batch_size, n), loaded)
         reporter = reporter or Reporter()
@@ -128,10 +129,11 @@ def plan(
         raise InputError(f"--length must be positive, got {length}")
     tokenized, length = domain.prompts(prompts or [None], length, loaded, spec.sampling.chat)
     check_blocks(spec, length)
+    constraints = [c.for_run() for c in compiled.constraints]
     for prompt in tokenized:  # every prompt's lexical constraints must fit
-        told = [c.with_prompt(prompt.text or "", len(prompt.ids)) for c in compiled.constraints]
+        told = [c.with_prompt(prompt.text or "", len(prompt.ids)) for c in constraints]
         closed_forms(told, loaded.tokenizer, len(prompt.ids), length)
-    return Run(spec, compiled, tokenized, length, spec.sampling.n)
+    return Run(spec, compiled, constraints, tokenized, length, spec.sampling.n)
 
 
 @dataclass
