@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from cdd_cli.constraint_values import (  # the API's constraint values
     SA,
     Count,
@@ -40,6 +42,7 @@ from cdd_cli.constraint_values import (  # the API's constraint values
 from cdd_cli.constraints.base import closed_forms
 from cdd_cli.constraints.lexical import Count as CountConstraint
 from cdd_cli.constraints.registry import build_constraints
+from cdd_cli.diffusion.schedule import LogLinearSchedule
 from cdd_cli.errors import InputError
 from cdd_cli.models import registry
 from cdd_cli.models.tokenizers import TextTokenizer
@@ -301,10 +304,6 @@ class Model:
         clean tokens as the samplers read it: after Dream's shift, at the clean end of an
         MDLM/UDLM schedule, and with the mask token at -inf for masked models (no sampler
         ever draws it). V is the tokenizer's size (padded embedding rows are not output)."""
-        import torch
-
-        from cdd_cli.diffusion.schedule import LogLinearSchedule
-
         if not isinstance(ids, torch.Tensor) or ids.dtype != torch.long or ids.dim() != 2:
             raise InputError("logits: ids must be a LongTensor [batch, length]")
         if ids.numel() and not 0 <= int(ids.min()) <= int(ids.max()) < len(self.tokenizer):
@@ -323,8 +322,6 @@ def load_model(name_or_dir: str, device: str = "auto", dtype: str | None = None)
     """A shipped name, a model directory (MDLM, UDLM, LLaDA, Dream, A2D) or `hf://owner/name`,
     loaded on `device` ("auto": a GPU where there is one) in `dtype` (float32, bfloat16,
     float16; default: the checkpoint's on a GPU, float32 on a CPU)."""
-    from cdd_cli.models import registry
-
     if not isinstance(name_or_dir, str) or not name_or_dir.strip():
         raise InputError("load_model: give a shipped model name or a model directory")
     loaded = registry.load(name_or_dir, "text", registry.resolve_device(device), dtype)

@@ -8,7 +8,9 @@ Rich console. Exit codes: 0 all records satisfy their constraints; 3 written but
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -448,15 +450,12 @@ def show_warning(message, category, filename, lineno, file=None, line=None) -> N
 
 
 def main() -> None:
-    import signal
-    import warnings
-
     warnings.showwarning = show_warning
     signal.signal(signal.SIGTERM, terminate)  # stop as Ctrl-C does: whole records, one line
     try:  # newer typer vendors click; older ones use it directly
         from typer._click.exceptions import UsageError
     except ImportError:
-        from click.exceptions import UsageError
+        from click.exceptions import UsageError  # older typer depends on click itself
 
     try:
         code = app(standalone_mode=False)

@@ -19,6 +19,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+import torch.distributed as dist
+
 from cdd_cli.errors import InputError
 from cdd_cli.records import JsonlWriter, cut_torn_tail, existing_records, read_jsonl
 from cdd_cli.shards import shard_config, sort_key, write_config
@@ -39,8 +42,6 @@ class Launch:
 
     def device(self, device: str) -> str:
         """`auto` or `cuda` on a GPU machine means this process's GPU, cuda:LOCAL_RANK."""
-        import torch
-
         if device in ("auto", "cuda") and torch.cuda.is_available():
             return f"cuda:{self.local_rank % torch.cuda.device_count()}"
         return device
@@ -111,8 +112,6 @@ class Ranks:
         self.launch, self.output = launch, output
 
     def start(self) -> None:
-        import torch.distributed as dist
-
         if not dist.is_initialized():
             dist.init_process_group("gloo", timeout=BARRIER_TIMEOUT)
         if self.launch.rank == 0:
@@ -122,9 +121,6 @@ class Ranks:
     def finish(self, code: int) -> tuple[int, int]:
         """The run's exit code (the worst of the ranks') and, on rank 0, the records OUT holds
         once gathered (-1 elsewhere, or when a rank failed: its parts stay for --resume)."""
-        import torch
-        import torch.distributed as dist
-
         worst = torch.tensor([code])
         dist.all_reduce(worst, op=dist.ReduceOp.MAX)
         written = -1

@@ -216,7 +216,7 @@ def output_lock(target: str) -> Iterator[None]:
     one file at once would each pass the one-configuration check and interleave their runs.
     The lock dies with its process (a kill leaves an empty, unlocked file behind)."""
     try:
-        import fcntl
+        import fcntl  # POSIX only: Windows has no such module
     except ImportError:  # no advisory locks on this platform
         yield
         return

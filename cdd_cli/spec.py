@@ -27,6 +27,7 @@ from cdd_cli.constraints.word_rules import SCHEMES
 from cdd_cli.diffusion.processes import SAMPLERS
 from cdd_cli.errors import InputError
 from cdd_cli.methods import METHODS
+from cdd_cli.models.registry import SHIPPED
 from cdd_cli.settings import (
     DECODINGS,
     DTYPE_NAMES,
@@ -84,8 +85,6 @@ class Spec:
 
 def absolute_folder(name: str | None) -> str | None:
     """A local folder's absolute path; a shipped model's or a hub id's name as it is."""
-    from cdd_cli.models.registry import SHIPPED
-
     if name is None or name in SHIPPED or not Path(name).expanduser().is_dir():
         return name
     return str(Path(name).expanduser().resolve())

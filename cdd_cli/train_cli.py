@@ -14,7 +14,7 @@ import math
 import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -31,6 +31,15 @@ from cdd_cli.console import (
     training_progress,
 )
 from cdd_cli.errors import InputError
+from cdd_cli.models.gguf import smollm2_gguf
+from cdd_cli.models.registry import read_model, resolve_device, resolve_directory
+from cdd_cli.models.tokenizers import TextTokenizer
+
+# Modules rather than their functions: these are looked up at each call (tests replace them).
+from cdd_cli.train import molecules as molecules_training
+from cdd_cli.train import qm9 as qm9_data
+from cdd_cli.train import text as text_training
+from cdd_cli.train.adapt import train_adapt
 from cdd_cli.train.configs import (
     AdaptConfig,
     JudgeSurrogateConfig,
@@ -40,9 +49,10 @@ from cdd_cli.train.configs import (
     TextConfig,
     ToxicityConfig,
 )
-
-if TYPE_CHECKING:
-    from cdd_cli.models.tokenizers import TextTokenizer
+from cdd_cli.train.judged import train_surrogate_for
+from cdd_cli.train.properties import train_property_surrogate
+from cdd_cli.train.surrogate import train_sa_surrogate
+from cdd_cli.train.toxicity import train_toxicity_surrogate
 
 train_app = typer.Typer(
     no_args_is_help=True,
@@ -173,14 +183,11 @@ def train_molecules_command(
     quiet: QuietOpt = False,
 ) -> None:
     """Train a diffusion model on QM9 (read from the qm9pack wheel's CSV files)."""
-    from cdd_cli.models.registry import resolve_device
-    from cdd_cli.train.molecules import train_molecules
-    from cdd_cli.train.qm9 import locate_qm9
-
     prepare_run(out, threads)
     progress, on_step = training_progress(quiet, "training", cfg.max_steps, 100)
     with progress:
-        train_molecules(cfg, locate_qm9(qm9), out, resolve_device(device), log, on_step)
+        data = qm9_data.locate_qm9(qm9)
+        molecules_training.train_molecules(cfg, data, out, resolve_device(device), log, on_step)
 
 
 @train_command("text")
@@ -194,13 +201,10 @@ def train_text_command(
     quiet: QuietOpt = False,
 ) -> None:
     """Train a masked diffusion language model with the GPT-2 tokenizer."""
-    from cdd_cli.models.registry import resolve_device
-    from cdd_cli.train.text import train_text
-
     prepare_run(out, threads)
     progress, on_step = training_progress(quiet, "training", cfg.max_steps, 50)
     with progress:
-        train_text(cfg, data, out, resolve_device(device), log, on_step)
+        text_training.train_text(cfg, data, out, resolve_device(device), log, on_step)
 
 
 @train_command("adapt")
@@ -225,10 +229,6 @@ def train_adapt_command(
     quiet: QuietOpt = False,
 ) -> None:
     """Adapt a pretrained autoregressive LM into a masked diffusion LM (low-rank adapters)."""
-    from cdd_cli.models.gguf import smollm2_gguf
-    from cdd_cli.models.registry import resolve_device
-    from cdd_cli.train.adapt import train_adapt
-
     prepare_run(out, threads)
     check_setting("max_minutes", max_minutes, {"positive": True})
     if base is not None and not base.exists():
@@ -241,9 +241,6 @@ def train_adapt_command(
 
 def text_tokenizer_of(model: str) -> TextTokenizer:
     """A text model's tokenizer, read without loading its weights."""
-    from cdd_cli.models.registry import read_model, resolve_directory
-    from cdd_cli.models.tokenizers import TextTokenizer
-
     tokenizer = read_model(resolve_directory(model))[2]
     if not isinstance(tokenizer, TextTokenizer):
         raise InputError(f"--model {model}: not a text model (its tokenizer reads SMILES)")
@@ -269,8 +266,6 @@ def train_toxicity_surrogate_command(
 ) -> None:
     """Train the toxicity classifier that reads a text model's soft tokens (held-out ROC-AUC
     logged)."""
-    from cdd_cli.train.toxicity import train_toxicity_surrogate
-
     if corpus is not None:  # without a corpus no span is drawn, whatever their count
         check_setting("corpus_spans", cfg.corpus_spans, {"min": 1})
     prepare_run(out, threads)
@@ -286,8 +281,6 @@ def train_toxicity_surrogate_command(
 def molecule_model(out: Path, model: str, threads: int | None) -> Path:
     """A molecule surrogate's run prepared; the model's folder, which must hold its training
     and held-out molecules."""
-    from cdd_cli.models.registry import resolve_directory
-
     prepare_run(out, threads)
     directory = resolve_directory(model)
     for name in ("reference.smi.gz", "heldout.smi.gz", "tokenizer.json", "config.json"):
@@ -306,8 +299,6 @@ def train_sa_surrogate_command(
     quiet: QuietOpt = False,
 ) -> None:
     """Train the SA surrogate (RDKit SA labels) over a molecule model's vocabulary."""
-    from cdd_cli.train.surrogate import train_sa_surrogate
-
     directory = molecule_model(out, model, threads)
     progress, on_step = training_progress(quiet, "sa surrogate", cfg.steps, 500)
     with progress:
@@ -327,8 +318,6 @@ def train_property_surrogate_command(
     rings, TPSA; RDKit labels) over a molecule model's vocabulary: the projection of the
     property constraints (`surrogates: {properties: DIR}` in the model's config, or
     `surrogate: DIR` in a spec entry)."""
-    from cdd_cli.train.properties import train_property_surrogate
-
     directory = molecule_model(out, model, threads)
     progress, on_step = training_progress(quiet, "property surrogate", cfg.steps, 500)
     with progress:
@@ -369,8 +358,6 @@ def train_surrogate_command(
 ) -> None:
     """Fit a soft-token surrogate of any constraint's judge, so that the ALM can project it
     (use it with `surrogate: OUT` in the constraint's spec entry)."""
-    from cdd_cli.train.judged import train_surrogate_for
-
     prepare_run(out, threads)
     spec = build_spec(
         spec_file, model, [constraint] if constraint else [], [tau] if tau is not None else [],

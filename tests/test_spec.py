@@ -76,7 +76,7 @@ sampling: {steps: 16, batch_size: 8, seed: 3, n: 10}
     resolved = spec.resolved()
     assert resolved["method"] == "reject"
     assert resolved["constraints"] == [{"type": "sa", "tau": 3.5, "margin": 0.1}]
-    # What the spec leaves out stays None: the method and model fill it in (methods.py, run/defaults.py).
+    # What the spec leaves out stays None: the method and model fill it in (run/defaults.py).
     assert resolved["projection"]["eta"] == 0.5 and resolved["projection"]["mu_max"] is None
     # A None-able float takes a number; null leaves a setting to the model.
     assert resolved["projection"]["mu_init"] == 2.5 and resolved["projection"]["support"] is None

@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from importlib import metadata
 
 import torch
+from outlines_core import Index, Vocabulary
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
 
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.reference import cache_dir
@@ -76,8 +79,6 @@ class TokenAutomaton:
 @functools.lru_cache(maxsize=8)
 def _vocabulary(tokenizer: TextTokenizer) -> tuple[object, str]:
     """outlines-core's Vocabulary for `tokenizer`, and a digest of what it holds."""
-    from outlines_core import Vocabulary
-
     pieces: dict[bytes, list[int]] = {}
     for i, b in enumerate(tokenizer.token_bytes()):
         if b:
@@ -93,9 +94,6 @@ def compile_pattern(pattern: str, tokenizer: TextTokenizer) -> TokenAutomaton:
     """The token automaton of `pattern` (outlines-core's regex syntax, the Rust `regex`
     crate's: no look-around or back-references), loaded from the cache where it was built
     before. InputError where the library cannot compile the pattern."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file, save_file
-
     vocabulary, digest = _vocabulary(tokenizer)
     version = metadata.version("outlines_core")
     key = hashlib.sha256(f"{version}\0{digest}\0{pattern}".encode()).hexdigest()[:24]
@@ -105,8 +103,6 @@ def compile_pattern(pattern: str, tokenizer: TextTokenizer) -> TokenAutomaton:
             return _automaton(load_file(str(path)))
         except (OSError, ValueError, KeyError, SafetensorError):
             pass  # a torn or foreign file: built again below
-    from outlines_core import Index
-
     try:
         index = Index(pattern, vocabulary)
     except (ValueError, RuntimeError, TypeError) as exc:

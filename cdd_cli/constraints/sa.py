@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import torch
+from rdkit.Contrib.SA_Score import sascorer
 
 from cdd_cli.constraints.base import DifferentiableConstraint
 from cdd_cli.constraints.descriptor import NUMBER, ConstraintSpec, Descriptor, Key
@@ -23,8 +24,6 @@ from cdd_cli.models.surrogate import SoftTokenRegressor
 
 def sa_score(smiles: str) -> float | None:
     """RDKit's SA score to four places; None for a SMILES `parse` refuses."""
-    from rdkit.Contrib.SA_Score import sascorer
-
     parsed = parse(smiles)
     return None if parsed is None else round(sascorer.calculateScore(parsed[1]), 4)
 

@@ -31,6 +31,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+from outlines_core import Index, Vocabulary
+
 from cdd_cli.errors import InputError
 
 ANNOTATIONS = {
@@ -372,8 +375,6 @@ def json_string_safe(pattern: str) -> bool:
     """Whether every match of `pattern` keeps to characters a JSON string holds unescaped
     (no quote, backslash or control character): the pattern's byte automaton, built by the
     same library, has no move on one of those bytes."""
-    from outlines_core import Index, Vocabulary
-
     single_bytes = Vocabulary(256, {bytes([b]): [b] for b in range(256)})
     try:
         index = Index(pattern, single_bytes)
@@ -387,8 +388,6 @@ def load_schema(value: Any, where: str) -> tuple[str, str]:
     """A spec's `schema` (an inline mapping, or the path of a .json file) as canonical JSON,
     and where it came from; InputError naming what is wrong (unreadable, not a schema, or a
     keyword the projection does not support)."""
-    import jsonschema
-
     source = "inline"
     if isinstance(value, str):
         path = Path(value).expanduser()

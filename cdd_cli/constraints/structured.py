@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import jsonschema
 import torch
 
 from cdd_cli.constraints.automaton import compile_pattern
@@ -88,8 +89,6 @@ class JsonSchemaConstraint(PatternConstraint):
 
     @functools.cached_property
     def validator(self) -> Any:
-        import jsonschema
-
         schema = json.loads(self.schema_text)
         cls = jsonschema.validators.validator_for(schema)
         return cls(schema, format_checker=cls.FORMAT_CHECKER)

@@ -16,12 +16,18 @@ constraint on it is never satisfied. Definitions, where several exist:
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
 
-# RDKit is imported when a molecule is first judged: specs are validated without it.
+from rdkit import Chem, RDLogger
+from rdkit.Chem import Crippen, Descriptors
+from rdkit.Chem import rdMolDescriptors as descriptors
+from rdkit.Chem.FilterCatalog import FilterCatalog, FilterCatalogParams
+
+from cdd_cli.evaluate.molecules import parse
 
 
 @dataclass(frozen=True)
@@ -85,16 +91,8 @@ QUANTITIES = {**{k: p.rdkit for k, p in PROPERTIES.items()}, **VARIANTS}
 @cache
 def computer(quantity: str) -> Callable[[Any], float]:
     """The RDKit function computing `quantity` (a key of QUANTITIES)."""
-    import importlib
-
     module, function = QUANTITIES[quantity].split(".")
     return getattr(importlib.import_module(f"rdkit.Chem.{module}"), function)
-
-
-def parse(smiles: str):
-    from cdd_cli.evaluate.molecules import parse as parse_smiles
-
-    return parse_smiles(smiles)
 
 
 def variant(name: str, options: dict) -> str:
@@ -115,9 +113,6 @@ def property_value(quantity: str, smiles: str) -> float | None:
 
 def rule_of_five_violations(mol: Any) -> int:
     """Lipinski's rule of five: MW <= 500, logP <= 5, <= 5 N-H/O-H donors, <= 10 N/O."""
-    from rdkit.Chem import Crippen, Descriptors
-    from rdkit.Chem import rdMolDescriptors as descriptors
-
     return sum(
         (
             Descriptors.MolWt(mol) > 500,
@@ -131,8 +126,6 @@ def rule_of_five_violations(mol: Any) -> int:
 @lru_cache(maxsize=1)
 def pains_catalog() -> Any:
     """RDKit's PAINS filters (families A, B and C: 480 substructure alerts)."""
-    from rdkit.Chem.FilterCatalog import FilterCatalog, FilterCatalogParams
-
     params = FilterCatalogParams()
     params.AddCatalog(FilterCatalogParams.FilterCatalogs.PAINS)
     return FilterCatalog(params)
@@ -154,8 +147,6 @@ def lipinski_violations_of(smiles: str) -> int | None:
 @lru_cache(maxsize=1024)
 def smarts_pattern(smarts: str) -> Any:
     """The query molecule of a SMARTS pattern, None when RDKit cannot read it."""
-    from rdkit import Chem, RDLogger
-
     RDLogger.DisableLog("rdApp.*")  # the caller says what is wrong, in one line
     return Chem.MolFromSmarts(smarts) if smarts.strip() else None
 
@@ -180,8 +171,6 @@ substructure_matches = lru_cache(maxsize=1 << 16)(substructure_matches_of)
 
 def clear_caches() -> None:
     """Forget every cached verdict (a benchmark arm stands for a run of its own)."""
-    from cdd_cli.evaluate.molecules import parse as parse_smiles
-
     for cached in (molecule_property, pains_alerts, lipinski_violations, substructure_matches):
         cached.cache_clear()
-    parse_smiles.cache_clear()
+    parse.cache_clear()

@@ -10,11 +10,14 @@ from __future__ import annotations
 import functools
 import gzip
 import hashlib
+import multiprocessing
 import os
 import sys
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from rdkit import Chem
 
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import CANONICALIZER, canonical
@@ -140,8 +143,6 @@ def _canonical_chunk(smiles: list[str]) -> list[str | None]:
     """RDKit canonical SMILES of each (None: unreadable). Unlike `canonical`, the result is
     not read back: a form RDKit cannot read back never equals a generated molecule's (those
     are read back), and skipping it saves a third of the time."""
-    from rdkit import Chem
-
     out: list[str | None] = []
     for s in smiles:
         mol = Chem.MolFromSmiles(s) if s else None
@@ -154,8 +155,6 @@ def canonicalise_all(smiles: list[str]) -> list[str | None]:
     workers = min(os.cpu_count() or 1, 16)
     if workers == 1 or len(smiles) < 20_000:
         return _canonical_chunk(smiles)
-    import multiprocessing
-
     size = -(-len(smiles) // (workers * 8))
     chunks = [smiles[i : i + size] for i in range(0, len(smiles), size)]
     with multiprocessing.get_context("spawn").Pool(workers) as pool:

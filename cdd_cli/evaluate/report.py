@@ -11,6 +11,7 @@ SA, as recorded.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import re
@@ -19,7 +20,21 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from cdd_cli.constraints.registry import SHIPPED_SURROGATES
+from cdd_cli.constraints.toxicity import ToxicityConstraint
 from cdd_cli.errors import InputError
+from cdd_cli.evaluate.text import (
+    Perplexity,
+    ProfanityJudge,
+    corpus_perplexity,
+    distinct_n,
+    unigram_entropy,
+)
+from cdd_cli.models.gguf import SMOLLM2_FILE
+from cdd_cli.models.registry import ASSETS, SHIPPED
+from cdd_cli.models.surrogate import load_surrogate
+from cdd_cli.models.tokenizers import Gpt2Tokenizer
+from cdd_cli.prompts import check_unicode
 from cdd_cli.records import read_jsonl
 
 # Longer than the longest continuation cdd can write (65,536 tokens of GPT-2 text, a few
@@ -28,8 +43,6 @@ MAX_TEXT_CHARACTERS = 1_000_000
 
 
 def read_records(source: str) -> list[dict]:
-    from cdd_cli.prompts import check_unicode
-
     records = []
     for where, row in read_jsonl(source, "record"):
         if not isinstance(row.get("text"), str):
@@ -140,9 +153,6 @@ def seconds_report(records: list[dict]) -> dict:
 def text_report(
     records: list[dict], perplexity: bool, judge: bool, log: Callable[[str], None]
 ) -> dict:
-    from cdd_cli.evaluate.text import distinct_n, unigram_entropy
-    from cdd_cli.models.tokenizers import Gpt2Tokenizer
-
     texts = [r["text"] for r in records]
     prompts = [r.get("prompt") for r in records]
     tokenizer = Gpt2Tokenizer()
@@ -170,15 +180,11 @@ def text_report(
         judge_name, scores = shipped_toxicity_scores(texts)
         report["toxicity"] = {judge_name: toxicity_over_prompts(records, scores)}
     if judge:
-        from cdd_cli.evaluate.text import ProfanityJudge
-
         independent = ProfanityJudge()
         report.setdefault("toxicity", {})[independent.name] = toxicity_over_prompts(
             records, independent.score(texts)
         )
     if perplexity:
-        from cdd_cli.evaluate.text import Perplexity, corpus_perplexity
-
         log("scoring perplexity under SmolLM2-135M ...")
         results = Perplexity().nll(prompts, texts)
         per_sample = [r.perplexity for r in results if r.tokens]
@@ -201,9 +207,6 @@ def text_report(
 def built_on_smollm2(models: set[str]) -> set[str]:
     """The models among `models` (shipped names or local folders) adapted from the GGUF that
     `cdd eval` judges perplexity with."""
-    from cdd_cli.models.gguf import SMOLLM2_FILE
-    from cdd_cli.models.registry import ASSETS, SHIPPED
-
     found = set()
     for name in models:
         folder = ASSETS / SHIPPED[name] if name in SHIPPED else Path(name)
@@ -218,11 +221,6 @@ def built_on_smollm2(models: set[str]) -> set[str]:
 
 def shipped_toxicity_scores(texts: list[str]) -> tuple[str, list[float | None]]:
     """The shipped toxicity classifier's judgement of each text (the constraint's judge)."""
-    from cdd_cli.constraints.registry import SHIPPED_SURROGATES
-    from cdd_cli.constraints.toxicity import ToxicityConstraint
-    from cdd_cli.models.surrogate import load_surrogate
-    from cdd_cli.models.tokenizers import Gpt2Tokenizer
-
     net = load_surrogate(SHIPPED_SURROGATES["toxicity"], "cpu")
     judge = ToxicityConstraint(tau=1.0, net=net, tokenizer=Gpt2Tokenizer())
     return judge.judge_name, judge.judge(texts)
@@ -245,9 +243,7 @@ def molecule_report(records: list[dict]) -> dict:
 
 
 def installed(*modules: str) -> bool:
-    from importlib.util import find_spec
-
-    return all(find_spec(m) is not None for m in modules)
+    return all(importlib.util.find_spec(m) is not None for m in modules)
 
 
 def evaluate(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.metadata
 import importlib.util
 import io
 import math
@@ -21,6 +22,9 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import torch
+import torch.nn.functional as F
 
 from cdd_cli.errors import InputError
 from cdd_cli.models.gguf import SMOLLM2_FILE, smollm2_gguf  # noqa: F401  (imported from here)
@@ -82,7 +86,7 @@ def gguf_read_once() -> Iterator[None]:
     names from `gguf` at call time, which is what makes the patch reach it; if a later version
     stops doing so the patch is simply unused.
     """
-    import gguf
+    import gguf  # the optional [fluency] extra: only a perplexity run needs it
 
     originals = {name: getattr(gguf, name, None) for name in ("GGUFReader", "get_tensor_name_map")}
     readers: dict[tuple[str, str], Any] = {}
@@ -117,11 +121,10 @@ def _load_smollm2() -> tuple[Any, Any]:
     # variable itself to decide whether an explicit hub download is allowed.
     previous = os.environ.get("HF_HUB_OFFLINE")
     os.environ["HF_HUB_OFFLINE"] = "1"
-    try:
+    try:  # the optional [fluency] extra, imported with HF_HUB_OFFLINE set (above)
         import gguf  # noqa: F401  (transformers reads the file with it)
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-        from transformers.utils import logging as hf_logging
+        from transformers import AutoModelForCausalLM, AutoTokenizer  # the [fluency] extra
+        from transformers.utils import logging as hf_logging  # the [fluency] extra
     except ImportError as exc:
         raise InputError(
             f"perplexity needs transformers and gguf ({exc.name or exc} is missing): "
@@ -235,9 +238,6 @@ class Perplexity:
         """Summed NLL and token count of each continuation, in input order. `given`: per
         continuation, character spans (start, end) whose tokens are context, not counted:
         words a constraint dictated, so that what is scored is the text written around them."""
-        import torch
-        import torch.nn.functional as F
-
         if len(prompts) != len(continuations):
             raise ValueError(
                 f"{len(prompts)} prompts for {len(continuations)} continuations: pair them up"
@@ -319,7 +319,7 @@ class ProfanityJudge:
 
     def __init__(self) -> None:
         try:
-            from profanity_check import predict_prob
+            from profanity_check import predict_prob  # the optional [judge] extra
         except ImportError as exc:
             raise InputError(
                 f"the toxicity judge needs alt-profanity-check ({exc.name or exc} is missing): "
@@ -330,9 +330,7 @@ class ProfanityJudge:
     @property
     def version(self) -> str:
         """Installed version, since the model inside changes with every release."""
-        from importlib.metadata import version
-
-        return version(self.name)
+        return importlib.metadata.version(self.name)
 
     def score(self, texts: Sequence[str]) -> list[float]:
         """Probability in [0, 1] that each text is offensive, in input order."""

