@@ -2,10 +2,12 @@
 
     python bench/same_records.py --base REV
 
-Runs a fixed set of commands (molecules with SA and novelty, text with toxicity on the tweets
-and the shipped model, a lexical spec, counting) with this tree's code and with REV's (a git
-worktree, the same venv), and compares every record field except timing (`seconds`,
-`projection.seconds`). Prints one line per command and exits 1 if any record differs.
+Runs a fixed set of commands (molecules with SA and novelty, molecular properties, text with
+toxicity on the tweets and the shipped model, a lexical spec, counting, a JSON Schema and a
+regex, both kinds of plugin constraint, `--method paper` and `--method reject`) with this
+tree's code and with REV's (a git worktree, the same venv), and compares every record field
+except timing (`seconds`, `projection.seconds`) and provenance. Prints one line per command
+and exits 1 if any record differs.
 """
 
 from __future__ import annotations
@@ -30,6 +32,26 @@ constraints:
   - type: exclude
     words: [the]
 """
+PROPERTIES = """constraints:
+  - {type: qed, min: 0.45}
+  - {type: substructure, smarts: "[CX3]=O"}
+  - {type: novelty}
+"""
+SCHEMA = """constraints:
+  - type: json_schema
+    schema:
+      type: object
+      properties:
+        name: {type: string, maxLength: 8}
+        age: {type: integer, minimum: 18, maximum: 99}
+      required: [name, age]
+  - type: exclude
+    words: [damn]
+"""
+REGEX = """constraints:
+  - {type: regex, pattern: '[A-Z][a-z]+ (is|was) [0-9]{1,3}\\.'}
+"""
+SPECS = {"lexical": LEXICAL, "properties": PROPERTIES, "schema": SCHEMA, "regex": REGEX}
 COMMANDS = {
     "sa_novel": "molecules -n 48 --seed 3 -c sa --tau 3.5 --novel",
     "sa_3.0": "molecules -n 48 --seed 5 -c sa --tau 3.0",
@@ -41,6 +63,13 @@ COMMANDS = {
     "lexical": "generate --spec {lexical} --prompt 'Call me' -n 4 --length 24 --seed 1",
     "count": 'generate --prompt "How many r\'s are in strawberry?" -n 4 -c count --length 16 '
     "--seed 1",
+    "properties": "molecules --spec {properties} -n 16 --seed 2",
+    "json_schema": "generate --spec {schema} --prompt 'Record:' -n 2 --length 24 --seed 3",
+    "regex": "generate --spec {regex} -n 2 --length 12 --seed 4",
+    "plugin_exact": "molecules -n 16 -c max_heavy_atoms --tau 8 --seed 5",
+    "plugin_surrogate": "generate -n 4 -c uppercase --tau 0.02 --length 16 --seed 6",
+    "paper": "molecules -n 4 --method paper -c sa --tau 4.5 --steps 8 --seed 7",
+    "reject": "molecules -n 16 --method reject -c sa --tau 3.0 --seed 8",
 }
 
 
@@ -55,8 +84,10 @@ def without_timing(record: dict) -> dict:
     return out
 
 
-def records(tree: Path, command: str, lexical: Path) -> list[dict]:
-    argv = shlex.split(command.replace("{lexical}", str(lexical)))
+def records(tree: Path, command: str, specs: dict[str, Path]) -> list[dict]:
+    for name, path in specs.items():
+        command = command.replace("{" + name + "}", str(path))
+    argv = shlex.split(command)
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "2"}
     result = subprocess.run(
         [sys.executable, "-m", "cdd_cli", *argv, "-q"],
@@ -74,6 +105,7 @@ def records(tree: Path, command: str, lexical: Path) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, help="git revision to compare against")
+    parser.add_argument("--only", nargs="*", choices=list(COMMANDS), help="these commands")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         base = Path(scratch) / "base"
@@ -82,12 +114,15 @@ def main() -> None:
             check=True,
             capture_output=True,
         )
-        lexical = Path(scratch) / "lexical.yaml"
-        lexical.write_text(LEXICAL)
+        specs = {name: Path(scratch) / f"{name}.yaml" for name in SPECS}
+        for name, path in specs.items():
+            path.write_text(SPECS[name])
         differing = 0
         try:
             for name, command in COMMANDS.items():
-                old, new = records(base, command, lexical), records(ROOT, command, lexical)
+                if args.only and name not in args.only:
+                    continue
+                old, new = records(base, command, specs), records(ROOT, command, specs)
                 diff = sum(a != b for a, b in zip(old, new, strict=False))
                 diff += abs(len(old) - len(new))
                 differing += diff
