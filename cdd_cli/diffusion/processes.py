@@ -384,6 +384,19 @@ class UniformProcess:
 SAMPLERS = ("ancestral", *ORDERS)
 
 
+class PromptFixed:
+    """The positions a step of `process` cannot change, the first `keep` (a prompt's tokens)
+    among them: what the projection stages may not touch."""
+
+    def __init__(self, process: MaskedProcess | UniformProcess, keep: int):
+        self.process, self.keep = process, keep
+
+    def __call__(self, x_t: torch.Tensor) -> torch.Tensor:
+        fixed = self.process.fixed_positions(x_t)
+        fixed[:, : self.keep] = True
+        return fixed
+
+
 def make_process(
     noise: str,
     vocab_size: int,

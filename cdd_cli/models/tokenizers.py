@@ -287,6 +287,16 @@ class FileTokenizer(TextTokenizer):
 Tokenizer = SmilesTokenizer | TextTokenizer
 
 
+class Continuation:
+    """The text of a sequence after its first `keep` ids (a prompt's): what judges read."""
+
+    def __init__(self, tokenizer: Tokenizer, keep: int):
+        self.decode, self.keep = tokenizer.decode, keep
+
+    def __call__(self, ids: list[int]) -> str:
+        return self.decode(ids[self.keep :])
+
+
 def load_tokenizer(
     directory: Path, vocab_size: int | None = None, special: dict | None = None
 ) -> Tokenizer:

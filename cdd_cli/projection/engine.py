@@ -114,6 +114,10 @@ class Engine:
     def report(self, i: int) -> dict:
         return self.accounts.report(i)
 
+    def reports(self) -> list[dict]:
+        """Every sample's `report`, in order."""
+        return [self.accounts.report(i) for i in range(len(self.accounts.steps))]
+
 
 @dataclass
 class Job:

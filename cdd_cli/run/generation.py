@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 import torch
 
 from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, closed_forms
-from cdd_cli.diffusion.processes import Shape, make_process
+from cdd_cli.diffusion.processes import PromptFixed, Shape, make_process
 from cdd_cli.diffusion.sampler import Sampler, sample_generator
 from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.methods import METHODS
 from cdd_cli.models.registry import LoadedModel
-from cdd_cli.models.tokenizers import SmilesTokenizer
+from cdd_cli.models.tokenizers import Continuation, SmilesTokenizer
 from cdd_cli.projection.engine import Job
 from cdd_cli.reporting import Reporter
 from cdd_cli.spec import Spec
@@ -139,15 +139,10 @@ class Generation:
         keep = len(prompt.ids)
         told = [c.with_prompt(prompt.text or "", keep) for c in self.constraints]
         tokenizer = self.loaded.tokenizer
-        decode = tokenizer.decode
-
-        def continuation(ids: list[int]) -> str:
-            return decode(ids[keep:])
-
-        def fixed_positions(x: torch.Tensor) -> torch.Tensor:
-            fixed = self.process.fixed_positions(x)
-            fixed[:, :keep] = True
-            return fixed
+        # Objects of the layers below, not closures of this one: the engine calls them every
+        # step, and control need not come back up here to answer.
+        continuation = Continuation(tokenizer, keep)
+        fixed_positions = PromptFixed(self.process, keep)
 
         hook = None
         if self.constraints:
@@ -174,7 +169,8 @@ class Generation:
         for name, seconds in hook.stage_seconds.items() if hook else ():
             self.stage_seconds[name] = self.stage_seconds.get(name, 0.0) + seconds
         # Each sample pays an equal share of the batch's sampling and its own projection time.
-        projecting = [hook.seconds[i] if hook else 0.0 for i in range(len(draws))]
+        projecting = list(hook.seconds) if hook else [0.0] * len(draws)
+        reports = hook.reports() if hook else []
         base = (elapsed - sum(projecting)) / len(draws)
         texts = [continuation(row) for row in ids.tolist()]
         values = judge(told, texts)
@@ -188,7 +184,7 @@ class Generation:
                 not (self.molecules and self.constraints) or canonical(texts[i]) is not None
             )
             if hook is not None:
-                for key, value in hook.report(i).items():
+                for key, value in reports[i].items():
                     # Costs add up over a sample's draws; who did the work is the last draw's.
                     d.projection[key] = value if key == "settled_by" else d.projection[key] + value
         for c in self.constraints:  # e.g. novelty: later samples must differ from these
