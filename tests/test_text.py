@@ -17,7 +17,7 @@ from cdd_cli.errors import InputError
 from cdd_cli.models.checkpoint import load_model
 from cdd_cli.models.tokenizers import Gpt2Tokenizer, load_tokenizer
 from tests.conftest import build_text_model
-from tests.test_checkpoint import write_mdlm_owt
+from tests.models.test_checkpoint import write_mdlm_owt
 
 V = 50258
 runner = CliRunner()

@@ -36,7 +36,7 @@ from cdd_cli.constraints.word_rules import split_sentences, split_words, word_ke
 from cdd_cli.errors import InputError
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
 from cdd_cli.spec import Spec, load_spec
-from tests.test_lexical_constraints import draw_plans
+from tests.constraints.test_lexical_constraints import draw_plans
 from tests.test_text import generate, records
 
 TOKENIZER = Gpt2Tokenizer()

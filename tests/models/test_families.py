@@ -17,8 +17,7 @@ from cdd_cli.cli import app
 from cdd_cli.constraints.word_rules import split_words, word_count
 from cdd_cli.diffusion.processes import OrderedProcess
 from cdd_cli.models import registry
-
-from . import family_dirs
+from tests import family_dirs
 
 runner = CliRunner()
 FAMILIES = ("llada", "Dream", "a2d-qwen3", "a2d-llama")
@@ -338,7 +337,7 @@ def metaspace_tokenizer(path: Path) -> Path:
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
     tokenizer.decoder = decoders.Metaspace()
     trainer = trainers.BpeTrainer(vocab_size=1500, special_tokens=["<|endoftext|>", "<unk>"])
-    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     tokenizer.train_from_iterator(text.splitlines(), trainer)
     tokenizer.save(str(path))
     return path

@@ -25,7 +25,7 @@ from cdd_cli.plugins import PluginError, PluginWarning
 from cdd_cli.spec import load_spec
 
 runner = CliRunner()
-FAULTY = Path(__file__).parent / "data" / "plugins"
+FAULTY = Path(__file__).parents[1] / "data" / "plugins"
 EXAMPLE = "cdd-plugin-example"
 
 

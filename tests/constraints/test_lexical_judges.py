@@ -36,8 +36,8 @@ from cdd_cli.constraints.word_rules import (
     word_key,
 )
 
-DATA = Path(__file__).parent / "data" / "collie_examples.jsonl"
-FULL = Path(__file__).parent / "data" / "collie_c05_c07_c09.jsonl.gz"
+DATA = Path(__file__).parents[1] / "data" / "collie_examples.jsonl"
+FULL = Path(__file__).parents[1] / "data" / "collie_c05_c07_c09.jsonl.gz"
 FAMILIES = ("c05", "c07", "c09")
 
 

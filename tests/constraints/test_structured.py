@@ -466,7 +466,7 @@ def test_a_patterns_layout_takes_the_excluded_words_tokens_out_of_its_edges():
 
 
 def readme_section() -> str:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     return readme.split("## Structured output", 1)[1].split("\n## ", 1)[0]
 
 

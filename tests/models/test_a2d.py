@@ -19,7 +19,7 @@ from cdd_cli.models.tokenizers import FileTokenizer, Gpt2Tokenizer
 from cdd_cli.train.adapt import EOT_ID, MASK_ID, default_tokenizer_file
 
 runner = CliRunner()
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 
 

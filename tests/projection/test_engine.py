@@ -26,9 +26,9 @@ from cdd_cli.run.defaults import fill_defaults
 from cdd_cli.settings import SearchSettings
 from cdd_cli.spec import ConstraintSpec, Spec
 from tests.generation import generation
-from tests.test_projection import CARBON, CarbonCount, explicit
+from tests.projection.test_projection import CARBON, CarbonCount, explicit
 
-PACKAGE = Path(__file__).resolve().parent.parent / "cdd_cli"
+PACKAGE = Path(__file__).resolve().parents[2] / "cdd_cli"
 
 
 def count_alm_calls(monkeypatch) -> list[int]:
