@@ -202,3 +202,20 @@ def test_check_spec_fills_every_setting_without_loading_weights(tmp_path: Path):
     assert spec.projection.support == 256 and spec.sampling.decode == "plain"
     with pytest.raises(cdd.InputError, match="--length 9999 exceeds model default-text's"):
         cdd.check_spec(path, 9999)
+
+
+def test_a_run_fills_its_defaults_once(monkeypatch, tmp_path: Path):
+    import cdd_cli.run.runner as runner_module
+
+    filled: list[str] = []
+    fill = runner_module.fill_defaults
+    monkeypatch.setattr(
+        runner_module,
+        "fill_defaults",
+        lambda spec, loaded: filled.append(spec.method) or fill(spec, loaded),
+    )
+    out = tmp_path / "out.jsonl"
+    result = runner.invoke(app, ["molecules", "-n", "2", "--steps", "4", "-c", "sa", "--tau", "4",
+                                 "-q", "-o", str(out)])  # fmt: skip
+    assert result.exit_code in (0, 3), result.stderr
+    assert filled == ["cdd"] and len(out.read_text().splitlines()) == 2
