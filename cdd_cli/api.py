@@ -48,9 +48,9 @@ from cdd_cli.models import registry
 from cdd_cli.models.tokenizers import TextTokenizer
 from cdd_cli.prompts import PromptInput, check_prompt
 from cdd_cli.reporting import Display, Reporter
-from cdd_cli.run.defaults import fill_defaults
+from cdd_cli.run.defaults import check_blocks, fill_defaults
 from cdd_cli.run.domains import DEFAULT_LENGTH, DOMAINS
-from cdd_cli.run.runner import Output, compile_spec, plan, write
+from cdd_cli.run.runner import Output, check_length, compile_spec, plan, write
 from cdd_cli.spec import ConstraintSpec, Spec, domain_of, overlay
 from cdd_cli.spec import load_spec as _load_spec
 
@@ -81,6 +81,8 @@ def _spec(
 ) -> Spec:
     if isinstance(spec, Spec):
         base = copy.deepcopy(spec)  # the caller's spec is left as it was
+    elif spec is not None and not isinstance(spec, (str, Path)):
+        raise InputError(f"spec: expected a Spec or a YAML file's path, got {spec!r}")
     else:
         base = load_spec(spec) if spec is not None else Spec(source="api")
     if isinstance(constraints, ConstraintSpec):  # one constraint, not in a list
@@ -135,6 +137,8 @@ class Generator:
             spec, constraints, name, method, sampling, words=words, decode=decode,
             sampler=sampler, dtype=dtype, temperature=temperature, top_p=top_p,
         )  # fmt: skip
+        if not isinstance(chat, bool):
+            raise InputError(f"chat must be True or False, got {chat!r}")
         resolved.sampling.chat = chat or resolved.sampling.chat
         if domain is not None and domain not in DOMAINS:
             raise InputError(f"domain must be molecules or text, got {domain!r}")
@@ -168,31 +172,58 @@ class Generator:
         `prompts`: a text, texts, or {"prompt": ..., "id": ...} objects; None generates
         unconditionally. `length`: tokens after the prompt (default 64, or what the model's
         length leaves). `reporter`: told of records, steps and ALM iterations as they go."""
+        self._serves("text", "generate")
         run = plan(self.compiled, n, as_prompts(prompts), length, seed)
-        return run.records(reporter)
+        return run.records(checked(reporter))
 
     def molecules(
         self, n: int | None = None, *, seed: int | None = None, reporter: Reporter | None = None
     ) -> Iterator[dict]:
         """Records of `n` molecules (default: the spec's n, else 16)."""
-        return plan(self.compiled, n, None, None, seed).records(reporter)
+        self._serves("molecules", "molecules")
+        return plan(self.compiled, n, None, None, seed).records(checked(reporter))
 
     def write(
         self,
-        output: Output,
+        output: str | Output,
         n: int | None = None,
         prompts: Prompts = None,
         length: int | None = None,
+        *,
+        seed: int | None = None,
         display: Display | None = None,
         say: Callable[[str], None] = print,
     ) -> tuple[int, str]:
-        """One run's records appended to `output` (a JSONL file or "-"; with resume, shards
-        and the resolved configuration beside it, as `cdd molecules -o` writes them): the exit
-        code (3 where some record violates its constraints, else 0) and the summary line."""
-        run = plan(self.compiled, n, as_prompts(prompts), length)
+        """One run's records appended to `output` (a JSONL file's path, "-" for stdout, or an
+        `Output` saying which shard to write and whether to resume), with its resolved
+        configuration beside it, as `cdd molecules -o` writes them: the exit code (3 where
+        some record violates its constraints, else 0) and the summary line. `say`: where
+        lines about resuming go."""
+        if isinstance(output, str):
+            output = Output(output)
+        if not isinstance(output, Output):
+            raise InputError(f"output: expected a file's path or an Output, got {output!r}")
+        given = as_prompts(prompts) if self.compiled.domain.name == "text" else None
+        if prompts is not None and given is None:
+            raise InputError("a molecule model takes no prompts")
+        run = plan(self.compiled, n, given, length, seed)
         started = time.perf_counter()
-        code = write(run, output, display, say)
+        code = write(run, output, checked(display), say)
         return code, run.summary(time.perf_counter() - started)
+
+    def _serves(self, domain: str, call: str) -> None:
+        if self.compiled.domain.name != domain:
+            model = self.compiled.loaded.name
+            other = "generate" if domain == "molecules" else "molecules"
+            raise InputError(
+                f"{call}(): model {model} is a {self.compiled.domain.name} model; use {other}()"
+            )
+
+
+def checked(reporter: Reporter | None) -> Reporter | None:
+    if reporter is not None and not isinstance(reporter, Reporter):
+        raise InputError(f"reporter: expected a cdd.Reporter, got {reporter!r}")
+    return reporter
 
 
 def check_spec(path: str | Path, length: int | None = None) -> tuple[Spec, str]:
@@ -202,8 +233,7 @@ def check_spec(path: str | Path, length: int | None = None) -> tuple[Spec, str]:
     fits 64 tokens (--length 64)"). Lexical layouts are checked for an unprompted continuation
     of `length` tokens (default: what `generate` would use); `generate` checks again with each
     prompt (and counts read from prompts)."""
-    if length is not None and length <= 0:
-        raise InputError(f"--length must be positive, got {length}")
+    check_length(length)
     resolved = load_spec(path)
     text = any(domain_of(c.type) == "text" for c in resolved.constraints)
     kind = "text" if text else "molecules"
@@ -218,6 +248,7 @@ def check_spec(path: str | Path, length: int | None = None) -> tuple[Spec, str]:
             f"--length {length} exceeds model {loaded.name}'s length of "
             f"{loaded.config.model_length} tokens"
         )
+    check_blocks(resolved, tokens)  # (a text run checks again with each prompt's length)
     note = ""
     try:
         if closed_forms(placed, loaded.tokenizer, 0, tokens):
@@ -265,8 +296,10 @@ def generate(
 def as_prompts(prompts: Prompts) -> list[PromptInput | None]:
     if prompts is None:
         return [None]
-    if isinstance(prompts, (str, PromptInput)):
+    if isinstance(prompts, (str, PromptInput, dict)):  # one prompt, not in a list
         prompts = [prompts]
+    if not isinstance(prompts, Iterable):
+        raise InputError(f"prompts: expected a text or a list of them, got {prompts!r}")
     out: list[PromptInput | None] = []
     for k, item in enumerate(prompts):
         where = f"prompts[{k}]"

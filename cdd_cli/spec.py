@@ -474,6 +474,8 @@ def overlay(
     for name, value in (sampling or {}).items():
         if value is not None:
             flag = ("-n" if name == "n" else "--" + name.replace("_", "-")) if flags else name
+            if isinstance(value, bool) or not isinstance(value, int):  # an API caller's value
+                raise InputError(f"{flag} must be an integer, got {value!r}")
             low, high = SAMPLING_RANGES.get(name, (1, None))
             if value < low or (high is not None and value > high):
                 within = f"in [{low}, {high:,}]" if high is not None else "positive"
@@ -481,8 +483,19 @@ def overlay(
             setattr(spec.sampling, name, value)
     for name, value in choices.items():
         if value is not None:
+            number = name in ("temperature", "top_p")
+            kind = (int, float) if number else str
+            if isinstance(value, bool) or not isinstance(value, kind):
+                flag = "--" + name.replace("_", "-") if flags else name
+                raise InputError(
+                    f"{flag} must be a {'number' if number else 'name'}, got {value!r}"
+                )
             setattr(spec.sampling, name, value)
+    if words is not None and not isinstance(words, str):
+        raise InputError(f"words must be a name, got {words!r}")
     spec.words = words or spec.words
+    if model is not None and not isinstance(model, str):
+        raise InputError(f"model must be a name or a folder, got {model!r}")
     if model is not None and not model.strip():
         raise InputError(f"{'--model' if flags else 'model'} is empty")
     spec.model = model or spec.model

@@ -80,6 +80,17 @@ def test_text_records_equal_the_clis():
         (lambda: cdd.molecules(n=1, device="gpu"), "unknown device 'gpu'"),
         (lambda: cdd.SentenceCount(), "sentence_count needs min, max or equals"),
         (lambda: cdd.generate("Hi", words="nltk"), "words must be one of plain, collie"),
+        # A Python caller's wrong types: the same one line, never another exception.
+        (lambda: cdd.molecules(n="4"), "n must be an integer, got '4'"),
+        (lambda: cdd.molecules(n=2, seed=1.5), "seed must be an integer, got 1.5"),
+        (lambda: cdd.molecules(n=2, seed=True), "seed must be an integer, got True"),
+        (lambda: cdd.generate("Hi", length="8"), "--length must be an integer, got '8'"),
+        (lambda: cdd.generate(5), "prompts: expected a text or a list of them, got 5"),
+        (lambda: cdd.generate("Hi", top_p="a"), "top_p must be a number, got 'a'"),
+        (lambda: cdd.Generator(5), "model must be a name or a folder, got 5"),
+        (lambda: cdd.Generator(spec=5), "spec: expected a Spec or a YAML file's path, got 5"),
+        (lambda: cdd.molecules(n=1, reporter="x"), "reporter: expected a cdd.Reporter"),
+        (lambda: cdd.Generator("default-text", chat="yes"), "chat must be True or False"),
     ],
 )
 def test_bad_input_raises_the_clis_one_line_error(make, message: str):
@@ -192,6 +203,11 @@ def test_a_generator_takes_a_loaded_model_and_its_domain_from_its_tokenizer():
         cdd.Generator()
     with pytest.raises(cdd.InputError, match="--length must be positive, got 0"):
         generator.generate("The sea was", length=0)
+    with pytest.raises(cdd.InputError, match=r"^molecules\(\): model default-text is a text model"):
+        generator.molecules(2)
+    # One {"prompt", "id"} object is one prompt (not its keys).
+    one = list(generator.generate({"prompt": "Call me", "id": "q"}, n=1, length=4, seed=1))
+    assert [(r["prompt"], r["prompt_id"]) for r in one] == [("Call me", "q")]
 
 
 def test_check_spec_fills_every_setting_without_loading_weights(tmp_path: Path):

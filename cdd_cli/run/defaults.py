@@ -27,8 +27,8 @@ def fill(settings: Any, values: dict[str, Any]) -> None:
 
 
 def fill_defaults(spec: Spec, loaded: LoadedModel) -> None:
-    """Settings the spec leaves to the method and model, filled in place (once per run) so
-    that the resolved configuration names them."""
+    """Settings the spec leaves to the method and model, filled in place (once per compiled
+    spec, which all its runs share) so that the resolved configuration names them."""
     spec.sampling.steps = spec.sampling.steps or loaded.default_steps
     syntax = isinstance(loaded.tokenizer, SmilesTokenizer)  # text has none
     if spec.sampling.decode == "well-formed" and not syntax:

@@ -81,7 +81,6 @@ class Run:
         of them not already written (an interrupted run resumed)."""
         spec, loaded, constraints = self.spec, self.compiled.loaded, self.constraints
         domain, n = self.compiled.domain, self.n
-        check_batch_fits(min(spec.sampling.batch_size, n), loaded)
         reporter = reporter or Reporter()
         generation = Generation(spec, loaded, constraints, self.length, reporter)
         share = share or Share()
@@ -125,15 +124,23 @@ def plan(
     spec = copy.deepcopy(compiled.spec)
     spec.sampling.n = asked.sampling.n or spec.sampling.n or domain.default_n  # resolved names it
     spec.sampling.seed = seed if seed is not None else spec.sampling.seed
-    if length is not None and length <= 0:
-        raise InputError(f"--length must be positive, got {length}")
+    check_length(length)
     tokenized, length = domain.prompts(prompts or [None], length, loaded, spec.sampling.chat)
     check_blocks(spec, length)
+    check_batch_fits(min(spec.sampling.batch_size, spec.sampling.n), loaded)
     constraints = [c.for_run() for c in compiled.constraints]
     for prompt in tokenized:  # every prompt's lexical constraints must fit
         told = [c.with_prompt(prompt.text or "", len(prompt.ids)) for c in constraints]
         closed_forms(told, loaded.tokenizer, len(prompt.ids), length)
     return Run(spec, compiled, constraints, tokenized, length, spec.sampling.n)
+
+
+def check_length(length: int | None) -> None:
+    """A continuation length asked for (None: the domain's default) is a positive integer."""
+    if length is not None and (isinstance(length, bool) or not isinstance(length, int)):
+        raise InputError(f"--length must be an integer, got {length!r}")
+    if length is not None and length <= 0:
+        raise InputError(f"--length must be positive, got {length}")
 
 
 @dataclass
