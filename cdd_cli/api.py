@@ -41,14 +41,13 @@ from cdd_cli.constraint_values import (  # the API's constraint values
 )
 from cdd_cli.constraints.base import closed_forms
 from cdd_cli.constraints.lexical import Count as CountConstraint
-from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.diffusion.schedule import LogLinearSchedule
 from cdd_cli.errors import InputError
 from cdd_cli.models import registry
 from cdd_cli.models.tokenizers import TextTokenizer
 from cdd_cli.prompts import PromptInput, check_prompt
 from cdd_cli.reporting import Display, Reporter
-from cdd_cli.run.defaults import check_blocks, fill_defaults
+from cdd_cli.run.defaults import check_blocks
 from cdd_cli.run.domains import DEFAULT_LENGTH, DOMAINS
 from cdd_cli.run.runner import Output, check_length, compile_spec, plan, write
 from cdd_cli.spec import ConstraintSpec, Spec, domain_of, overlay
@@ -238,9 +237,9 @@ def check_spec(path: str | Path, length: int | None = None) -> tuple[Spec, str]:
     text = any(domain_of(c.type) == "text" for c in resolved.constraints)
     kind = "text" if text else "molecules"
     loaded = registry.load(resolved.model, kind, "cpu", resolved.sampling.dtype, weights=False)
-    constraints = build_constraints(resolved.constraints, loaded, "cpu", resolved.words)
-    resolved.model = resolved.model or loaded.name
-    fill_defaults(resolved, loaded)
+    domain = "text" if isinstance(loaded.tokenizer, TextTokenizer) else "molecules"
+    # As a Generator compiles it (the method a run would record included), weights aside.
+    constraints = compile_spec(resolved, DOMAINS[domain], "cpu", loaded).constraints
     placed = [c for c in constraints if not (isinstance(c, CountConstraint) and c.resolved is None)]
     tokens = length or min(DEFAULT_LENGTH, loaded.config.model_length)
     if length and length > loaded.config.model_length:

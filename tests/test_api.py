@@ -218,6 +218,11 @@ def test_check_spec_fills_every_setting_without_loading_weights(tmp_path: Path):
     assert spec.projection.support == 256 and spec.sampling.decode == "plain"
     with pytest.raises(cdd.InputError, match="--length 9999 exceeds model default-text's"):
         cdd.check_spec(path, 9999)
+    # Nothing to project against: the method a run records, as a Generator compiles it.
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("method: cdd\n")
+    assert cdd.check_spec(bare)[0].method == "unconstrained"
+    assert cdd.Generator(spec=bare, domain="molecules").spec.method == "unconstrained"
 
 
 def test_a_run_fills_its_defaults_once(monkeypatch, tmp_path: Path):
