@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from cdd_cli import plugins
+import cdd_cli.plugins as plugins
 from cdd_cli.constraints import lexical, novelty, properties, sa, structured, toxicity
 from cdd_cli.constraints import plugin as plugin_types
 from cdd_cli.constraints.descriptor import Descriptor

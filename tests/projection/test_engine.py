@@ -268,8 +268,8 @@ def package_modules() -> dict[str, ast.Module]:
 
 def imported(module: str, node: ast.AST, known: set[str]) -> list[str]:
     """The cdd modules an import statement of `module` loads: relative imports resolved,
-    `from cdd_cli import X` naming the submodule X where there is one, else the package's
-    `__init__` (which imports the whole API)."""
+    `from cdd_cli import X` naming the package's `__init__` (which imports the whole API) and
+    the submodule X where there is one."""
     if isinstance(node, ast.Import):
         return [a.name for a in node.names if a.name.startswith("cdd_cli")]
     if not isinstance(node, ast.ImportFrom):
@@ -286,8 +286,12 @@ def imported(module: str, node: ast.AST, known: set[str]) -> list[str]:
     names = []
     for alias in node.names:
         sub = f"{base}.{alias.name}"
-        names.append(sub if sub in known or f"{sub}.__init__" in known else base)
-    return names
+        # `from cdd_cli import X` runs the package's __init__ (the whole API) even where X is
+        # a submodule: it counts as importing the package, and X besides.
+        found = [base] if base == "cdd_cli" else []
+        found += [sub] if sub in known or f"{sub}.__init__" in known else [base]
+        names += found
+    return list(dict.fromkeys(names))
 
 
 def import_graph() -> dict[str, set[str]]:
