@@ -7,52 +7,9 @@
 The same records as `cdd molecules` / `cdd generate` write (see `cdd_cli.api`).
 """
 
-from cdd_cli.api import (
-    SA,
-    Count,
-    Exclude,
-    Generator,
-    Include,
-    JsonSchema,
-    Model,
-    Novelty,
-    Regex,
-    SentenceCount,
-    Toxicity,
-    WordAt,
-    WordCount,
-    check_spec,
-    constraint,
-    generate,
-    load_model,
-    load_spec,
-    molecules,
-)
-from cdd_cli.errors import InputError
-from cdd_cli.reporting import Reporter
+# The public names are the API's (`cdd_cli.api.__all__`), listed once there.
+from cdd_cli.api import *  # noqa: F403
+from cdd_cli.api import __all__ as _api
 from cdd_cli.version import __version__
 
-__all__ = [
-    "SA",
-    "Count",
-    "Exclude",
-    "Generator",
-    "Include",
-    "InputError",
-    "JsonSchema",
-    "Model",
-    "Novelty",
-    "Regex",
-    "Reporter",
-    "SentenceCount",
-    "Toxicity",
-    "WordAt",
-    "WordCount",
-    "__version__",
-    "check_spec",
-    "constraint",
-    "generate",
-    "load_model",
-    "load_spec",
-    "molecules",
-]
+__all__ = [*_api, "__version__"]

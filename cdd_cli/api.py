@@ -54,10 +54,9 @@ from cdd_cli.spec import ConstraintSpec, Spec, domain_of, overlay
 from cdd_cli.spec import load_spec as _load_spec
 
 __all__ = [
-    "SA", "Count", "Exclude", "Generator", "Include", "JsonSchema", "Model", "Novelty", "Regex",
-    "SentenceCount", "Toxicity", "WordAt", "WordCount", "check_spec", "constraint", "generate",
-    "load_model",
-    "load_spec", "molecules",
+    "SA", "Count", "Exclude", "Generator", "Include", "InputError", "JsonSchema", "Model",
+    "Novelty", "Regex", "Reporter", "SentenceCount", "Toxicity", "WordAt", "WordCount",
+    "check_spec", "constraint", "generate", "load_model", "load_spec", "molecules",
 ]  # fmt: skip
 
 Constraints = ConstraintSpec | Iterable[ConstraintSpec] | None
@@ -148,6 +147,7 @@ class Generator:
             if domain is None and resolved.model is None:
                 raise InputError("Generator: give a model, or domain='molecules' or 'text'")
             if domain is None:  # a named model: its tokenizer says which domain it serves
+                # (the kind only picks a default model, and a model is named here)
                 loaded = registry.load(resolved.model, "molecules", device, resolved.sampling.dtype)
         if domain is None:
             domain = "text" if isinstance(loaded.tokenizer, TextTokenizer) else "molecules"

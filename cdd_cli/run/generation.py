@@ -113,8 +113,8 @@ class Generation:
             loaded.config.noise,
             loaded.config.vocab_size,
             loaded.tokenizer.mask_id,
-            sampling.sampler or "ancestral",
-            sampling.block_length or 0,
+            sampling.sampler,
+            sampling.block_length,
             Shape(sampling.temperature, sampling.top_p),
         )
         self.sampler = Sampler(
