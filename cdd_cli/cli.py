@@ -8,7 +8,6 @@ Rich console. Exit codes: 0 all records satisfy their constraints; 3 written but
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import warnings
 from collections.abc import Callable
@@ -20,13 +19,11 @@ from rich.console import Console
 
 from cdd_cli.api import Generator, check_spec
 from cdd_cli.console import (
-    FLAG,
     HELP,
     BatchOpt,
     ConstraintOpt,
     DeviceOpt,
     MethodOpt,
-    ModelOpt,
     OutputOpt,
     QuietOpt,
     ResumeOpt,
@@ -41,34 +38,40 @@ from cdd_cli.console import (
     console,
     fail,
     log,
+    model_option,
     parse_shard,
     run_guarded,
     set_threads,
 )
+from cdd_cli.diffusion.processes import SAMPLERS
 from cdd_cli.distributed import Ranks, gather, launch_from_env
-from cdd_cli.errors import InputError, Interrupted, Terminated, terminate
+from cdd_cli.errors import InputError, Interrupted, Terminated, handle_signals
 from cdd_cli.evaluate.report import evaluate
+from cdd_cli.helpstyle import ClickStyleTyper, choice_metavar
 from cdd_cli.models.registry import ASSETS, shipped_models
 from cdd_cli.prompts import PromptInput, check_prompt, read_prompts
 from cdd_cli.records import output_lock
 from cdd_cli.run.runner import Output
+from cdd_cli.settings import DECODINGS, DTYPE_NAMES
 from cdd_cli.shards import merge_shards
 from cdd_cli.spec import Spec, constraint_rows, dump
 from cdd_cli.train_cli import train_app
 from cdd_cli.version import __version__
 
-app = typer.Typer(
+app = ClickStyleTyper(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings=HELP,
     help="Constrained discrete diffusion: text and molecules under hard constraints.",
 )
-models_app = typer.Typer(
-    no_args_is_help=True, context_settings=HELP, help="Shipped default models."
+models_app = ClickStyleTyper(
+    no_args_is_help=True, context_settings=HELP, help="The shipped models and surrogates."
 )
 app.add_typer(train_app, name="train")
-constraints_app = typer.Typer(no_args_is_help=True, context_settings=HELP, help="Constraint types.")
+constraints_app = ClickStyleTyper(
+    no_args_is_help=True, context_settings=HELP, help="The constraint types, built in and plugins'."
+)
 
 
 def show_version(value: bool) -> None:
@@ -81,7 +84,7 @@ def show_version(value: bool) -> None:
 def root(
     version: Annotated[
         bool,
-        typer.Option("--version", callback=show_version, is_eager=True, help="Print the version."),
+        typer.Option("--version", callback=show_version, is_eager=True, help="Show the version."),
     ] = False,
 ) -> None:
     """Constrained discrete diffusion: text and molecules under hard constraints."""
@@ -140,6 +143,12 @@ def sample(
 ) -> int:
     """One API call: a Generator of `spec` writes one run (`run`: prompts, length) to
     `output`; its summary goes to stderr."""
+    if output.resume and output.path == "-":
+        # Nothing earlier can be read back from stdout: resuming would silently rewrite all.
+        raise InputError(
+            "--resume finishes the file an interrupted run wrote: give it with -o FILE "
+            "(stdout holds nothing to resume)"
+        )
 
     def write(out: Output, device: str, told: Console, display: RichReporter) -> int:
         generator = Generator(spec=spec, domain=domain, device=device)
@@ -164,9 +173,13 @@ def molecules(
         typer.Option("--num-samples", "-n", help="Number of molecules. \\[default: 16]"),
     ] = None,
     seed: Annotated[
-        Optional[int], typer.Option(help="Sample i uses (seed, 0, i). \\[default: 0]")
+        Optional[int],
+        typer.Option(
+            help="Random seed: a rerun with the same seed, model and settings writes the same "
+            "molecules, whatever --batch-size or --shard. \\[default: 0]"
+        ),
     ] = None,
-    model: ModelOpt = None,
+    model: model_option("default-molecules") = None,
     steps: StepsOpt = None,
     batch_size: BatchOpt = None,
     device: DeviceOpt = "auto",
@@ -177,7 +190,6 @@ def molecules(
         typer.Option(
             "--novel",
             help="Only molecules absent from the training set and earlier in the run.",
-            metavar=FLAG,
         ),
     ] = False,
     spec: SpecOpt = None,
@@ -186,7 +198,8 @@ def molecules(
         Optional[str],
         typer.Option(
             help="well-formed: the last step reads the most probable SMILES syntax accepts; "
-            "plain: the argmax per position (published validity). \\[default: well-formed]"
+            "plain: the argmax per position (published validity). \\[default: well-formed]",
+            metavar=choice_metavar(DECODINGS),
         ),
     ] = None,
     output: OutputOpt = "-",
@@ -216,7 +229,9 @@ def generate(
     ] = None,
     prompts: Annotated[
         Optional[str],
-        typer.Option(help='JSONL file (or -), a line each: {"prompt": "...", "id": ...}.'),
+        typer.Option(
+            help='JSONL file (or - for stdin), a line each: {"prompt": "...", "id": ...}.'
+        ),
     ] = None,
     n: Annotated[
         Optional[int],
@@ -226,9 +241,13 @@ def generate(
         Optional[int], typer.Option(help="Tokens to generate after the prompt. \\[default: 64]")
     ] = None,
     seed: Annotated[
-        Optional[int], typer.Option(help="Sample i of prompt p uses (seed, p, i). \\[default: 0]")
+        Optional[int],
+        typer.Option(
+            help="Random seed: a rerun with the same seed, model, prompts and settings writes "
+            "the same text, whatever --batch-size or --shard. \\[default: 0]"
+        ),
     ] = None,
-    model: ModelOpt = None,
+    model: model_option("default-text") = None,
     steps: StepsOpt = None,
     batch_size: BatchOpt = None,
     device: DeviceOpt = "auto",
@@ -245,7 +264,7 @@ def generate(
         typer.Option(
             help="Which masked positions a step decides: ancestral (MDLM), confidence (LLaDA), "
             "margin or entropy (Dream). \\[default: the model family's]",
-            metavar="NAME",
+            metavar=choice_metavar(SAMPLERS),
         ),
     ] = None,
     block_length: Annotated[
@@ -253,22 +272,20 @@ def generate(
         typer.Option(
             help="Decide the text in blocks of this many tokens, left to right; 0: one block. "
             "\\[default: LLaDA 32, else 0]",
-            metavar="INT",
         ),
     ] = None,
     dtype: Annotated[
         Optional[str],
         typer.Option(
-            help="Weights' precision for LLaDA/Dream/A2D: float32, bfloat16 or float16. "
+            help="Weights' precision for LLaDA/Dream/A2D. "
             "\\[default: the checkpoint's on a GPU, float32 on a CPU]",
-            metavar="NAME",
+            metavar=choice_metavar(DTYPE_NAMES),
         ),
     ] = None,
     temperature: Annotated[
         Optional[float],
         typer.Option(
             help="Draw each token from the (projected) logits divided by this. \\[default: 1]",
-            metavar="FLOAT",
         ),
     ] = None,
     top_p: Annotated[
@@ -276,7 +293,6 @@ def generate(
         typer.Option(
             help="Draw each token from its nucleus: the most probable tokens holding this "
             "much of the (projected) mass. \\[default: 1]",
-            metavar="FLOAT",
         ),
     ] = None,
     chat: Annotated[
@@ -284,7 +300,6 @@ def generate(
         typer.Option(
             "--chat",
             help="Wrap each prompt in the model's chat template as a user turn (instruct models).",
-            metavar=FLAG,
         ),
     ] = False,
     quiet: QuietOpt = False,
@@ -331,21 +346,25 @@ def merge(
 
 @app.command("eval")
 def eval_command(
-    records: Annotated[str, typer.Argument(help="JSONL records (file or -).", metavar="RECORDS")],
+    records: Annotated[str, typer.Argument(help="JSONL records (a file, or - for stdin).")],
     perplexity: Annotated[
         Optional[bool],
         typer.Option(
-            help="Perplexity under SmolLM2-135M (default: on if the fluency extra is in)."
+            help="Fluency: perplexity under SmolLM2-135M. \\[default: on where the fluency "
+            "extra is installed]"
         ),
     ] = None,
     judge: Annotated[
         Optional[bool],
-        typer.Option(help="alt-profanity-check toxicity (default: on if the judge extra is in)."),
+        typer.Option(
+            help="Toxicity by an independent judge, alt-profanity-check. \\[default: on where "
+            "the judge extra is installed]"
+        ),
     ] = None,
     threads: ThreadsOpt = None,
     pretty: Annotated[
         bool,
-        typer.Option("--pretty", help="Indented JSON (the default at a terminal).", metavar=FLAG),
+        typer.Option("--pretty", help="Indented JSON (the default at a terminal)."),
     ] = False,
 ) -> None:
     """Summarise records: constraints, toxicity, fluency or molecule metrics; JSON on stdout."""
@@ -363,7 +382,7 @@ def eval_command(
 
 @app.command()
 def validate(
-    spec: Annotated[Path, typer.Argument(help="YAML spec to check.", metavar="SPEC")],
+    spec: Annotated[Path, typer.Argument(help="YAML spec to check.")],
     length: Annotated[
         Optional[int],
         typer.Option(
@@ -382,7 +401,7 @@ def validate(
     run_guarded(body)
 
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON array, for scripts.", metavar=FLAG)]
+JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON array, for scripts.")]
 
 
 @constraints_app.command("ls")
@@ -451,7 +470,10 @@ def show_warning(message, category, filename, lineno, file=None, line=None) -> N
 
 def main() -> None:
     warnings.showwarning = show_warning
-    signal.signal(signal.SIGTERM, terminate)  # stop as Ctrl-C does: whole records, one line
+    # Installed by `cdd_cli.__main__` before the imports already; again for callers of main()
+    # that came another way. Within a command's work (`run_guarded`) a signal stops the run
+    # between whole records; elsewhere it is one line and out.
+    handle_signals()
     try:  # newer typer vendors click; older ones use it directly
         from typer._click.exceptions import UsageError
     except ImportError:

@@ -196,7 +196,7 @@ class CDD(Method):
             KeepClosedForms(closed_forms),
             FlipSearch(judges, search, job.reader, job.well_formed, repair=True),
         ]
-        return Engine(stages, job.fixed_positions, len(job.generators))
+        return Engine(stages, job.fixed_positions, len(job.generators), job.on_stage)
 
     def attempts(self, repair: RepairSettings, reject: RejectSettings) -> int:
         return 1 + repair.max_redraws
@@ -220,7 +220,7 @@ class Paper(Method):
             KeepClosedForms(closed_forms),
             FlipSearch(judges, search, job.reader, None, repair=False),
         ]
-        return Engine(stages, job.fixed_positions, len(job.generators))
+        return Engine(stages, job.fixed_positions, len(job.generators), job.on_stage)
 
     def projection_defaults(self, kind: str, types: list[str]) -> dict[str, Any]:
         # The paper's toxicity settings where toxicity is served, else its SA ones.

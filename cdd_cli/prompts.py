@@ -33,9 +33,15 @@ def check_unicode(text: str, where: str) -> None:
         raise InputError(f"{where}: not valid Unicode text (at character {exc.start})") from None
 
 
+# Prompts a run reads at once (each is n samples, a prompt a batch at least): a file past
+# these is a mistake or a stream without end, refused before it fills the memory.
+MAX_PROMPTS = 100_000
+MAX_PROMPT_BYTES = 64 << 20
+
+
 def read_prompts(source: str) -> list[PromptInput]:
     prompts = []
-    for where, item in read_jsonl(source, "object"):
+    for where, item in read_jsonl(source, "object", MAX_PROMPTS, MAX_PROMPT_BYTES):
         if not isinstance(item.get("prompt"), str):
             raise InputError(f"{where}: expected an object with a string 'prompt'")
         prompt_id = item.get("id")

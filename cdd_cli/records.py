@@ -23,6 +23,14 @@ import yaml
 
 from cdd_cli.errors import InputError, Interrupted, Terminated
 
+# What cdd reads of a JSONL input (prompts, records, shards) before refusing it: each line is
+# parsed as it comes and the objects are all held, so a stream without end (`--prompts
+# /dev/zero`, `yes | cdd eval -`) must stop at a size, not at the memory's end. A record of
+# the longest continuation cdd writes is a few MB.
+MAX_LINE_BYTES = 16 << 20
+MAX_INPUT_BYTES = 256 << 20
+MAX_LINES = 1_000_000
+
 
 class JsonlWriter:
     """Writes to stdout for "-", else appends to a file (never truncates earlier records).
@@ -94,10 +102,12 @@ class JsonlWriter:
                     raise InputError(f"-o {self.target}: cannot write (close failed)") from None
             self.fd = None
 
-    def kept(self, total: int) -> str:
-        """What a stopped run leaves: how many of `total` records, each a complete line."""
+    def kept(self, total: int, present: int = 0) -> str:
+        """What a stopped run leaves: how many of `total` records, each a complete line;
+        `present`: those the output already held (a resumed run), counted with the ones
+        written now, as the file holds them all."""
         where = "to stdout" if self.target == "-" else f"in {self.target}"
-        return f"{self.written} of {total} records kept {where}, each a complete line"
+        return f"{present + self.written} of {total} records kept {where}, each a complete line"
 
     def __enter__(self) -> JsonlWriter:
         return self
@@ -147,30 +157,41 @@ class Existing:
 
 
 def existing_records(target: str) -> Existing:
-    """The records already in `target` (none for stdout or a file not there yet)."""
+    """The records already in `target` (none for stdout or a file not there yet), read a line
+    at a time: split at newlines only (a record's text may hold U+2028 or U+0085, which
+    `str.splitlines` would cut it at), and a line longer than any record is no record."""
     path = Path(target)
     if target == "-" or not path.is_file():
         return Existing(set(), {}, 0)
-    data = path.read_bytes()
-    whole = data[: data.rfind(b"\n") + 1]
     keys: set[tuple[int, str]] = set()
     satisfied: dict[int, list[str]] = {}
-    for number, line in enumerate(whole.decode("utf-8", errors="replace").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            key = (int(record["seed"]), str(record["id"]))
-        except (ValueError, KeyError, TypeError, RecursionError):
-            raise InputError(
-                f"-o {target}:{number}: not a cdd record; choose another file"
-            ) from None
-        if key in keys:
-            raise InputError(f"-o {target}:{number}: a second record {key[1]} of seed {key[0]}")
-        keys.add(key)
-        if record.get("satisfied"):
-            satisfied.setdefault(key[0], []).append(str(record.get("text", "")))
-    return Existing(keys, satisfied, len(data) - len(whole))
+    torn = 0
+    with path.open("rb") as f:
+        for number in itertools.count(1):
+            raw = f.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                break
+            if not raw.endswith(b"\n") and len(raw) <= MAX_LINE_BYTES:
+                torn = len(raw)  # the last line, cut short by a kill or a full disk
+                break
+            line = raw.decode("utf-8", errors="replace")
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                key = (int(record["seed"]), str(record["id"]))
+            except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
+                raise InputError(
+                    f"-o {target}:{number}: not a cdd record; choose another file"
+                ) from None
+            if key in keys:
+                raise InputError(
+                    f"-o {target}:{number}: a second record {key[1]} of seed {key[0]}"
+                )
+            keys.add(key)
+            if record.get("satisfied"):
+                satisfied.setdefault(key[0], []).append(str(record.get("text", "")))
+    return Existing(keys, satisfied, torn)
 
 
 def cut_torn_tail(target: str, torn_bytes: int) -> None:
@@ -179,35 +200,68 @@ def cut_torn_tail(target: str, torn_bytes: int) -> None:
         f.truncate(f.seek(0, os.SEEK_END) - torn_bytes)
 
 
-def read_jsonl(source: str, what: str) -> list[tuple[str, dict]]:
+def read_jsonl(
+    source: str, what: str, max_lines: int = MAX_LINES, max_bytes: int = MAX_INPUT_BYTES
+) -> list[tuple[str, dict]]:
     """The JSON objects of a JSONL file or stdin ("-"), each with its "file:line" for error
-    messages; blank lines are skipped. `what` names the records in errors."""
+    messages; blank lines are skipped. `what` names the records in errors. Read a line at a
+    time, within `max_lines` objects, `max_bytes` in all and `MAX_LINE_BYTES` a line."""
     where = "stdin" if source == "-" else source
-    try:
-        raw = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
-    except OSError as exc:
-        raise InputError(f"{source}: cannot read ({exc.strerror})") from None
-    try:
-        content = raw.decode("utf-8-sig")  # a byte-order mark (Windows editors) is not text
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{where}: not UTF-8 (byte {exc.start})") from None
     items = []
-    for number, line in enumerate(content.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except ValueError as exc:  # JSONDecodeError has .msg; a 5,000-digit number does not
-            problem = getattr(exc, "msg", None) or str(exc).split(":")[0]
-            raise InputError(f"{where}:{number}: not a JSON {what} ({problem})") from None
-        except RecursionError:
-            raise InputError(f"{where}:{number}: not a JSON {what} (nested too deeply)") from None
-        if not isinstance(item, dict):
-            raise InputError(f"{where}:{number}: not a JSON {what} (not an object)")
-        items.append((f"{where}:{number}", item))
+    try:
+        with contextlib.ExitStack() as stack:
+            stream = sys.stdin.buffer if source == "-" else stack.enter_context(open(source, "rb"))
+            total = 0
+            for number in itertools.count(1):
+                raw = stream.readline(MAX_LINE_BYTES + 1)
+                if not raw:
+                    break
+                total += len(raw)
+                if len(raw) > MAX_LINE_BYTES:
+                    raise InputError(
+                        f"{where}:{number}: a line longer than {MAX_LINE_BYTES >> 20} MiB; not a "
+                        f"JSON {what}"
+                    )
+                if total > max_bytes:
+                    raise InputError(
+                        f"{where}: more than {max_bytes >> 20} MiB of {what}s, the most cdd reads "
+                        "at once; split the file"
+                    )
+                item = parse_line(raw, f"{where}:{number}", what, first=number == 1)
+                if item is None:
+                    continue
+                if len(items) == max_lines:
+                    raise InputError(
+                        f"{where}: more than {max_lines:,} {what}s, the most cdd reads at once; "
+                        "split the file"
+                    )
+                items.append((f"{where}:{number}", item))
+    except OSError as exc:
+        raise InputError(f"{source}: cannot read ({exc.strerror or exc})") from None
     if not items:
         raise InputError(f"{where}: no {what}s")
     return items
+
+
+def parse_line(raw: bytes, where: str, what: str, first: bool = False) -> dict | None:
+    """One JSONL line's object (None: a blank line), or InputError naming the line."""
+    try:
+        # A byte-order mark (Windows editors) opening the file is not text.
+        line = raw.decode("utf-8-sig" if first else "utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{where}: not UTF-8 (byte {exc.start + 1} of the line)") from None
+    if not line.strip():
+        return None
+    try:
+        item = json.loads(line)
+    except ValueError as exc:  # JSONDecodeError has .msg; a 5,000-digit number does not
+        problem = getattr(exc, "msg", None) or str(exc).split(":")[0]
+        raise InputError(f"{where}: not a JSON {what} ({problem})") from None
+    except RecursionError:
+        raise InputError(f"{where}: not a JSON {what} (nested too deeply)") from None
+    if not isinstance(item, dict):
+        raise InputError(f"{where}: not a JSON {what} (not an object)")
+    return item
 
 
 @contextlib.contextmanager
@@ -354,13 +408,10 @@ def check_resolved_config(resolved: dict, output: str, also: str | None = None) 
     checked the same way."""
     if also is not None:
         check_resolved_config(resolved, also)
-    out, beside = Path(output), Path(f"{output}.config.yaml")
-    if output == "-" or not out.is_file() or not out.stat().st_size or not beside.is_file():
+    beside = Path(f"{output}.config.yaml")
+    if not holds_records(output) or not beside.is_file():
         return
-    try:
-        earlier = yaml.safe_load(beside.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
-        earlier = None
+    earlier = earlier_config(output)
 
     def setup(config: dict) -> dict:
         sampling = config.get("sampling")
@@ -388,6 +439,23 @@ def check_resolved_config(resolved: dict, output: str, also: str | None = None) 
         )
 
 
+def holds_records(output: str) -> bool:
+    """`output` is a regular file with something in it (not stdout, not empty)."""
+    out = Path(output)
+    return output != "-" and out.is_file() and out.stat().st_size > 0
+
+
+def earlier_config(output: str) -> dict | None:
+    """The resolved configuration written beside `output` by the run that wrote its records
+    (None: there is none, or it cannot be read as one)."""
+    beside = Path(f"{output}.config.yaml")
+    try:
+        earlier = yaml.safe_load(beside.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        return None
+    return earlier if isinstance(earlier, dict) else None
+
+
 def write_resolved_config(resolved: dict, output: str) -> None:
     """`OUT.config.yaml` beside a regular output file (not /dev/null and the like): the
     configuration (`resolved`), so its records can be told apart and reproduced."""
@@ -406,10 +474,12 @@ def written_records(
     output: str,
     total: int,
     display: contextlib.AbstractContextManager,
+    present: int = 0,
 ) -> Iterator[dict]:
     """Each of `records` once it is written to `output` (its configuration `resolved` beside
     it, which the caller checked against the file's first), inside the live `display`;
-    Ctrl-C becomes `Interrupted`, saying what was kept of `total`."""
+    Ctrl-C becomes `Interrupted`, saying what was kept of `total` (`present`: records of the
+    run the output already held)."""
     writer = JsonlWriter(output, lambda: write_resolved_config(resolved, output))
     try:
         with writer, display:
@@ -419,7 +489,7 @@ def written_records(
     except KeyboardInterrupt as exc:
         finish = "" if output == "-" else f"; finish it with: {resume_command()}"
         how, code = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
-        raise Interrupted(f"{how}: {writer.kept(total)}{finish}", code) from None
+        raise Interrupted(f"{how}: {writer.kept(total, present)}{finish}", code) from None
 
 
 def resume_command() -> str:

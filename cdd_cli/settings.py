@@ -72,9 +72,10 @@ class SamplingSettings:
     # Wrap each prompt in the model's chat template (tokenizer_config.json) as one user turn.
     chat: bool = False
     # How a step draws its tokens from the (projected) prediction: logits / temperature, cut
-    # to the nucleus of top_p of the mass (Holtzman et al.); 1 and 1: as it is.
+    # to the nucleus of top_p of the mass (Holtzman et al.); 1 and 1: as it is. top_p null:
+    # the model's kind decides (run/defaults.py: a nucleus for text, the full mass for SMILES).
     temperature: float = 1.0
-    top_p: float = 1.0
+    top_p: float | None = None
 
 
 DECODINGS = ("well-formed", "plain")

@@ -39,6 +39,15 @@ from cdd_cli.settings import (
     SamplingSettings,
     SearchSettings,
 )
+from cdd_cli.suggest import did_you_mean
+
+# A spec file's top-level keys, in the order an unknown key's message lists them.
+SPEC_KEYS = (
+    "model", "method", "words", "constraints", "projection", "search", "repair", "reject",
+    "sampling",
+)  # fmt: skip
+# The sampling settings a flag names from a few choices.
+FLAG_CHOICES = {"decode": DECODINGS, "sampler": SAMPLERS, "dtype": DTYPE_NAMES}
 
 
 @dataclass
@@ -121,6 +130,13 @@ def takes_tau(name: str) -> bool:
     return True if found is None else found.needs_tau
 
 
+def tau_is_optional(name: str) -> bool:
+    """Whether a --constraint of type `name` may be given a --tau it does not need (its tau
+    has a default: a plugin's `tau_default`)."""
+    found = table.descriptor_of(name)
+    return found is not None and not found.needs_tau and found.tau_flag in found.keys
+
+
 def tau_range(name: str) -> tuple[float, float] | None:
     found = table.descriptor_of(name)
     return None if found is None else found.tau_range
@@ -147,8 +163,11 @@ class _Located:
             return None
         try:
             return yaml.safe_load(yaml.serialize(node))
-        except (yaml.YAMLError, RecursionError) as exc:  # e.g. a tag: `tau: !foo 3.5`
+        # A tag (`tau: !foo 3.5`); an integer of more digits than Python reads (ValueError).
+        except (yaml.YAMLError, RecursionError, ValueError) as exc:
             problem = getattr(exc, "problem", None) or type(exc).__name__
+            if isinstance(exc, ValueError):
+                problem = "a number of more digits than any setting takes"
             raise InputError(f"{self.where(node)}: cannot read this value ({problem})") from None
 
     def mapping(self, node: yaml.Node, key: str) -> dict[str, tuple[yaml.Node, yaml.Node]]:
@@ -189,7 +208,10 @@ def _check_type(
     if isinstance(value, float) and not math.isfinite(value):
         raise InputError(f"{loc.where(node)}: key '{key}': must be a finite number, got {value}")
     if isinstance(value, (int, float)) and abs(value) > FLOAT32_MAX:
-        raise InputError(f"{loc.where(node)}: key '{key}': {value:g} is beyond float32's range")
+        # An integer this large has no float (`:g` of it raises), and 4,300 digits and more
+        # have no text either: named by its size.
+        shown = f"{value:g}" if isinstance(value, float) else f"a {value.bit_length()}-bit integer"
+        raise InputError(f"{loc.where(node)}: key '{key}': {shown} is beyond float32's range")
     return value
 
 
@@ -202,7 +224,9 @@ def _settings(loc: _Located, node: yaml.Node, key: str, cls: type) -> Any:
     for name, (k, v) in loc.mapping(node, key).items():
         if name not in known:
             raise InputError(
-                f"{loc.where(k)}: unknown key '{key}.{name}' (known: {', '.join(known)})"
+                f"{loc.where(k)}: unknown key '{key}.{name}'"
+                f"{did_you_mean(name, known, prefix=f'{key}.')} "
+                f"(known: {', '.join(known)})"
             )
         hint = get_args(hints[name]) or (hints[name],)  # int, float or str, some None-able
         kinds = ((float, (int, float)), (str, (str,)), (bool, (bool,)))
@@ -252,7 +276,10 @@ def check_allowed_values(c: ConstraintSpec, described: Descriptor) -> None:
                 f"{c.where}: key '{name}': {value:g} is outside {within} for '{c.type}'"
             )
         if key.choices is not None and value not in key.choices:
-            raise InputError(f"{c.where}: key '{name}' must be one of {', '.join(key.choices)}")
+            raise InputError(
+                f"{c.where}: key '{name}' must be one of {', '.join(key.choices)}"
+                f"{did_you_mean(value, key.choices)}"
+            )
 
 
 def check_together(constraints: list[ConstraintSpec], words: str) -> None:
@@ -278,8 +305,8 @@ def _constraint(loc: _Located, node: yaml.Node, index: int) -> ConstraintSpec:
             continue
         if name not in keys:
             raise InputError(
-                f"{loc.where(k)}: unknown key '{name}' for constraint "
-                f"'{spec.type}' (known: {', '.join(['type', *keys])})"
+                f"{loc.where(k)}: unknown key '{name}' for constraint '{spec.type}'"
+                f"{did_you_mean(name, keys)} (known: {', '.join(['type', *keys])})"
             )
         elif (value := loc.value(v)) is None and not keys[name][1]:
             continue  # `key: null` (or `key:`) for an optional key: as if not written
@@ -293,16 +320,72 @@ def _constraint(loc: _Located, node: yaml.Node, index: int) -> ConstraintSpec:
     return spec
 
 
+# Limits on a spec, each far past any spec written by hand, so that a generated or hostile
+# one is refused in a second rather than held for minutes: its file's size; the values it
+# stands for, YAML aliases expanded (`&a [*b, *b, ...]` doubles at each level); its entries.
+MAX_SPEC_BYTES = 256 << 10
+MAX_SPEC_VALUES = 100_000
+MAX_CONSTRAINTS = 1_000
+
+
+def check_count(count: int, where: str) -> None:
+    """A spec's (or an API call's) number of constraint entries, within MAX_CONSTRAINTS."""
+    if count > MAX_CONSTRAINTS:
+        raise InputError(
+            f"{where}: {count:,} constraints; at most {MAX_CONSTRAINTS:,} (each is judged "
+            "at every step of every sample)"
+        )
+
+
+def check_expanded_size(root: yaml.Node, where: str) -> None:
+    """The number of values the YAML document stands for once its aliases are expanded (an
+    alias names a node again; each level of a nest of aliases multiplies the count) within
+    MAX_SPEC_VALUES, counted over the node graph without expanding it."""
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        sizes[id(node)] = MAX_SPEC_VALUES + 1  # a node within itself (an alias cycle)
+        if isinstance(node, yaml.SequenceNode):
+            total = 1 + sum(size(item) for item in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total = 1 + sum(size(k) + size(v) for k, v in node.value)
+        else:
+            total = 1
+        sizes[id(node)] = min(total, MAX_SPEC_VALUES + 1)
+        return sizes[id(node)]
+
+    try:
+        count = size(root)
+    except RecursionError:
+        raise InputError(f"{where}: nested too deeply to read") from None
+    if count > MAX_SPEC_VALUES:
+        raise InputError(
+            f"{where}: stands for more than {MAX_SPEC_VALUES:,} values once its YAML aliases "
+            "are expanded; write the spec without them"
+        )
+
+
 def load_spec(path: Path) -> Spec:
     where = str(path)
     if Path(path).exists() and not Path(path).is_file():  # a folder, or a pipe that would block
         raise InputError(f"{where}: not a regular file")
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with Path(path).open("rb") as f:
+            data = f.read(MAX_SPEC_BYTES + 1)
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise InputError(f"{where}: no such spec file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{where}: cannot read spec ({exc})") from None
+    if len(data) > MAX_SPEC_BYTES:
+        # The YAML reader is pure Python (about 100 kB a second): a bigger file is no spec
+        # anyone wrote, and would hold the command for minutes.
+        raise InputError(
+            f"{where}: larger than {MAX_SPEC_BYTES >> 10} KiB, the most a spec file may be (a "
+            "large JSON schema goes in a .json file of its own)"
+        )
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except (yaml.YAMLError, RecursionError) as exc:
@@ -313,6 +396,7 @@ def load_spec(path: Path) -> Spec:
     spec = Spec(source=where)
     if root is None:
         return spec
+    check_expanded_size(root, where)
     loc = _Located(where)
     for name, (k, v) in loc.mapping(root, "").items():
         if name == "model":
@@ -325,11 +409,13 @@ def load_spec(path: Path) -> Spec:
             if value not in choices:
                 raise InputError(
                     f"{loc.where(v)}: key '{name}': {value!r} is not one of {', '.join(choices)}"
+                    f"{did_you_mean(value, choices)}"
                 )
             setattr(spec, name, value)
         elif name == "constraints":
             if not isinstance(v, yaml.SequenceNode):
                 raise InputError(f"{loc.where(v)}: key 'constraints' must be a list")
+            check_count(len(v.value), loc.where(v))
             spec.constraints = [_constraint(loc, item, i) for i, item in enumerate(v.value)]
         elif name == "projection":
             spec.projection = _settings(loc, v, "projection", ALMSettings)
@@ -343,8 +429,8 @@ def load_spec(path: Path) -> Spec:
             spec.sampling = _settings(loc, v, "sampling", SamplingSettings)
         else:
             raise InputError(
-                f"{loc.where(k)}: unknown key '{name}' (known: model, method, words, "
-                "constraints, projection, search, repair, reject, sampling)"
+                f"{loc.where(k)}: unknown key '{name}'{did_you_mean(name, SPEC_KEYS)} "
+                f"(known: {', '.join(SPEC_KEYS)})"
             )
     check_settings(spec, where)
     return spec
@@ -402,11 +488,13 @@ def check_settings(spec: Spec, where: str) -> None:
         (spec.sampling.n is None or spec.sampling.n >= 1, "sampling.n must be >= 1"),
         (
             spec.sampling.decode in (None, *DECODINGS),
-            f"sampling.decode must be one of {', '.join(DECODINGS)}, got {spec.sampling.decode!r}",
+            f"sampling.decode must be one of {', '.join(DECODINGS)}, got {spec.sampling.decode!r}"
+            f"{did_you_mean(spec.sampling.decode, DECODINGS)}",
         ),
         (
             spec.sampling.sampler in (None, *SAMPLERS),
-            f"sampling.sampler must be one of {', '.join(SAMPLERS)}, got {spec.sampling.sampler!r}",
+            f"sampling.sampler must be one of {', '.join(SAMPLERS)}, got {spec.sampling.sampler!r}"
+            f"{did_you_mean(spec.sampling.sampler, SAMPLERS)}",
         ),
         (
             spec.sampling.block_length is None or spec.sampling.block_length >= 0,
@@ -417,19 +505,24 @@ def check_settings(spec: Spec, where: str) -> None:
             f"sampling.temperature must be in (0, 100], got {spec.sampling.temperature}",
         ),
         (
-            0 < spec.sampling.top_p <= 1,
+            spec.sampling.top_p is None or 0 < spec.sampling.top_p <= 1,
             f"sampling.top_p must be in (0, 1], got {spec.sampling.top_p}",
         ),
         (
             spec.sampling.dtype in (None, *DTYPE_NAMES),
-            f"sampling.dtype must be one of {', '.join(DTYPE_NAMES)}, got {spec.sampling.dtype!r}",
+            f"sampling.dtype must be one of {', '.join(DTYPE_NAMES)}, got {spec.sampling.dtype!r}"
+            f"{did_you_mean(spec.sampling.dtype, DTYPE_NAMES)}",
         ),
     ]
     for ok, message in rules:
         if not ok:
             raise InputError(f"{where}: {message}")
     if spec.words not in SCHEMES:
-        raise InputError(f"{where}: words must be one of {', '.join(SCHEMES)}, got {spec.words!r}")
+        raise InputError(
+            f"{where}: words must be one of {', '.join(SCHEMES)}, got {spec.words!r}"
+            f"{did_you_mean(spec.words, SCHEMES)}"
+        )
+    check_count(len(spec.constraints), where)
     check_together(spec.constraints, spec.words)
     seen: dict[str, str] = {}
     for c in spec.constraints:
@@ -459,7 +552,10 @@ def overlay(
     if method is not None:
         name = "--method" if flags else "method"
         if method not in METHODS:
-            raise InputError(f"{name} must be one of {', '.join(METHODS)}, got {method!r}")
+            raise InputError(
+                f"{name} must be one of {', '.join(METHODS)}, got {method!r}"
+                f"{did_you_mean(method, METHODS)}"
+            )
         given = [f.name for f in fields(spec.projection)]
         written = [k for k in given if getattr(spec.projection, k) is not None]
         written += ["search.project_from"] if spec.search.project_from is not None else []
@@ -489,6 +585,13 @@ def overlay(
                 flag = "--" + name.replace("_", "-") if flags else name
                 raise InputError(
                     f"{flag} must be a {'number' if number else 'name'}, got {value!r}"
+                )
+            allowed = FLAG_CHOICES.get(name)
+            if flags and allowed is not None and value not in allowed:
+                # Named as the flag: the settings' check below would blame the spec file.
+                raise InputError(
+                    f"--{name} must be one of {', '.join(allowed)}, got {value!r}"
+                    f"{did_you_mean(value, allowed)}"
                 )
             setattr(spec.sampling, name, value)
     if words is not None and not isinstance(words, str):

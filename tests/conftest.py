@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -187,3 +188,52 @@ def toxicity_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     save_surrogate(net, path, {"output": "logit"})
     Gpt2Tokenizer().save(path)
     return path
+
+
+EXAMPLE_PLUGIN = Path(__file__).resolve().parents[1] / "examples" / "cdd-plugin-example"
+
+
+@pytest.fixture(scope="session")
+def example_plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder that, on the path, is `examples/cdd-plugin-example` installed: its package and
+    the `.dist-info` that `pip install` would write (name, version, the entry points of its
+    pyproject.toml). Set-up leaves the example out of the venv (a user's own plugin of the same
+    name would clash with it); the tests that use it put this folder on the path."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the TOML reader pytest itself requires there
+        import tomli as tomllib
+
+    pyproject = tomllib.loads((EXAMPLE_PLUGIN / "pyproject.toml").read_text(encoding="utf-8"))
+    project = pyproject["project"]
+    folder = tmp_path_factory.mktemp("example-plugin")
+    for package in pyproject["tool"]["setuptools"]["packages"]:
+        ignore = shutil.ignore_patterns("__pycache__")
+        shutil.copytree(EXAMPLE_PLUGIN / package, folder / package, ignore=ignore)
+    name, version = project["name"], project["version"]
+    info = folder / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    groups = [
+        "\n".join([f"[{group}]", *(f"{key} = {value}" for key, value in entries.items())])
+        for group, entries in project["entry-points"].items()
+    ]
+    (info / "entry_points.txt").write_text("\n\n".join(groups) + "\n")
+    return folder
+
+
+@pytest.fixture
+def example_plugin(example_plugin_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The example plugin installed for one test: in this process, and in the processes it
+    starts (PYTHONPATH). Entry points are read afresh on both sides of the test."""
+    from cdd_cli import plugins
+
+    monkeypatch.syspath_prepend(str(example_plugin_path))
+    inherited = os.environ.get("PYTHONPATH")
+    paths = [str(example_plugin_path), *([inherited] if inherited else [])]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
+    plugins._entry_points.cache_clear()
+    plugins._load.cache_clear()
+    yield example_plugin_path
+    plugins._entry_points.cache_clear()
+    plugins._load.cache_clear()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import save_file
 
@@ -27,8 +28,19 @@ SIZES = dict(hidden=32, layers=2, heads=4, kv_heads=2, ffn=64, theta=500000.0, e
 MASK_TOKEN = {"llada": "<|mdm_mask|>", "Dream": "<|mask|>"}
 
 
+def needs_transformers() -> None:
+    """Skips the calling test (or fixture's tests) where transformers is absent: it is the
+    `fluency` extra's, not the `test` extra's, and it lays out these weights."""
+    pytest.importorskip(
+        "transformers",
+        reason="transformers is not installed (pip install -e '.[fluency]'): the model "
+        "families' test weights are laid out by its modules",
+    )
+
+
 def reference_config(family: str, vocab_rows: int = VOCAB_ROWS):
     """transformers' config of the architecture the family's weights are laid out in."""
+    needs_transformers()
     from transformers import LlamaConfig, Qwen2Config, Qwen3Config
 
     common = dict(
@@ -55,6 +67,7 @@ def reference_config(family: str, vocab_rows: int = VOCAB_ROWS):
 
 def reference(family: str, state: dict[str, torch.Tensor]) -> torch.nn.Module:
     """transformers' model of that layout holding `state` (Hugging Face names), float32."""
+    needs_transformers()
     from transformers import AutoModelForCausalLM
 
     config = reference_config(family)
@@ -180,6 +193,7 @@ def random_state(
 ) -> dict[str, torch.Tensor]:
     """transformers' parameters of the layout, drawn wider than its init (std 0.02 makes every
     logit nearly equal, so a swapped tensor would hardly show), rounded to bfloat16."""
+    needs_transformers()
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)

@@ -1,11 +1,14 @@
-"""Every command README.md shows runs as written (with small sizes), from a fresh clone.
+"""Every command README.md shows runs as written (with small sizes), in the reader's order.
 
-The bash blocks are read in order: each heredoc (`cat > FILE <<'EOF'`) becomes that file in
-a scratch copy of the clone's example files, and each `cdd ...` command runs there through
-the CLI, with `-n` at most 2, `--length` at most 16 and 4 denoising steps (the README's sizes
-are for real runs; these keep the suite short). A command passes when it exits 0 (all
-satisfied) or 3 (records written, some violate). The few commands that cannot run here are
-listed below with the reason; any other command that is not `cdd` is a failure to read.
+The bash blocks are read top to bottom, as a new user follows them from a fresh clone: in one
+empty folder holding only what a clone ships for the commands to read (`examples/`,
+`constraints.example.yaml`), each heredoc (`cat > FILE <<'EOF'`) writes its file where it
+stands and each `cdd ...` command runs where it stands, through the CLI, so a command that
+needs a file written further down fails here as it fails for the reader. Sizes are capped:
+`-n` at most 2, `--length` at most 16 and 4 denoising steps (the README's sizes are for real
+runs; these keep the suite short). A command passes when it exits 0 (all satisfied) or 3
+(records written, some violate). The few commands that cannot run here are listed below with
+the reason; any other command that is not `cdd` is a failure to read.
 """
 
 from __future__ import annotations
@@ -37,19 +40,14 @@ NOT_HERE = {
 OTHER_TOOLS = {"jq", "wait"}  # after a pipe or between background jobs: not cdd's
 SMALL = {"-n": 2, "--num-samples": 2, "--length": 16}
 STEPS = "4"
+# What a clone ships that the README's commands read; everything else they read, an earlier
+# block writes.
+SHIPPED = ("examples", "constraints.example.yaml")
+HEREDOC = re.compile(r"cat > (\S+) <<'EOF'")
 
 
 def blocks(text: str) -> list[str]:
     return re.findall(r"```bash\n(.*?)```", text, re.S)
-
-
-def heredocs(block: str) -> tuple[dict[str, str], str]:
-    """The files a block writes with `cat > FILE <<'EOF'`, and the block without them."""
-    files = {}
-    pattern = re.compile(r"^cat > (\S+) <<'EOF'\n(.*?)^EOF\n", re.S | re.M)
-    for name, body in pattern.findall(block):
-        files[name] = body
-    return files, pattern.sub("", block)
 
 
 def segments(block: str) -> list[list[str]]:
@@ -84,49 +82,83 @@ def small(args: list[str]) -> list[str]:
     return out
 
 
-def readme_commands() -> tuple[dict[str, str], list[tuple[str, list[str]]]]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    files: dict[str, str] = {}
-    commands = []
-    for block in blocks(text):
-        written, rest = heredocs(block)
-        files.update(written)
-        for line in rest.replace("\\\n", " ").splitlines():  # continuation lines joined
-            if line.strip() and not line.lstrip().startswith("#"):
-                commands.append(line)
-    parsed = []
-    for line in commands:
+def block_steps(block: str) -> list[tuple[str, str, object]]:
+    """A block's steps in order: ("write", FILE, its text) for a heredoc, ("run", line,
+    segment) for each simple command of a line (continuation lines joined) that can run here;
+    comments and the commands NOT_HERE lists are dropped."""
+    steps: list[tuple[str, str, object]] = []
+    lines = iter(block.splitlines())
+    for line in lines:
+        heredoc = HEREDOC.fullmatch(line.strip())
+        if heredoc:
+            body = []
+            for inner in lines:
+                if inner == "EOF":
+                    break
+                body.append(inner + "\n")
+            else:
+                raise AssertionError(f"{line}: no EOF ends it")
+            steps.append(("write", heredoc.group(1), "".join(body)))
+            continue
+        while line.endswith("\\"):  # a continuation line: the command goes on
+            line = line[:-1] + " " + next(lines, "").strip()
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
         if any(marker in line for marker in NOT_HERE):
             continue
-        for segment in segments(line):
-            parsed.append((line, segment))
-    return files, parsed
+        steps.extend(("run", line, segment) for segment in segments(line))
+    return steps
+
+
+def readme_steps() -> list[tuple[str, str, object]]:
+    """Every step of README.md's bash blocks, in the order a reader meets them."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    return [step for block in blocks(text) for step in block_steps(block)]
+
+
+def commands(steps: list[tuple[str, str, object]]) -> list[tuple[str, list[str]]]:
+    return [(line, segment) for kind, line, segment in steps if kind == "run"]
 
 
 def test_the_readme_shows_commands_this_test_reads():
-    files, commands = readme_commands()
-    assert {"words.yaml", "props.yaml", "person.json", "person.yaml", "date.yaml"} <= set(files)
-    firsts = {segment[0] for _, segment in commands}
+    steps = readme_steps()
+    written = {name for kind, name, _ in steps if kind == "write"}
+    assert {"words.yaml", "props.yaml", "person.json", "person.yaml", "date.yaml"} <= written
+    firsts = {segment[0] for _, segment in commands(steps)}
     assert firsts <= {"cdd"} | OTHER_TOOLS, firsts - ({"cdd"} | OTHER_TOOLS)
-    assert sum(segment[0] == "cdd" for _, segment in commands) >= 30
+    assert sum(segment[0] == "cdd" for _, segment in commands(steps)) >= 30
 
 
-def test_every_readme_command_runs_as_written(tmp_path, monkeypatch):
-    files, commands = readme_commands()
-    shutil.copytree(REPO / "examples", tmp_path / "examples")
-    shutil.copy(REPO / "constraints.example.yaml", tmp_path)
-    for name, body in files.items():  # written before any command, as "see below" asks
-        (tmp_path / name).write_text(body, encoding="utf-8")
+def test_every_readme_command_runs_as_written_in_the_readers_order(tmp_path, monkeypatch):
+    ignore = shutil.ignore_patterns("*.egg-info", "__pycache__")
+    for name in SHIPPED:
+        if (REPO / name).is_dir():
+            shutil.copytree(REPO / name, tmp_path / name, ignore=ignore)
+        else:
+            shutil.copy(REPO / name, tmp_path / name)
     monkeypatch.chdir(tmp_path)
     ran = 0
-    for line, segment in commands:
-        if segment[0] != "cdd":
+    for kind, line, step in readme_steps():
+        if kind == "write":  # the heredoc writes its file here, before what follows reads it
+            (tmp_path / line).write_text(str(step), encoding="utf-8")
             continue
-        args = small(segment[1:])
+        assert isinstance(step, list)
+        if step[0] != "cdd":
+            continue
+        args = small(step[1:])
         result = runner.invoke(app, args)
         assert result.exit_code in (0, 3), f"{line}\n-> cdd {shlex.join(args)}\n{result.output}"
         ran += 1
     assert ran >= 30
+
+
+def test_a_heredoc_is_written_where_it_stands():
+    block = "cdd a\ncat > x.yaml <<'EOF'\nk: v\nEOF\ncdd b \\\n  --c  # note\n# gone\n"
+    assert block_steps(block) == [
+        ("run", "cdd a", ["cdd", "a"]),
+        ("write", "x.yaml", "k: v\n"),
+        ("run", "cdd b  --c  # note", ["cdd", "b", "--c"]),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,8 @@ from typer.testing import CliRunner
 from cdd_cli.cli import app
 from cdd_cli.errors import InputError
 from cdd_cli.records import JsonlWriter, existing_records
+from cdd_cli.run.defaults import TEXT_TOP_P
+from tests.limits import HANG_S
 
 runner = CliRunner()
 MOLECULES = ["molecules", "-q", "-n", "8", "--batch-size", "3", "-c", "sa", "--tau", "4", "--novel"]
@@ -115,6 +117,64 @@ def test_text_runs_resume_per_prompt(tmp_path: Path, text_model_dir: Path):
     assert same_records(whole, part)
 
 
+def test_the_same_seed_writes_the_same_records_at_any_batch_size_or_shard_count(
+    tmp_path: Path, text_model_dir: Path
+):
+    # Where the ALM projects: a sample's numbers must not depend on its batch-mates
+    # (models/rows.py), nor on which process draws it.
+    jobs = {
+        "sa": ["molecules", "-q", "-n", "12", "--seed", "3", "-c", "sa", "--tau", "3.5"],
+        "toxicity": [
+            "generate", "-q", "--model", str(text_model_dir), "-n", "6", "--length", "12",
+            "--prompt", "The whale", "-c", "toxicity", "--tau", "0.5",
+        ],
+    }  # fmt: skip
+    for name, args in jobs.items():
+        whole = tmp_path / f"{name}.jsonl"
+        assert runner.invoke(app, [*args, "-o", str(whole)]).exit_code == 0
+        for batch in ("1", "5"):
+            out = tmp_path / f"{name}-batch-{batch}.jsonl"
+            done = runner.invoke(app, [*args, "--batch-size", batch, "-o", str(out)])
+            assert done.exit_code == 0, done.stderr
+            assert same_records(whole, out), (name, batch)
+        for count in (2, 3):
+            out = tmp_path / f"{name}-{count}-shards.jsonl"
+            for index in range(count):
+                shard = ["--shard", f"{index}/{count}", "-o", f"{out}.{index}"]
+                assert runner.invoke(app, [*args, *shard]).exit_code == 0
+            out.write_text("".join(Path(f"{out}.{i}").read_text() for i in range(count)))
+            assert same_records(whole, out), (name, count)
+
+
+def test_text_defaults_to_a_nucleus_and_a_file_drawn_under_another_keeps_its_own(
+    tmp_path: Path, text_model_dir: Path
+):
+    args = ["generate", "-q", "--model", str(text_model_dir), "-n", "3", "--length", "8"]
+    old, new = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+    # A run made before text defaulted to the nucleus: top_p 1 in its resolved config.
+    assert runner.invoke(app, [*args, "--top-p", "1", "-o", str(old)]).exit_code == 0
+    assert runner.invoke(app, [*args, "-o", str(new)]).exit_code == 0
+    assert f"top_p: {TEXT_TOP_P}" in (tmp_path / "new.jsonl.config.yaml").read_text()
+    assert not same_records(old, new)  # the nucleus changes what is drawn
+    # Left to the default, more samples of the old file are drawn under its own top_p 1 ...
+    more = [*args[:-4], "-n", "5", "--length", "8", "--resume", "-o", str(old)]
+    appended = runner.invoke(app, more)
+    assert appended.exit_code == 0, appended.stderr
+    assert "top_p: 1.0" in (tmp_path / "old.jsonl.config.yaml").read_text()
+    whole = tmp_path / "whole.jsonl"
+    assert runner.invoke(app, [*more[:-1], str(whole), "--top-p", "1"]).exit_code == 0
+    assert same_records(old, whole)
+    # ... and a nucleus named for it is another configuration, refused.
+    named = runner.invoke(app, [*args, "--top-p", "0.5", "--seed", "1", "-o", str(old)])
+    assert named.exit_code == 2 and "sampling.top_p differs" in named.stderr
+
+
+def test_molecules_keep_the_full_mass_by_default(tmp_path: Path):
+    out = tmp_path / "mols.jsonl"
+    assert runner.invoke(app, ["molecules", "-q", "-n", "2", "-o", str(out)]).exit_code == 0
+    assert "top_p: 1.0" in (tmp_path / "mols.jsonl.config.yaml").read_text()
+
+
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
 def test_killed_at_a_random_moment_then_resumed(tmp_path: Path, signum: int):
     args = [sys.executable, "-m", "cdd_cli", "molecules", "-q", "-n", "64", "--batch-size", "2"]
@@ -122,7 +182,7 @@ def test_killed_at_a_random_moment_then_resumed(tmp_path: Path, signum: int):
     # sample's floating-point sums (README), and the kill moment decides the batches.
     args += ["-c", "pains", "-c", "lipinski", "--threads", "1"]
     whole, part = tmp_path / "whole.jsonl", tmp_path / "part.jsonl"
-    subprocess.run([*args, "-o", str(whole)], check=True, capture_output=True, timeout=300)
+    subprocess.run([*args, "-o", str(whole)], check=True, capture_output=True, timeout=HANG_S)
     process = subprocess.Popen(
         [*args, "-o", str(part)],
         stdout=subprocess.DEVNULL,
@@ -130,12 +190,15 @@ def test_killed_at_a_random_moment_then_resumed(tmp_path: Path, signum: int):
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
-        deadline = time.monotonic() + 120
-        while not (part.is_file() and part.stat().st_size) and time.monotonic() < deadline:
+        # The first record, however long a loaded machine takes to start the run: a signal
+        # before it finds nothing kept. (The deadline is a hang guard, not a speed check.)
+        deadline = time.monotonic() + HANG_S
+        while not (part.is_file() and part.stat().st_size) and process.poll() is None:
+            assert time.monotonic() < deadline, "the run wrote no record: hung"
             time.sleep(0.05)
         time.sleep(random.Random(signum).uniform(0.0, 0.5))
         process.send_signal(signum)
-        _, stderr = process.communicate(timeout=60)
+        _, stderr = process.communicate(timeout=HANG_S)
     finally:
         process.kill()
     kept = len(existing_records(str(part)).keys)
@@ -147,7 +210,7 @@ def test_killed_at_a_random_moment_then_resumed(tmp_path: Path, signum: int):
         assert line.startswith(f"cdd: error: {how}: {kept} of 64 records kept")
         assert line.endswith(f"-o {part} --resume")
     done = subprocess.run(
-        [*args, "-o", str(part), "--resume"], capture_output=True, timeout=300, text=True
+        [*args, "-o", str(part), "--resume"], capture_output=True, timeout=HANG_S, text=True
     )
     assert done.returncode == 0, done.stderr
     assert same_records(whole, part)
@@ -192,7 +255,9 @@ def torchrun(processes: int, args: list[str], cwd: Path) -> subprocess.Completed
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     launcher += ["--nproc-per-node", str(processes), "-m", "cdd_cli", *args]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(launcher, cwd=cwd, capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run(
+        launcher, cwd=cwd, capture_output=True, text=True, env=env, timeout=HANG_S
+    )
 
 
 def test_torchrun_processes_write_the_one_process_records_and_resume_with_another_count(
@@ -201,7 +266,9 @@ def test_torchrun_processes_write_the_one_process_records_and_resume_with_anothe
     args = ["molecules", "-q", "-n", "7", "--seed", "3", "-c", "sa", "--tau", "4"]
     one, out = tmp_path / "one.jsonl", tmp_path / "out.jsonl"
     single = subprocess.run(
-        [sys.executable, "-m", "cdd_cli", *args, "-o", str(one)], capture_output=True, timeout=300
+        [sys.executable, "-m", "cdd_cli", *args, "-o", str(one)],
+        capture_output=True,
+        timeout=HANG_S,
     )
     assert single.returncode in (0, 3), single.stderr
     two = torchrun(2, [*args, "-o", str(out)], tmp_path)
@@ -225,6 +292,56 @@ def test_torchrun_processes_write_the_one_process_records_and_resume_with_anothe
     assert resumed.exit_code in (0, 3), resumed.stderr
     assert "resuming: 4 of 7 records already there" in resumed.stderr
     assert same_records(one, out) and not list(tmp_path.glob("out.jsonl.rank*"))
+
+
+def ranks(processes: int, args: list[str], cwd: Path) -> list[tuple[int, str]]:
+    """`python -m cdd_cli ARGS` as each rank of a torchrun run, started here with the
+    environment torchrun gives its processes (gloo on the CPU): each rank's exit code and
+    stderr. torchrun itself reports any rank's nonzero exit, 3 included, as its own failure
+    (exit 1) and stops the other ranks, so a run's exit 3 is seen only rank by rank."""
+    import socket
+
+    with socket.socket() as free:  # a port for the ranks' rendezvous
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    started = []
+    for rank in range(processes):
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1"}
+        env |= {"MASTER_PORT": str(port), "WORLD_SIZE": str(processes), "RANK": str(rank)}
+        env |= {"LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(processes)}
+        started.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "cdd_cli", *args],
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    try:
+        told = [p.communicate(timeout=HANG_S)[1] for p in started]
+        return [(p.returncode, stderr) for p, stderr in zip(started, told, strict=True)]
+    finally:
+        for p in started:
+            p.kill()
+
+
+def test_a_torchrun_run_with_violations_exits_3_with_its_records_gathered(tmp_path: Path):
+    """Exit 3 (written, some records violate) is a finished run: OUT holds every rank's
+    records in order and no part is left, as after exit 0. Few of QM9's molecules reach a QED
+    of 0.65 (its highest is 0.67), and unconstrained nothing steers them there."""
+    args = ["molecules", "-q", "-n", "4", "--steps", "8", "--method", "unconstrained"]
+    args += ["-c", "qed", "--tau", "0.65"]
+    out = tmp_path / "out.jsonl"
+    (lead, told), (other, _) = ranks(2, [*args, "-o", str(out)], tmp_path)
+    assert (lead, other) == (3, 3), told
+    assert f"4 records from 2 processes in {out}" in told
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in records] == [f"0-{i}" for i in range(4)]
+    for rank in (0, 1):  # each rank's share (sample k goes to rank k % 2) has a violation
+        assert not all(r["satisfied"] for r in records[rank::2]), records
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl", "out.jsonl.config.yaml"]
 
 
 def test_torchrun_generate_resumes_a_one_process_run(tmp_path: Path, text_model_dir: Path):

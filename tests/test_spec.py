@@ -91,7 +91,7 @@ sampling: {steps: 16, batch_size: 8, seed: 3, n: 10}
         "dtype": None,
         "chat": False,
         "temperature": 1.0,
-        "top_p": 1.0,
+        "top_p": None,  # the model's kind decides: a nucleus for text, the full mass for SMILES
     }
     again = write(tmp_path, yaml.safe_dump(resolved))
     assert load_spec(again).resolved() == resolved
@@ -289,7 +289,8 @@ def test_a_settings_section_must_be_a_mapping_or_empty(tmp_path: Path):
     with pytest.raises(InputError) as refused:
         load_spec(write(tmp_path, "search:\n  topk: 3\n"))
     assert str(refused.value).endswith(
-        "spec.yaml:2: unknown key 'search.topk' (known: top_k, max_nodes, project_from)"
+        "spec.yaml:2: unknown key 'search.topk'; did you mean 'search.top_k'? "
+        "(known: top_k, max_nodes, project_from)"
     )
 
 
@@ -776,29 +777,38 @@ def test_mu_init_may_equal_mu_max_but_not_pass_it():
             "projection:\n  mu_max: 3.5e+38\n",
             "spec.yaml:2: key 'projection.mu_max': 3.5e+38 is beyond float32's range",
         ),
-        # Choices and unknown keys list what is known, in order.
+        # Choices and unknown keys list what is known, in order; a close name is suggested.
         (
             "method: magic\n",
             "spec.yaml:1: key 'method': 'magic' is not one of cdd, paper, unconstrained, reject",
         ),
+        (
+            "method: rejct\n",
+            "spec.yaml:1: key 'method': 'rejct' is not one of cdd, paper, unconstrained, reject; "
+            "did you mean 'reject'?",
+        ),
         ("words: magic\n", "spec.yaml:1: key 'words': 'magic' is not one of plain, collie"),
         (
             "modle: x\n",
-            "spec.yaml:1: unknown key 'modle' (known: model, method, words, constraints, "
+            "spec.yaml:1: unknown key 'modle'; did you mean 'model'? (known: model, method, "
+            "words, constraints, "
             "projection, search, repair, reject, sampling)",
         ),
         (
             "repair:\n  redraws: 1\n",
-            "spec.yaml:2: unknown key 'repair.redraws' (known: max_redraws, margin_step)",
+            "spec.yaml:2: unknown key 'repair.redraws'; did you mean 'repair.max_redraws'? "
+            "(known: max_redraws, margin_step)",
         ),
         (
             "reject:\n  attempts: 1\n",
-            "spec.yaml:2: unknown key 'reject.attempts' (known: max_attempts)",
+            "spec.yaml:2: unknown key 'reject.attempts'; did you mean 'reject.max_attempts'? "
+            "(known: max_attempts)",
         ),
         (
             "sampling:\n  stepz: 1\n",
-            "spec.yaml:2: unknown key 'sampling.stepz' (known: n, steps, batch_size, seed, decode, "
-            "sampler, block_length, dtype, chat, temperature, top_p)",
+            "spec.yaml:2: unknown key 'sampling.stepz'; did you mean 'sampling.steps'? (known: n, "
+            "steps, batch_size, seed, decode, sampler, block_length, dtype, chat, temperature, "
+            "top_p)",
         ),
         ("repair: 3\n", "spec.yaml:1: repair must be a mapping"),
         ("reject: 3\n", "spec.yaml:1: reject must be a mapping"),

@@ -304,9 +304,10 @@ def test_usage_errors_are_one_line_exit_2():
     import subprocess
     import sys
 
-    done = subprocess.run(
-        [sys.executable, "-m", "cdd_cli", "generate", "-n", "abc"], capture_output=True, text=True
-    )
+    from tests.limits import HANG_S
+
+    command = [sys.executable, "-m", "cdd_cli", "generate", "-n", "abc"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=HANG_S)
     assert done.returncode == 2
     assert (
         done.stderr.strip().count("\n") == 0
@@ -368,6 +369,6 @@ def test_a_hub_id_without_network_is_one_line_and_no_download(monkeypatch):
     # A missing local path with one slash is a missing path, never a hub id.
     typo = generate("runs/qm9", "--prompt", "Hello", "-n", "1")
     assert typo.exit_code == 2 and "no such directory" in typo.stderr
-    assert "a hub model is named hf://runs/qm9" in typo.stderr
+    assert "for a model on the Hugging Face hub, write hf://runs/qm9" in typo.stderr
     default = generate("default-text", "--prompt", "Hello", "-n", "1", "--length", "2")
     assert default.exit_code == 0, default.stderr  # the default path never downloads

@@ -34,6 +34,7 @@ from cdd_cli.constraints.descriptor import NUMBER, ConstraintSpec, Descriptor, K
 from cdd_cli.constraints.surrogates import surrogate_for
 from cdd_cli.errors import InputError
 from cdd_cli.models.registry import LoadedModel
+from cdd_cli.models.rows import with_rows
 from cdd_cli.models.surrogate import SparseTokens, Tokens
 from cdd_cli.plugins import ConstraintPlugin, PluginError, PluginWarning, one_line
 
@@ -67,7 +68,7 @@ class SoftTokens:
             )
         if not tokens.is_floating_point():
             return table[tokens]
-        return tokens.to(table.dtype) @ table
+        return with_rows(lambda t: t @ table, tokens.to(table.dtype))
 
     def probs(self) -> torch.Tensor:
         """The dense [B, L, V] tensor (for a large vocabulary, `expect` costs far less)."""
@@ -114,16 +115,24 @@ class Guarded:
             score = score.item()
         if isinstance(score, bool) or not isinstance(score, numbers.Real):
             raise self.fail(f"its judge scored {text!r} as {score!r}, not a number or None")
-        value = float(score)
-        if math.isnan(value):
-            raise self.fail(f"its judge scored {text!r} as NaN (None: cannot be scored)")
+        try:
+            value = float(score)
+        except OverflowError:  # an integer past any float: not a score a record can hold
+            value = math.inf if score > 0 else -math.inf
+        if not math.isfinite(value):
+            # A record holds strict JSON (no NaN or infinity), and an infinite score says
+            # no more than None does.
+            shown = "NaN" if math.isnan(value) else "infinity" if value > 0 else "-infinity"
+            raise self.fail(f"its judge scored {text[:60]!r} as {shown} (None: cannot be scored)")
         return value
 
     def timed(self, texts: int, seconds: float) -> None:
         self.texts += texts
         self.seconds += seconds
         mean = self.seconds / self.texts
-        if not self.warned and self.texts >= 16 and mean > SLOW_JUDGE_SECONDS:
+        # From the first call on, as the README promises: a run of one sample may ask the
+        # judge only once, and is no less slow for that.
+        if not self.warned and mean > SLOW_JUDGE_SECONDS:
             self.warned = True
             warnings.warn(
                 PluginWarning(
@@ -247,7 +256,11 @@ def descriptor(plugin: ConstraintPlugin, package: str) -> Descriptor:
         try:
             plugin.check(dict(entry.options))
         except ValueError as exc:
-            raise InputError(f"{entry.where}: constraint '{entry.type}': {one_line(exc)}") from None
+            # A spec entry's place (FILE:LINE) does not name its type; a flag's or an API
+            # call's does ("--constraint x", "constraint 'x'"): named once either way.
+            named = entry.where.startswith(("--constraint", "constraint "))
+            where = entry.where if named else f"{entry.where}: constraint '{entry.type}'"
+            raise InputError(f"{where}: {one_line(exc)}") from None
         except Exception as exc:
             raise PluginError(
                 f"{entry.where}: plugin '{entry.type}' ({package}) failed checking its options "

@@ -19,6 +19,7 @@ from cdd_cli.constraints import plugin as plugin_types
 from cdd_cli.constraints.descriptor import Descriptor
 from cdd_cli.errors import InputError
 from cdd_cli.plugins import ConstraintPlugin
+from cdd_cli.suggest import did_you_mean
 
 # The built-in families, in listing order (molecules, then text).
 FAMILIES: tuple[ModuleType, ...] = (sa, novelty, properties, toxicity, lexical, structured)
@@ -70,10 +71,11 @@ def lookup(name: str, where: str) -> Descriptor:
     found = descriptor_of(name)
     if found is None:
         usable = [p.name for p in plugins.installed(BUILTIN) if p.plugin is not None]
-        raise InputError(
-            f"{where}: unknown constraint type '{name}' "
-            f"(available: {', '.join([*BUILTINS, *usable])})"
-        )
+        known = [*BUILTINS, *usable]
+        hint = did_you_mean(name, known)
+        # A close name is the likely fix; the whole list (two dozen) only when none is close.
+        listed = "`cdd constraints ls` lists them all" if hint else f"available: {', '.join(known)}"
+        raise InputError(f"{where}: unknown constraint type '{name}'{hint} ({listed})")
     return found
 
 

@@ -23,6 +23,7 @@ from typing import Protocol
 import torch
 
 from cdd_cli.diffusion.processes import MaskedProcess, UniformProcess, make_argmax
+from cdd_cli.models.rows import floor_rows
 
 
 def sample_seed(seed: int, prompt_index: int, sample_index: int, attempt: int = 0) -> int:
@@ -104,7 +105,7 @@ class Sampler:
         time_conditioning: bool,
         syntax: Syntax | None = None,
     ):
-        self.model = model
+        self.model = floor_rows(model)  # a sample's prediction whoever shares its batch
         self.process = process
         self.steps = steps
         self.syntax = syntax

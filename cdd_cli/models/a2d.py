@@ -32,6 +32,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from cdd_cli.models.gguf import GGUFFile
+from cdd_cli.models.rows import linear_rows
 
 LINEAR_NAMES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -101,7 +102,7 @@ class LoRALinear(nn.Module):
         self.scale = (alpha or rank) / rank
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        low = F.linear(F.linear(x, self.lora_A.to(x.dtype)), self.lora_B.to(x.dtype))
+        low = linear_rows(linear_rows(x, self.lora_A.to(x.dtype)), self.lora_B.to(x.dtype))
         return self.base(x) + self.scale * low
 
 

@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from cdd_cli.models.rows import linear_rows, with_rows
+
 
 @dataclass
 class DiTConfig:
@@ -54,7 +56,7 @@ class TokenEmbedding(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         if tokens.is_floating_point():  # soft tokens [B, L, V]
-            return tokens.to(self.embedding.dtype) @ self.embedding
+            return with_rows(lambda t: t @ self.embedding, tokens.to(self.embedding.dtype))
         return self.embedding[tokens]
 
 
@@ -171,7 +173,7 @@ class FinalLayer(nn.Module):
         shift, scale = self.adaLN_modulation(cond)[:, None].chunk(2, dim=2)
         h = modulate(self.norm_final(x), shift, scale)
         if self.linear is None:
-            return F.linear(h, embedding, self.bias)
+            return linear_rows(h, embedding, self.bias)
         return self.linear(h)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from cdd_cli.models.dit import DiffusionModel
 from cdd_cli.models.families import load_family, weight_files
 from cdd_cli.models.tokenizers import SmilesTokenizer, Tokenizer, load_tokenizer
 from cdd_cli.settings import DTYPE_NAMES
+from cdd_cli.suggest import did_you_mean
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
@@ -73,13 +75,25 @@ def resolve_directory(name_or_dir: str) -> Path:
             f"--model {name_or_dir}: not a directory (expected config.json and "
             "model.safetensors inside)"
         )
-    hint = (
-        f"; a hub model is named {HUB_PREFIX}{name_or_dir}" if name_or_dir.count("/") == 1 else ""
-    )
     raise InputError(
         f"--model {name_or_dir}: no such directory, and not a shipped model "
-        f"({', '.join(SHIPPED)}){hint}"
+        f"{missing_model_hint(name_or_dir)}"
     )
+
+
+# What a Hugging Face hub id looks like: owner/name, neither starting with "." or "-"; a path
+# such as ./runs/x or ~/x is no hub id, whatever its slashes.
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
+
+
+def missing_model_hint(name: str) -> str:
+    """The end of the refusal of a --model that is neither a folder nor a shipped name: the
+    shipped name it misspells, else the shipped names and how to name a hub model."""
+    close = did_you_mean(name, SHIPPED)
+    if close:
+        return f"({', '.join(SHIPPED)}){close}"
+    hub = f"{HUB_PREFIX}{name}" if HUB_ID.fullmatch(name) else f"{HUB_PREFIX}org/name"
+    return f"({', '.join(SHIPPED)}); for a model on the Hugging Face hub, write {hub}"
 
 
 HUB_FILES = [

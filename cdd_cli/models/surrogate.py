@@ -20,6 +20,7 @@ from torch import nn
 
 from cdd_cli.errors import InputError
 from cdd_cli.models.checkpoint import MAX_LENGTH, load_checked
+from cdd_cli.models.rows import floor_rows, linear_rows, with_rows
 from cdd_cli.version import __version__
 
 
@@ -92,7 +93,7 @@ class SelfAttention(nn.Module):
     def forward(self, x: torch.Tensor, keys: torch.Tensor | None) -> torch.Tensor:
         """`keys` [B, 1, 1, L]: the positions each query may attend to (None: all)."""
         b, length, dim = x.shape
-        qkv = F.linear(x, self.in_proj_weight, self.in_proj_bias)
+        qkv = linear_rows(x, self.in_proj_weight, self.in_proj_bias)
         q, k, v = qkv.view(b, length, 3, self.n_heads, dim // self.n_heads).permute(2, 0, 3, 1, 4)
         attended = F.scaled_dot_product_attention(q, k, v, attn_mask=keys)
         return self.out_proj(attended.transpose(1, 2).reshape(b, length, dim))
@@ -159,7 +160,7 @@ class SoftTokenRegressor(nn.Module):
             )
             return bags.view(b, length, -1)
         if tokens.is_floating_point():
-            return tokens.to(self.embedding.dtype) @ self.embedding
+            return with_rows(lambda t: t @ self.embedding, tokens.to(self.embedding.dtype))
         return self.embedding[tokens]
 
     def score(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -246,4 +247,4 @@ def load_surrogate(directory: Path, device: str = "cpu") -> SoftTokenRegressor:
     check_surrogate_config(config, path)
     model = load_checked(lambda: SoftTokenRegressor(config), directory / "model.safetensors")
     model.requires_grad_(False)  # gradients flow to the input tokens, never to the weights
-    return model.to(device).eval()
+    return floor_rows(model.to(device).eval())  # a sample's score whoever shares its batch

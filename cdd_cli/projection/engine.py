@@ -57,6 +57,20 @@ from cdd_cli.projection.stages import (
 )
 
 
+@dataclass
+class StageProgress:
+    """A stage beginning or ending at a step, for a progress display: what it did is read off
+    `Step` (the samples it changed, those settled), never computed for the display."""
+
+    stage: str  # the stage's class name ("LookAhead", "ALM", "FlipSearch", ...)
+    step: int  # the sampler's step index; `steps`: the final prediction
+    steps: int
+    samples: int  # samples in the batch
+    settled: int  # samples settled at this step so far
+    touched: int = 0  # samples the stage changed at this step (0 as it begins)
+    ended: bool = False
+
+
 class Stage(Protocol):
     needs: tuple[str, ...]  # fields of `Step` it reads, set by an earlier stage
     provides: tuple[str, ...]  # fields of `Step` it sets
@@ -74,8 +88,10 @@ class Engine:
         stages: Sequence[Stage],
         fixed_positions: Callable[[torch.Tensor], torch.Tensor],
         samples: int,
+        on_stage: Callable[[StageProgress], None] | None = None,
     ):
         self.stages = list(stages)
+        self.on_stage = on_stage
         check_order(self.stages)
         self.fixed_positions = fixed_positions
         self.accounts = Accounts(samples)
@@ -98,14 +114,25 @@ class Engine:
             name = type(stage).__name__
             if stage.due(step):
                 step.touched = [False] * n  # this stage's own, to name who changed what
+                self.tell(name, step)
                 stage.run(step, self.accounts)
                 for i in (i for i, t in enumerate(step.touched) if t):
                     touched[i] = True
                     self.accounts.settled_by[i] = name
+                self.tell(name, step, ended=True)
             self.stage_seconds[name] += time.perf_counter() - started
         for i, t in enumerate(touched):
             self.accounts.steps[i] += t
         return step.probs
+
+    def tell(self, name: str, step: Step, ended: bool = False) -> None:
+        # A stage can run for minutes (the final projection of a batch): a display says which.
+        if self.on_stage is not None:
+            info, settled = step.info, int(step.settled.sum())
+            touched = sum(step.touched) if ended else 0
+            self.on_stage(
+                StageProgress(name, info.index, info.steps, len(step.x), settled, touched, ended)
+            )
 
     @property
     def seconds(self) -> list[float]:
@@ -131,6 +158,7 @@ class Job:
     reader: Reader | None = None  # how the tokenizer reads ids, for the search's costs
     well_formed: Callable[[torch.Tensor], torch.Tensor] | None = None  # the sampler's syntax
     on_progress: Callable[[ALMProgress], None] | None = None
+    on_stage: Callable[[StageProgress], None] | None = None  # each stage's start and end
 
 
 def check_order(stages: Sequence[Stage]) -> None:

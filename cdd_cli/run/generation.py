@@ -160,6 +160,7 @@ class Generation:
                 # of the prediction would cost more than the projection).
                 self.sampler.well_formed if self.sampler.syntax is not None else None,
                 self.reporter.alm,
+                self.reporter.stage,
             )
             hook = self.method.engine(job, spec.projection, spec.search)
         started = time.perf_counter()
@@ -201,6 +202,8 @@ class Generation:
         cap = self.method.attempts(self.spec.repair, self.spec.reject)
         while pending:
             started = time.perf_counter()
+            if pending is not draws:  # a display tells this pass's steps from the first's
+                self.reporter.redraw_started(len(pending), pending[0].attempts + 1)
             self.draw(pending, prompt)
             if pending is not draws:
                 seconds = time.perf_counter() - started

@@ -23,7 +23,14 @@ from cdd_cli.errors import InputError
 from cdd_cli.models import registry
 from cdd_cli.models.registry import LoadedModel
 from cdd_cli.prompts import PromptInput
-from cdd_cli.records import Share, check_resolved_config, resume_from, written_records
+from cdd_cli.records import (
+    Share,
+    check_resolved_config,
+    earlier_config,
+    holds_records,
+    resume_from,
+    written_records,
+)
 from cdd_cli.reporting import Display, Reporter, Tally
 from cdd_cli.run.defaults import check_batch_fits, check_blocks, fill_defaults
 from cdd_cli.run.domains import Domain, Shape
@@ -43,6 +50,9 @@ class Compiled:
     constraints: list[Constraint]
     domain: Domain
     device: str
+    # The spec named its nucleus (else the model's kind chose it, and a file written under
+    # another default keeps its own: see `write`).
+    nucleus_given: bool = True
 
 
 def compile_spec(
@@ -58,8 +68,9 @@ def compile_spec(
     constraints = build_constraints(spec.constraints, loaded, device, spec.words)
     if not constraints:
         spec.method = "unconstrained"  # nothing to project or reject against
+    nucleus_given = spec.sampling.top_p is not None
     fill_defaults(spec, loaded)
-    return Compiled(spec, loaded, constraints, domain, device)
+    return Compiled(spec, loaded, constraints, domain, device, nucleus_given)
 
 
 @dataclass
@@ -87,13 +98,25 @@ class Run:
         for c in constraints:  # novelty: the satisfied texts already written count as seen
             c.remember(share.satisfied)
         reporter.run_started(domain.label, share.count(0, n * len(self.prompts)))
+        written = len(share.ids)
+        if written:
+            reporter.resumed(written)
         fields = domain.record_fields(loaded, spec.sampling.decode)
         self.tally = tally = domain.tally(constraints, spec.method)
-        written = len(share.ids)
+        size, steps = spec.sampling.batch_size, spec.sampling.steps
+
+        def batches(prompt: Prompt) -> Iterator[list[int]]:
+            first = prompt.index * n  # the prompt's first sample, counted over the run
+            return share.batches(first, n, str(prompt.index), size)
+
+        # Counted ahead (ids only, no sampling): a display says "batch k of N".
+        planned = sum(1 for prompt in self.prompts for _ in batches(prompt))
+        batch = 0
         for prompt in self.prompts:
             told = [c.with_prompt(prompt.text or "", len(prompt.ids)) for c in constraints]
-            first = prompt.index * n  # the prompt's first sample, counted over the run
-            for indices in share.batches(first, n, str(prompt.index), spec.sampling.batch_size):
+            for indices in batches(prompt):
+                batch += 1
+                reporter.batch_started(batch, planned, len(indices), steps)
                 for draw in generation.finished(indices, prompt):
                     row = record(draw, told, spec, loaded, prompt, fields(draw))
                     tally.add(row)
@@ -155,6 +178,19 @@ class Output:
     written: str | None = None
 
 
+def keep_file_nucleus(run: Run, output: str) -> None:
+    """A run appended to a file whose records were drawn from another nucleus than today's
+    default keeps the file's, unless the spec names one: text defaulted to the full mass
+    (top_p 1) before the nucleus became the default, and such a file resumes as it began."""
+    earlier = earlier_config(output) if holds_records(output) else None
+    sampling = (earlier or {}).get("sampling")
+    top_p = sampling.get("top_p", 1.0) if isinstance(sampling, dict) else None
+    if run.compiled.nucleus_given or isinstance(top_p, bool):
+        return
+    if isinstance(top_p, (int, float)) and 0 < top_p <= 1:
+        run.spec.sampling.top_p = float(top_p)
+
+
 def write(
     run: Run, output: Output, display: Display | None = None, say: Callable[[str], None] = print
 ) -> int:
@@ -162,6 +198,9 @@ def write(
     records); `say`: where lines about resuming go. The exit code: 3 where some record
     violates its constraints, else 0."""
     display = display or Display()
+    for path in (output.path, output.written):  # (torchrun: the file parts gather into)
+        if path is not None:
+            keep_file_nucleus(run, path)
     resolved = run.spec.resolved()
     check_resolved_config(resolved, output.path, output.written)
     shape = (len(run.prompts), run.n)
@@ -169,7 +208,8 @@ def write(
         output.path, run.spec.sampling.seed, shape, output.resume, say, output.shard,
         output.written,
     )  # fmt: skip
-    total = run.n * len(run.prompts)
-    for _ in written_records(resolved, run.records(display, share), output.path, total, display):
+    total = share.count(0, run.n * len(run.prompts))  # this process's records of the run
+    records = run.records(display, share)
+    for _ in written_records(resolved, records, output.path, total, display, len(share.ids)):
         pass
     return EXIT_VIOLATIONS if run.tally and run.tally.violating else EXIT_OK

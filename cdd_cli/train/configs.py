@@ -40,7 +40,12 @@ class TrainConfig:
     """A diffusion model's training (`cdd train molecules`, `cdd train text`); the fields with
     help are in the order `--help` lists them."""
 
-    noise: str = setting("uniform", "uniform or masked.", choices=("uniform", "masked"))
+    noise: str = setting(
+        "uniform",
+        "The corruption the model learns to undo: uniform (tokens replaced at random, as UDLM) "
+        "or masked (tokens hidden, as MDLM).",
+        choices=("uniform", "masked"),
+    )
     hidden_dim: int = setting(256, "Width of the transformer (split into --n-heads).", min=1)
     n_blocks: int = setting(6, "Transformer blocks.", min=1)
     n_heads: int = setting(8, "Attention heads per block.", min=1)
@@ -55,7 +60,7 @@ class TrainConfig:
         0,
         "The learning rate falls linearly to 0 over the last N steps.",
         # Typer's own range check, as before: its message and the help's "[x>=0]".
-        typer={"min": 0, "metavar": "<int>"},
+        typer={"min": 0},
     )
     eval_every: int = setting(1000, "Held-out loss and sample checks every N steps.", min=1)
     save_every: int = setting(

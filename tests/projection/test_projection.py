@@ -120,7 +120,30 @@ def test_integer_settings_from_a_spec_file_project(tmp_path: Path):
     assert (result.probs.argmax(-1).eq(CARBON).sum(-1) <= 3).all()
 
 
-def test_feasible_samples_are_untouched_bit_for_bit():
+class TickingClock:
+    """Stands in for the projection's `time.perf_counter`: the k-th reading is 1 + 2 + ... + k
+    seconds, so every interval between two readings differs from every other, whatever the
+    machine's speed or load (the time charged is then exactly what the readings say)."""
+
+    def __init__(self):
+        self.readings: list[float] = []
+
+    def perf_counter(self) -> float:
+        k = len(self.readings)
+        self.readings.append(k * (k + 1) / 2)
+        return self.readings[-1]
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> TickingClock:
+    import cdd_cli.projection.alm as alm
+
+    ticking = TickingClock()
+    monkeypatch.setattr(alm, "time", ticking)
+    return ticking
+
+
+def test_feasible_samples_are_untouched_bit_for_bit(clock: TickingClock):
     probs = carbon_heavy(3)
     probs[1] = torch.full((12, 35), 1 / 35)
     probs[1, :, 9] += 0.5  # sample 1: argmax is token 9 everywhere, zero carbons
@@ -148,7 +171,7 @@ def test_feasible_samples_are_untouched_bit_for_bit():
     assert not unchanged.projected.any()
 
 
-def test_a_sample_that_iterated_longer_was_charged_more():
+def test_a_sample_that_iterated_longer_was_charged_more(clock: TickingClock):
     """Each outer iteration's time is shared by the samples still iterating, so within a
     batch more iterations always cost more seconds (whatever the counts are: they depend on
     the relaxation noise, so several draws make sure some pair differs)."""
@@ -480,6 +503,83 @@ def test_a_bad_decision_no_draw_mends_goes_to_the_alm():
     decided = info.decide(hook(probs, x, info))[:, 3]
     assert not decided.eq(CARBON).any()
     assert all(outer > 0 for outer in hook.accounts.outer)
+
+
+def readable_sa(tokenizer) -> DifferentiableConstraint:
+    """RDKit's SA at most 10, which every SMILES it can read meets: the judge's value is None
+    exactly where the text does not parse (its surrogate, a random net, is never the point)."""
+    from cdd_cli.constraints.sa import SAConstraint
+    from cdd_cli.models.surrogate import SoftTokenRegressor, SurrogateConfig
+
+    torch.manual_seed(0)
+    net = SoftTokenRegressor(SurrogateConfig(len(tokenizer), 12, "sa", hidden_dim=8, n_layers=1))
+    return SAConstraint(tau=10.0, net=net.eval())
+
+
+def test_the_look_ahead_redraws_a_decision_that_leaves_the_judge_nothing_to_read():
+    """A decided text the judge cannot score (value None, NaN to the engine) is unacceptable:
+    "CC" decided and a branch "(" about to be, half the model's mass, the rest on "O"."""
+    from cdd_cli.diffusion.processes import MaskedProcess
+
+    tokenizer = make_tokenizer()
+    sa = readable_sa(tokenizer)
+    process = MaskedProcess(len(tokenizer), tokenizer.mask_id)
+    branch, oxygen = tokenizer.index["("], tokenizer.index["O"]
+    x = torch.full((4, 6), tokenizer.mask_id)
+    x[:, :2] = CARBON
+    probs = torch.zeros(4, 6, len(tokenizer))
+    probs[:, :2, CARBON] = 1.0
+    probs[:, 2:, branch] = probs[:, 2:, oxygen] = 0.5
+    t, s = 0.5, 0.45
+    uniforms = torch.full(x.shape, 0.99)
+    uniforms[:, 2] = 0.9 * process.unmask_probability(t, s)  # unmasks, to the later token: (
+
+    def decide(p: torch.Tensor) -> torch.Tensor:
+        return process.step(p, x, t, s, uniforms)
+
+    info = StepInfo(0, 10, t, s, process.changing(x, t, s, uniforms), decide)
+    assert decide(probs)[:, 2].eq(branch).all()
+    assert sa.judge(["CC("]) == [None] and sa.satisfied(sa.judge(["CCO"])[0])
+    hook = cdd_engine(
+        [sa],
+        explicit(project_from=0.0),
+        process.fixed_positions,
+        [sample_generator(5, 0, i) for i in range(4)],
+        tokenizer.decode,
+    )
+    decided = decide(hook(probs, x, info))
+    assert decided[:, 2].eq(oxygen).all(), [tokenizer.decode(row.tolist()) for row in decided]
+    assert hook.accounts.steps == [1] * 4 and sum(hook.accounts.outer) == 0  # redrawn, no ALM
+
+
+def test_the_ladder_takes_on_a_final_prediction_the_judge_cannot_read(monkeypatch):
+    """At the final prediction a sample whose argmax does not parse (judge value None) is the
+    ladder's, as one its judge scores outside the bound would be; the parsed one is not."""
+    import cdd_cli.projection.stages as stages
+
+    tokenizer = make_tokenizer()
+    ids = torch.tensor([tokenizer.encode("CCO", 12), tokenizer.encode("CC(C", 12)])
+    probs = torch.nn.functional.one_hot(ids, len(tokenizer)).float() * 0.8 + 0.2 / len(tokenizer)
+    sa = readable_sa(tokenizer)
+    assert sa.judge(["CCO", "CC(C"])[1] is None
+    handed: list[list[int]] = []
+    original = stages.linearised_search
+
+    def spy(probs, rows, *args, **kwargs):
+        handed.append(list(rows))
+        return original(probs, rows, *args, **kwargs)
+
+    monkeypatch.setattr(stages, "linearised_search", spy)
+    hook = cdd_engine(
+        [sa],
+        explicit(),
+        lambda x: torch.zeros_like(x, dtype=torch.bool),
+        [sample_generator(0, 0, i) for i in range(2)],
+        tokenizer.decode,
+    )
+    out = hook(probs, ids, StepInfo(8, 8, 1 / 8, 0.0))
+    assert handed == [[1]]
+    assert torch.equal(out[0], probs[0]) and hook.accounts.steps[0] == 0
 
 
 def test_tokens_outside_the_support_keep_their_mass():
@@ -901,17 +1001,16 @@ def test_any_fall_of_a_samples_own_violation_is_progress():
     assert carbons_of(result.probs).tolist()[0] == 10 and carbons_of(result.probs)[1] < 12
 
 
-def test_every_second_of_a_projection_is_charged_to_some_sample():
-    import time
-
+def test_every_second_of_a_projection_is_charged_to_some_sample(clock: TickingClock):
+    """The time between the projection's first clock reading and its last is charged, all of
+    it and once: each interval is different, so neither a dropped nor a doubled one sums up."""
     probs = carbon_heavy(4)
     probs[1] = torch.nn.functional.one_hot(torch.tensor(CARBON + 1), 35).float()  # feasible
     gens = [sample_generator(10, 0, i) for i in range(4)]
-    started = time.perf_counter()
     result = project(probs, [CarbonCount(tau=3.0)], explicit(max_outer_iters=8), None, gens)
-    wall = time.perf_counter() - started
+    assert len(clock.readings) >= 4  # the check, the set-up, an outer iteration, the end
     charged = result.seconds.sum().item()
-    assert 0.95 * wall <= charged <= wall, (charged, wall)
+    assert charged == pytest.approx(clock.readings[-1] - clock.readings[0], rel=1e-12, abs=0)
     assert result.seconds[1] < result.seconds[[0, 2, 3]].min()
 
 

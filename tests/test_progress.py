@@ -1,0 +1,375 @@
+"""The progress of a sampling run: the time left against the time a run really took (a fake
+clock, so no test depends on this machine's speed), the plain lines of a log, resumed counts,
+and what the live view says of the projection for each method and constraint family."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+import cdd_cli.api as cdd
+from cdd_cli.cli import app
+from cdd_cli.console import RichReporter, clock_text
+from cdd_cli.diffusion.sampler import StepInfo
+from cdd_cli.errors import Interrupted
+from cdd_cli.projection.alm import ALMProgress
+from cdd_cli.projection.engine import StageProgress
+from cdd_cli.records import written_records
+from cdd_cli.reporting import Display
+from cdd_cli.run.runner import Output
+
+runner = CliRunner()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 5000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def terminal() -> Console:
+    """A console that Rich takes for a terminal: the live view runs (its refresh thread too)."""
+    return Console(file=io.StringIO(), force_terminal=True, width=200)
+
+
+def log_file() -> Console:
+    return Console(file=io.StringIO(), width=400)
+
+
+def frame(reporter: RichReporter) -> list[str]:
+    """The live view's rows as a terminal shows them now."""
+    shown = Console(file=io.StringIO(), width=200)
+    shown.print(reporter.progress.get_renderable())
+    return [row.strip() for row in shown.file.getvalue().splitlines()]
+
+
+@dataclass
+class Batch:
+    """One batch of a simulated run: what its parts cost, in seconds."""
+
+    final: float  # the last step: noise removal and the projection of the final prediction
+    judging: float = 2.0  # after the steps: judging, records
+    redraws: int = 0  # samples drawn again once, in a pass of their own
+
+
+def simulate(reporter: RichReporter, clock: FakeClock, batches: list[Batch], size: int = 8,
+             steps: int = 8, step_s: float = 1.0):  # fmt: skip
+    """Drive `reporter` through a run as the sampler would, the clock moving by each part's
+    cost; yields after each event (and every 5 s of a long final step) with the run's true
+    seconds left and those its denoising steps alone still need."""
+    timeline: list[tuple[float, tuple, float]] = []  # (cost before, event, regular-step cost)
+    for k, batch in enumerate(batches, 1):
+        timeline.append((0.0, ("batch", k, len(batches), size, steps), 0.0))
+        passes = [(size, 1, step_s, batch.final)]
+        if batch.redraws:  # a redraw pass: fewer samples, cheaper steps
+            passes.append((batch.redraws, 2, step_s / 2, batch.final / 4))
+        for samples, attempt, cost, final in passes:
+            if attempt > 1:
+                timeline.append((0.0, ("redraw", samples, attempt), 0.0))
+            timeline += [(cost, ("step", i, steps), cost) for i in range(steps - 1)]
+            timeline += [(5.0, ("wait",), 0.0)] * int(final // 5)
+            timeline.append((final % 5, ("step", steps - 1, steps), 0.0))
+        timeline.append((batch.judging, ("records", k * size), 0.0))
+    end = clock.now + sum(cost for cost, _, _ in timeline)
+    stepping = sum(regular for _, _, regular in timeline)
+    reporter.run_started("molecules", size * len(batches))
+    for cost, event, regular in timeline:
+        clock.now += cost
+        stepping -= regular
+        kind, *args = event
+        if kind == "batch":
+            reporter.batch_started(*args)
+        elif kind == "redraw":
+            reporter.redraw_started(*args)
+        elif kind == "step":
+            reporter.step(StepInfo(args[0], args[1], 0.0, 0.0))
+        elif kind == "records":
+            reporter.records_done(args[0], "valid 8/8")
+        yield end - clock.now, stepping
+
+
+PROFILES = {
+    "even": [Batch(20), Batch(20), Batch(20), Batch(20)],
+    "uneven": [Batch(20), Batch(30), Batch(15), Batch(25)],
+    "slow first": [Batch(35), Batch(20), Batch(20), Batch(20), Batch(20)],
+    "redraws": [Batch(20, redraws=3), Batch(20), Batch(30, redraws=5), Batch(15)],
+    "cheap projection": [Batch(0.5, 0.5), Batch(0.5, 0.5), Batch(0.5, 0.5)],
+}
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_time_left_is_within_a_factor_of_two_of_the_truth(profile: str):
+    """No estimate before a batch was measured; after, within a factor of 2 of the time the
+    run really took while a batch's worth of it is left (then within half a batch's time:
+    no ratio holds as the truth nears zero), never below what the denoising steps left need
+    alone, shown as the live view's time left, and moving with each step. The batches'
+    costs differ by up to 1.5 times, as those of one run do."""
+    clock = FakeClock()
+    reporter = RichReporter(False, out=terminal(), clock=clock)
+    batches = PROFILES[profile]
+    first_done = False
+    etas = []
+    with reporter:
+        for truth, stepping in simulate(reporter, clock, batches):
+            eta = reporter.eta()
+            first_done = first_done or reporter.pace.measured > 0
+            records_row = frame(reporter)[0]
+            if not first_done:
+                assert eta is None and "-:--:--" in records_row, records_row
+                continue
+            assert eta is not None and clock_text(eta) in records_row, records_row
+            batch = (clock.now - reporter.pace.started + truth) / len(batches)  # on average
+            if truth >= batch:
+                assert truth / 2 <= eta <= truth * 2, (truth, eta)
+            else:
+                assert abs(eta - truth) <= batch / 2, (truth, eta)
+            assert eta >= stepping - 1e-9, (stepping, eta)  # the steps left, at least
+            etas.append(eta)
+    assert len(set(etas)) > len(batches) * 4  # updated within batches, not once a batch
+
+
+def test_the_denoising_row_counts_its_last_step_down_once_measured():
+    """The last step (the final projection) of a batch: no stale time left while it runs; a
+    countdown from what earlier batches' last steps took, and none once overdue."""
+    clock = FakeClock()
+    reporter = RichReporter(False, out=terminal(), clock=clock)
+    seen: list[tuple[int, float | None, str]] = []
+    with reporter:
+        for _ in simulate(reporter, clock, [Batch(20), Batch(30)]):
+            if reporter.pace.in_final_step:
+                seen.append((reporter.pace.batch, reporter.step_eta(), frame(reporter)[1]))
+    first = [eta for batch, eta, _ in seen if batch == 1]
+    assert first and all(eta is None for eta in first)  # nothing measured the last step yet
+    second = [eta for batch, eta, _ in seen if batch == 2]
+    counting = [eta for eta in second if eta is not None]
+    assert counting == sorted(counting, reverse=True) and len(counting) >= 3
+    assert second[-1] is None  # 30 s against 20 measured: overdue, not "0:00:00"
+    assert all("last step under way" in row for _, _, row in seen)
+
+
+def test_without_a_terminal_plain_lines_say_where_the_run_is():
+    clock = FakeClock()
+    out = log_file()
+    reporter = RichReporter(False, out=out, clock=clock)
+    reporter.LOG_EVERY_S = 3600.0  # the ticker's own test is below; here, the lines' words
+    lines = []
+    with reporter:
+        for _ in simulate(reporter, clock, [Batch(20), Batch(20)]):
+            lines.append(reporter.line())
+            if reporter.pace.batch == 2 and reporter.pace.in_final_step:
+                reporter.stage(StageProgress("FinalJudges", 8, 8, 8, 0))
+                reporter.stage(StageProgress("FinalJudges", 8, 8, 8, 5, 0, True))
+                reporter.stage(StageProgress("ALM", 8, 8, 8, 5))
+                reporter.alm(ALMProgress(3, 3, 2, (0.0, 1.5), (4.0, 16.0), 3, 20))
+                lines.append(reporter.line())
+    printed = out.file.getvalue().splitlines()
+    assert printed[0] == "cdd: loading the model and its constraints"
+    assert printed[1] == "molecules 0/16, batch 1 of 2, step 0 of 8, 0:00:00 elapsed"
+    assert printed[2] == "molecules 16/16 in 0:00:58 (0.28/s); valid 8/8"  # 2 x 29 s
+    assert len(printed) == 3
+    assert "molecules 0/16, batch 1 of 2, step 3 of 8, 0:00:03 elapsed" in lines
+    assert "molecules 0/16, batch 1 of 2, step 8 of 8 under way, 0:00:12 elapsed" in lines
+    first = [line for line in lines if ", batch 1 of 2" in line]
+    assert first and not any("left" in line for line in first)  # nothing measured yet
+    assert any(
+        re.fullmatch(
+            r"molecules 8/16, batch 2 of 2, step 3 of 8, 0:00:32 elapsed, 0\.\d\d/s, about "
+            r"0:00:2\d left; valid 8/8",
+            line,
+        )
+        for line in lines
+    ), lines
+    assert lines[-2].endswith(
+        "; ALM at the final step: round 3/20 × 3 inner steps, 2 of 3 still outside; judges "
+        "accept 5/8"
+    )
+    assert "λ" not in lines[-2]  # the multipliers with --verbose only
+
+
+def test_verbose_adds_the_multipliers():
+    reporter = RichReporter(False, verbose=True, out=log_file(), clock=FakeClock())
+    reporter.run_started("molecules", 8)
+    reporter.batch_started(1, 1, 8, 8)
+    reporter.alm(ALMProgress(3, 3, 2, (0.0, 1.5), (4.0, 16.0), 3, 20))
+    assert reporter.line().endswith(
+        "; ALM round 3/20 × 3 inner steps, 2 of 3 still outside, λ [0, 1.5], μ [4, 16]"
+    )
+
+
+def test_quiet_says_nothing():
+    clock = FakeClock()
+    out = log_file()
+    with RichReporter(True, out=out, clock=clock) as reporter:
+        for _ in simulate(reporter, clock, [Batch(20)]):
+            pass
+    assert out.file.getvalue() == ""
+    assert reporter.ticker is None
+
+
+class Watched(io.StringIO):
+    """A log that says when it holds `lines` lines."""
+
+    def __init__(self, lines: int):
+        super().__init__()
+        self.lines, self.full = lines, threading.Event()
+
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        if self.getvalue().count("\n") >= self.lines:
+            self.full.set()
+        return written
+
+
+@pytest.mark.parametrize("interrupted", [False, True])
+def test_the_ticker_prints_whole_lines_with_no_callback_and_stops_on_exit(interrupted: bool):
+    """A step can take minutes without a callback: a thread prints the lines. It stops
+    when the display ends, by Ctrl-C too (then with no closing line)."""
+    log = Watched(lines=6)  # the loading line, the first, then the ticker's
+    reporter = RichReporter(False, out=Console(file=log, width=400))
+    reporter.LOG_EVERY_S = 0.01
+    stopped = pytest.raises(KeyboardInterrupt) if interrupted else contextlib.nullcontext()
+    with stopped, reporter:
+        reporter.run_started("samples", 4)
+        reporter.batch_started(1, 1, 4, 64)
+        reporter.step(StepInfo(0, 64, 1.0, 0.9))
+        assert log.full.wait(60), log.getvalue()  # no event since: the ticker's lines
+        if interrupted:
+            raise KeyboardInterrupt
+    assert not reporter.ticker.is_alive()
+    lines = log.getvalue().splitlines()
+    ticks = [line for line in lines if line.startswith("samples 0/4, batch 1 of 1, step 1 ")]
+    assert len(ticks) >= 4
+    assert lines[-1].startswith("samples 0/4 in ") is not interrupted, lines[-1]
+
+
+def test_a_resumed_run_counts_the_records_already_there(uniform_model_dir: Path, tmp_path: Path):
+    """The run's row starts at the records the file holds, and so do its lines."""
+    out = tmp_path / "out.jsonl"
+    args = ["molecules", "--model", str(uniform_model_dir), "--steps", "4", "-o", str(out)]
+    assert runner.invoke(app, [*args, "-n", "3", "-q"]).exit_code == 0
+    result = runner.invoke(app, [*args, "-n", "5", "--batch-size", "1", "--resume"])
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == "cdd: loading the model and its constraints"
+    assert lines[1].endswith("resuming: 3 of 5 records already there")
+    assert lines[2].startswith("molecules 3/5 (3 already there), batch 1 of 2, step 0 of 4, ")
+    assert re.match(r"molecules 5/5 in \d:\d\d:\d\d \(\d+\.\d\d/s\); valid \d/2", lines[-2])
+    # On a terminal, the bar starts there too.
+    reporter = RichReporter(False, out=terminal(), clock=FakeClock())
+    reporter.run_started("molecules", 5)
+    reporter.resumed(3)
+    assert re.match(r"molecules\s.*\s3/5\s", frame(reporter)[0])
+
+
+def test_ctrl_c_in_a_resumed_run_counts_the_records_the_file_holds(
+    uniform_model_dir: Path, tmp_path: Path
+):
+    out = tmp_path / "out.jsonl"
+    generator = cdd.Generator(str(uniform_model_dir), steps=4, batch_size=1)
+    generator.write(str(out), n=2)
+
+    class StopAfterOne(Display):
+        def records_done(self, done: int, info: str) -> None:
+            raise KeyboardInterrupt  # as Ctrl-C does, once one more record is written
+
+    with pytest.raises(Interrupted) as caught:
+        generator.write(Output(str(out), resume=True), n=5, display=StopAfterOne())
+    assert str(caught.value).startswith(f"interrupted: 3 of 5 records kept in {out}, each a ")
+    # And the writing loop's own count, as any caller gets it.
+    with pytest.raises(Interrupted) as caught:
+        rows = iter([{"id": "0-9"}])
+        for _ in written_records({}, _then_ctrl_c(rows), "-", 10, Display(), present=4):
+            pass
+    assert str(caught.value).startswith("interrupted: 5 of 10 records kept to stdout")
+
+
+def _then_ctrl_c(rows):
+    yield from rows
+    raise KeyboardInterrupt
+
+
+class Heard(RichReporter):
+    """The live view, with what its projection and denoising rows said at each event."""
+
+    def __init__(self) -> None:
+        super().__init__(False, out=terminal(), clock=FakeClock())
+        self.said: list[str] = []
+
+    def stage(self, progress: StageProgress) -> None:
+        super().stage(progress)
+        self.said.append(self.news.text(self.verbose))
+
+    def alm(self, progress: ALMProgress) -> None:
+        super().alm(progress)
+        self.said.append(self.news.text(self.verbose))
+
+    def redraw_started(self, samples: int, attempt: int) -> None:
+        super().redraw_started(samples, attempt)
+        self.said.append(self.batch_text())
+
+
+def heard(generator: cdd.Generator, tmp_path: Path, **run) -> str:
+    display = Heard()
+    generator.write(str(tmp_path / "out.jsonl"), display=display, **run)
+    return "\n".join(display.said)
+
+
+@pytest.mark.parametrize(
+    ("method", "constraints", "expected"),
+    [
+        ("cdd", [cdd.SA(tau=2.5)], ["judges accept", "ALM at the final step: round"]),
+        ("paper", [cdd.SA(tau=2.5)], ["ALM at step 1: round 1/2 × 3 inner steps"]),
+        ("cdd", [cdd.constraint("pains")], ["judges accept"]),
+        ("reject", [cdd.SA(tau=2.5)], ["redrawing"]),
+    ],
+)
+def test_the_live_view_tells_each_methods_projection_of_molecules(
+    shipped_vocab_model_dir: Path, tmp_path: Path, method: str, constraints: list, expected
+):
+    spec = tmp_path / "spec.yaml"
+    # The paper's ALM would take up to 1,000 rounds of 100 inner steps on a random model.
+    caps = "projection: {max_outer_iters: 2, inner_iters: 3}\n" if method == "paper" else ""
+    spec.write_text(f"method: {method}\n{caps}")
+    generator = cdd.Generator(
+        str(shipped_vocab_model_dir), constraints, spec=spec, method=method, steps=4, seed=3
+    )
+    said = heard(generator, tmp_path, n=4)
+    for words in expected:
+        assert words in said, said
+
+
+def test_the_live_view_tells_the_look_ahead_redraws_of_toxicity(
+    text_model_dir: Path, toxicity_dir: Path, tmp_path: Path
+):
+    """Toxicity on a masked model is mostly settled by the look-ahead, which redraws a step's
+    bad decision given acceptability: the live view says so, not only the ALM's rounds."""
+    surrogate = str(toxicity_dir)
+    probe = cdd.Generator(str(text_model_dir), [cdd.Toxicity(tau=1.0, surrogate=surrogate)],
+                          steps=6)  # fmt: skip
+    values = sorted(
+        r["constraints"]["toxicity"]["value"] for r in probe.generate("You are", n=4, length=8)
+    )
+    generator = cdd.Generator(
+        str(text_model_dir), [cdd.Toxicity(tau=round(values[1], 4), surrogate=surrogate)], steps=6
+    )
+    said = heard(generator, tmp_path, n=4, prompts="You are", length=8)
+    assert re.search(r"look-ahead redrew [1-9]", said), said
+    assert "look-ahead at step" in said
+
+
+def test_the_live_view_tells_the_judges_of_lexical_constraints(
+    text_model_dir: Path, tmp_path: Path
+):
+    generator = cdd.Generator(str(text_model_dir), [cdd.Include(["sea"])], steps=4)
+    said = heard(generator, tmp_path, n=2, prompts="You are", length=8)
+    assert "judges accept 2/2" in said, said
