@@ -153,12 +153,8 @@ class ProjectionNews:
             self.searched += p.touched
 
     def text(self, verbose: bool) -> str:
-        parts = []
-        active = self.active
-        if active is not None:
-            final = active.step >= active.steps
-            where = "the final step" if final else f"step {active.step + 1}"
-            parts.append(f"{STAGE_WORDS[active.stage]} at {where}")
+        # Most telling first: a narrow terminal cuts the end off.
+        parts, alm = [], None
         if self.alm is not None:
             p = self.alm
             alm = (
@@ -170,16 +166,22 @@ class ProjectionNews:
                     f", λ [{p.lam_range[0]:.3g}, {p.lam_range[1]:.3g}]"
                     f", μ [{p.mu_range[0]:.3g}, {p.mu_range[1]:.3g}]"
                 )
-            if active is not None and active.stage == "ALM":
+        active = self.active
+        if active is not None:
+            final = active.step >= active.steps
+            where = "the final step" if final else f"step {active.step + 1}"
+            parts.append(f"{STAGE_WORDS[active.stage]} at {where}")
+            if active.stage == "ALM" and alm is not None:
                 parts[-1] += f": {alm}"
-            else:
-                parts.append(f"ALM {alm}")
-        if self.redrawn:
-            parts.append(f"look-ahead redrew {self.redrawn}")
-        if self.after_alm:
-            parts.append(f"{self.after_alm} redrawn after the ALM")
+                alm = None
         if self.accepted is not None:
             parts.append(f"judges accept {self.accepted[0]}/{self.accepted[1]}")
+        if self.redrawn:
+            parts.append(f"look-ahead redrew {self.redrawn}")
+        if alm is not None:
+            parts.append(f"ALM {alm}")
+        if self.after_alm:
+            parts.append(f"{self.after_alm} redrawn after the ALM")
         if self.laddered:
             parts.append(f"ladder tried {self.laddered}")
         if self.searched:
@@ -360,8 +362,9 @@ class RichReporter(Display):
         return text + (", last step under way" if pace.in_final_step else "")
 
     def line(self) -> str:
-        """A plain progress line: records, batch, step, time, rate and what is left (once
-        measured), the records' tally and the projection's news."""
+        """A plain progress line: records, time, rate and what is left (once measured); the
+        batch, its step and what its steps still need; the records' tally; the projection's
+        news."""
         now = self.clock()
         with self.lock:
             pace = self.pace
@@ -369,14 +372,17 @@ class RichReporter(Display):
             parts = [f"{self.label} {pace.done}/{pace.total}"]
             if pace.present:
                 parts[0] += f" ({pace.present} already there)"
-            if pace.batch:
-                parts.append(self.batch_text(steps=True))
             parts.append(f"{clock_text(now - pace.started)} elapsed")
             rate, left = pace.rate(now), pace.left(now)
             if rate:
                 parts.append(f"{rate:.2f}/s")
             if left is not None:
                 parts.append(f"about {clock_text(left)} left")
+            if pace.batch:
+                parts.append(self.batch_text(steps=True))
+                steps = pace.step_eta(now)
+                if steps is not None and pace.step < pace.steps:
+                    parts.append(f"its steps done in about {clock_text(steps)}")
             news = self.news.text(self.verbose)
             return "; ".join(t for t in (", ".join(parts), self.tally, news) if t)
 

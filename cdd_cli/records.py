@@ -450,10 +450,56 @@ def earlier_config(output: str) -> dict | None:
     (None: there is none, or it cannot be read as one)."""
     beside = Path(f"{output}.config.yaml")
     try:
-        earlier = yaml.safe_load(beside.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        earlier = read_config(beside)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError, InputError):
         return None
     return earlier if isinstance(earlier, dict) else None
+
+
+# A configuration cdd writes beside records is a few kB: one past these limits is no such
+# file, and reading it whole (or walking its YAML aliases expanded) would not end soon.
+MAX_CONFIG_BYTES = 1 << 20
+MAX_CONFIG_VALUES = 100_000
+
+
+def read_config(path: Path) -> object:
+    """A YAML configuration file (`OUT.config.yaml`) as plain data, within MAX_CONFIG_BYTES
+    and MAX_CONFIG_VALUES values once its aliases are expanded (InputError past them)."""
+    with Path(path).open("rb") as f:
+        data = f.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise InputError(f"{path}: larger than {MAX_CONFIG_BYTES >> 20} MiB; no cdd configuration")
+    text = data.decode("utf-8")
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if root is not None and yaml_values(root, MAX_CONFIG_VALUES) > MAX_CONFIG_VALUES:
+        raise InputError(
+            f"{path}: stands for more than {MAX_CONFIG_VALUES:,} values once its YAML aliases "
+            "are expanded; no cdd configuration"
+        )
+    return yaml.safe_load(text)
+
+
+def yaml_values(root: yaml.Node, cap: int) -> int:
+    """How many values a composed YAML document stands for with its aliases expanded (an
+    alias names a node again, so nested aliases multiply), counted over the node graph
+    without expanding it, and no further than `cap` + 1. RecursionError where it is nested
+    deeper than Python recurses."""
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        sizes[id(node)] = cap + 1  # a node within itself (an alias cycle): past any cap
+        if isinstance(node, yaml.SequenceNode):
+            total = 1 + sum(size(item) for item in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total = 1 + sum(size(k) + size(v) for k, v in node.value)
+        else:
+            total = 1
+        sizes[id(node)] = min(total, cap + 1)
+        return sizes[id(node)]
+
+    return size(root)
 
 
 def write_resolved_config(resolved: dict, output: str) -> None:
@@ -462,10 +508,24 @@ def write_resolved_config(resolved: dict, output: str) -> None:
     if output == "-" or (Path(output).exists() and not Path(output).is_file()):
         return
     command = shlex.join(["cdd", *sys.argv[1:]]).replace("\n", " ")
-    Path(f"{output}.config.yaml").write_text(
+    write_whole_file(
+        Path(f"{output}.config.yaml"),
         f"# latest run: {command}\n" + yaml.safe_dump(resolved, sort_keys=False),
-        encoding="utf-8",
     )
+
+
+def write_whole_file(path: Path, text: str) -> None:
+    """`path` holding `text`, replaced whole: written beside it, then renamed over it, so a
+    kill or Ctrl-C mid-write leaves the earlier file (a resumed run's configuration, which
+    its records are checked against), never half of one."""
+    partial = path.with_name(f"{path.name}.partial")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise
 
 
 def written_records(

@@ -117,9 +117,11 @@ class Pace:
     the judging and any redraw passes. Before a batch is done nothing says what its last step
     and the rest cost (98% of a batch of `-c sa --tau 3.5` on a busy machine), so there is no
     estimate; after, the batches done give the per-sample cost of each of the three parts,
-    and the batch at hand counts down by its own steps as they end. The estimate never falls
-    below the time the denoising steps left need alone, at the lowest per-sample step cost
-    seen. Pure bookkeeping: every event passes the clock's reading `now`."""
+    and the batch at hand counts down by its own steps as they end. A busy machine's load
+    moves: each step of a full batch compares the time it took to get there with the batches
+    done, and that speed scales what is left. The estimate never falls below the time the
+    denoising steps left need alone, at the lowest per-sample step cost seen. Pure
+    bookkeeping: every event passes the clock's reading `now`."""
 
     def __init__(self, total: int, present: int, now: float):
         self.total, self.present, self.done = total, present, present
@@ -136,6 +138,13 @@ class Pace:
         self.measured = 0
         self.seconds = self.stepping = self.finishing = 0.0
         self.step_cost: float | None = None  # lowest seconds of one regular step per sample
+        # The seconds a first pass took to reach each regular step: this batch's, and summed
+        # over the full-size batches done; this batch's over theirs at its latest step is the
+        # machine's speed now (below 1: faster than it was).
+        self.full = self.full_batches = 0
+        self.reach: list[float] = []
+        self.reach_sum: list[float] = []
+        self.speed = 1.0
 
     def begin_batch(self, batch: int, batches: int, size: int, steps: int, now: float) -> None:
         if self.batch:  # the batch before is done: what it cost is measured
@@ -144,6 +153,13 @@ class Pace:
             self.seconds += now - self.batch_started
             self.stepping += steps_ended - self.batch_started
             self.finishing += (self.final_ended or now) - steps_ended
+            if self.size == self.full and len(self.reach) == self.steps - 1:
+                old = self.reach_sum or [0.0] * len(self.reach)
+                self.reach_sum = [a + b for a, b in zip(old, self.reach, strict=True)]
+                self.full_batches += 1
+                # Until the next batch's first step: the speed of this one, against them all.
+                self.speed = self.reach[-1] / (self.reach_sum[-1] / self.full_batches)
+        self.full, self.reach = max(self.full, size), []
         self.batch, self.batches, self.size, self.steps = batch, batches, size, steps
         self.batch_started, self.batch_done = now, 0
         self.rest_started = None if steps > 1 else now  # one step: it is the last
@@ -163,6 +179,11 @@ class Pace:
             self.step_time = (now - self.pass_started) / self.step
             per_sample = self.step_time / max(self.samples, 1)
             self.step_cost = min(self.step_cost or per_sample, per_sample)
+            if self.attempt == 1 and index == len(self.reach):
+                self.reach.append(now - self.batch_started)
+                then = self.reach_sum[index] / self.full_batches if self.full_batches else 0.0
+                if self.size == self.full and then > 0:
+                    self.speed = self.reach[index] / then
             if index == regular - 1 and self.attempt == 1:
                 self.rest_started = now
         elif self.attempt == 1:
@@ -201,7 +222,7 @@ class Pace:
             return self.pass_left(now)
         if not self.measured or self.attempt != 1 or self.rest_started is None:
             return None
-        left = self.size * self.finishing / self.measured - (now - self.rest_started)
+        left = self.size * self.finishing / self.measured * self.speed - (now - self.rest_started)
         return left if left > 0 else None  # overdue: unknown, not a stale zero
 
     def floor(self, now: float) -> float:
@@ -214,10 +235,11 @@ class Pace:
         """Seconds the run should still take (None until a batch is done: nothing measured)."""
         if not self.measured or self.seconds <= 0:
             return None
-        # Per sample, as the batches done took it: all, the regular steps, the last step, and
-        # what came after (judging, redraws).
-        whole = self.seconds / self.measured
-        stepping, finishing = self.stepping / self.measured, self.finishing / self.measured
+        # Per sample, as the batches done took it at the machine's speed now: all, the
+        # regular steps, the last step, and what came after (judging, redraws).
+        whole = self.seconds / self.measured * self.speed
+        stepping = self.stepping / self.measured * self.speed
+        finishing = self.finishing / self.measured * self.speed
         after = max(whole - stepping - finishing, 0.0)
         size = self.size
         if self.batch_done >= size:  # the batch at hand is written: nothing of it left

@@ -28,6 +28,7 @@ from cdd_cli.diffusion.processes import SAMPLERS
 from cdd_cli.errors import InputError
 from cdd_cli.methods import METHODS
 from cdd_cli.models.registry import SHIPPED
+from cdd_cli.records import yaml_values
 from cdd_cli.settings import (
     DECODINGS,
     DTYPE_NAMES,
@@ -338,26 +339,10 @@ def check_count(count: int, where: str) -> None:
 
 
 def check_expanded_size(root: yaml.Node, where: str) -> None:
-    """The number of values the YAML document stands for once its aliases are expanded (an
-    alias names a node again; each level of a nest of aliases multiplies the count) within
-    MAX_SPEC_VALUES, counted over the node graph without expanding it."""
-    sizes: dict[int, int] = {}
-
-    def size(node: yaml.Node) -> int:
-        if id(node) in sizes:
-            return sizes[id(node)]
-        sizes[id(node)] = MAX_SPEC_VALUES + 1  # a node within itself (an alias cycle)
-        if isinstance(node, yaml.SequenceNode):
-            total = 1 + sum(size(item) for item in node.value)
-        elif isinstance(node, yaml.MappingNode):
-            total = 1 + sum(size(k) + size(v) for k, v in node.value)
-        else:
-            total = 1
-        sizes[id(node)] = min(total, MAX_SPEC_VALUES + 1)
-        return sizes[id(node)]
-
+    """The values the YAML document stands for once its aliases are expanded (each level of a
+    nest of aliases multiplies them) within MAX_SPEC_VALUES, counted without expanding."""
     try:
-        count = size(root)
+        count = yaml_values(root, MAX_SPEC_VALUES)
     except RecursionError:
         raise InputError(f"{where}: nested too deeply to read") from None
     if count > MAX_SPEC_VALUES:

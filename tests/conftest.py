@@ -20,6 +20,12 @@ from cdd_cli.models.tokenizers import Gpt2Tokenizer, SmilesTokenizer
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
+# One torch thread a process (the commands the tests start inherit it) unless OMP_NUM_THREADS
+# says otherwise: the models here are tiny, and on a busy machine threads wait for each other's
+# cores (at load 3 on two cores one test took 3.8 s at one thread, 18 s at two).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
 # Real QM9 molecules (canonical, stereo-free), enough to build the full 30-token vocabulary.
 QM9_SAMPLE = [
     "C",
@@ -237,3 +243,17 @@ def example_plugin(example_plugin_path: Path, monkeypatch: pytest.MonkeyPatch):
     yield example_plugin_path
     plugins._entry_points.cache_clear()
     plugins._load.cache_clear()
+
+
+# The fast lane (`pytest -m "not slow"`, README): most slow tests carry `@pytest.mark.slow`
+# themselves; these, in modules kept by others, by module and test-name prefix.
+SLOW_ELSEWHERE = {
+    "test_bad_inputs.py": ("test_a_full_standard_output",),  # a process a command
+    "test_readme.py": ("test_every_readme_command_runs",),  # the README's commands, each run
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.name.startswith(SLOW_ELSEWHERE.get(item.path.name, ())):
+            item.add_marker(pytest.mark.slow)

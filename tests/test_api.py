@@ -28,6 +28,7 @@ def cli_records(args: list[str]) -> list[dict]:
     return [json.loads(line) for line in result.stdout.splitlines()]
 
 
+@pytest.mark.slow
 def test_molecule_records_equal_the_clis():
     api = cdd.molecules(n=6, constraints=[cdd.SA(tau=3.0), cdd.Novelty()], seed=4, batch_size=4)
     flags = ["-n", "6", "-c", "sa", "--tau", "3.0", "--novel", "--seed", "4", "--batch-size"]
@@ -38,6 +39,7 @@ def test_molecule_records_equal_the_clis():
     assert all(r["method"] == "cdd" and r["projection"] is not None for r in api)
 
 
+@pytest.mark.slow
 def test_text_records_equal_the_clis():
     api = cdd.generate(
         ["The whale", {"prompt": "Call me", "id": "q2"}],
@@ -58,6 +60,7 @@ def test_text_records_equal_the_clis():
     assert [without_timing(r) for r in api] == [without_timing(r) for r in cli]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("make", "message"),
     [
@@ -99,6 +102,7 @@ def test_bad_input_raises_the_clis_one_line_error(make, message: str):
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.slow
 def test_a_spec_is_read_and_left_as_it_was(tmp_path: Path):
     path = tmp_path / "spec.yaml"
     path.write_text("constraints:\n  - type: sa\n    tau: 4.0\nsampling: {n: 3, seed: 2}\n")
@@ -134,6 +138,7 @@ def test_a_reporter_hears_records_and_steps():
     assert [h[1] for h in heard if h[0] == "step"] == [0, 1, 2, 3] * 2
 
 
+@pytest.mark.slow
 def test_the_readme_python_example_runs(monkeypatch, capsys):
     root = Path(__file__).resolve().parent.parent
     readme = (root / "README.md").read_text(encoding="utf-8")
@@ -155,6 +160,7 @@ def test_one_constraint_need_not_be_in_a_list():
     assert one == [without_timing(r) for r in listed]
 
 
+@pytest.mark.slow
 def test_generate_takes_the_word_rules():
     rows = list(
         cdd.generate(
@@ -189,6 +195,7 @@ def test_a_generator_loads_once_and_each_call_is_a_run_of_its_own(monkeypatch):
     assert generator.spec.projection.inner_iters == 3  # filled for the model, once
 
 
+@pytest.mark.slow
 def test_a_generator_takes_a_loaded_model_and_its_domain_from_its_tokenizer():
     model = cdd.load_model("default-text", device="cpu")
     generator = cdd.Generator(model, cdd.Toxicity(tau=0.5), steps=4)
@@ -210,6 +217,7 @@ def test_a_generator_takes_a_loaded_model_and_its_domain_from_its_tokenizer():
     assert [(r["prompt"], r["prompt_id"]) for r in one] == [("Call me", "q")]
 
 
+@pytest.mark.slow
 def test_check_spec_fills_every_setting_without_loading_weights(tmp_path: Path):
     path = tmp_path / "words.yaml"
     path.write_text("model: default-text\nconstraints:\n  - {type: word_count, max: 8}\n")

@@ -175,6 +175,7 @@ def test_molecules_keep_the_full_mass_by_default(tmp_path: Path):
     assert "top_p: 1.0" in (tmp_path / "mols.jsonl.config.yaml").read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
 def test_killed_at_a_random_moment_then_resumed(tmp_path: Path, signum: int):
     args = [sys.executable, "-m", "cdd_cli", "molecules", "-q", "-n", "64", "--batch-size", "2"]
@@ -260,6 +261,7 @@ def torchrun(processes: int, args: list[str], cwd: Path) -> subprocess.Completed
     )
 
 
+@pytest.mark.slow
 def test_torchrun_processes_write_the_one_process_records_and_resume_with_another_count(
     tmp_path: Path,
 ):
@@ -327,6 +329,7 @@ def ranks(processes: int, args: list[str], cwd: Path) -> list[tuple[int, str]]:
             p.kill()
 
 
+@pytest.mark.slow
 def test_a_torchrun_run_with_violations_exits_3_with_its_records_gathered(tmp_path: Path):
     """Exit 3 (written, some records violate) is a finished run: OUT holds every rank's
     records in order and no part is left, as after exit 0. Few of QM9's molecules reach a QED
@@ -344,6 +347,7 @@ def test_a_torchrun_run_with_violations_exits_3_with_its_records_gathered(tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl", "out.jsonl.config.yaml"]
 
 
+@pytest.mark.slow
 def test_torchrun_generate_resumes_a_one_process_run(tmp_path: Path, text_model_dir: Path):
     args = ["generate", "-q", "--model", str(text_model_dir), "-n", "3", "--length", "6"]
     args += ["--prompt", "The whale", "--seed", "2"]

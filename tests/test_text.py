@@ -177,6 +177,7 @@ def toxicity_spec(tmp_path: Path, surrogate: Path, tau: float, scope: str) -> Pa
     return spec
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scope", ["continuation", "full"])
 def test_toxicity_cdd_satisfies_what_unconstrained_violates(
     text_model_dir: Path, toxicity_dir: Path, tmp_path: Path, scope: str
@@ -290,6 +291,7 @@ def test_review_fixes_for_text_input(text_model_dir: Path, tmp_path: Path):
     )
 
 
+@pytest.mark.slow
 def test_few_steps_still_project(text_model_dir: Path, toxicity_dir: Path, tmp_path: Path):
     spec = toxicity_spec(tmp_path, toxicity_dir, 0.0, "continuation")
     result = generate(
@@ -300,6 +302,7 @@ def test_few_steps_still_project(text_model_dir: Path, toxicity_dir: Path, tmp_p
     assert row["projection"]["steps"] >= 1 and row["projection"]["outer_iters"] >= 1
 
 
+@pytest.mark.slow
 def test_usage_errors_are_one_line_exit_2():
     import subprocess
     import sys
@@ -319,6 +322,7 @@ class Interrupted(Exception):
     pass
 
 
+@pytest.mark.slow
 def test_toxicity_surrogate_training_resumes_to_the_same_weights(tmp_path: Path):
     from safetensors.torch import load_file
 

@@ -26,6 +26,7 @@ from outlines_core import Index, Vocabulary
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from cdd_cli.constraints.pattern_limits import pattern_problem
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.reference import cache_dir
 from cdd_cli.models.tokenizers import TextTokenizer
@@ -66,12 +67,15 @@ class TokenAutomaton:
         edges: dict[int, set[int]] = {}
         for s, d in zip(self.src.tolist(), self.dst.tolist(), strict=True):
             edges.setdefault(s, set()).add(d)
-        seen, frontier, n = {0}, [0], 0
+        # Sets, of the final states and of each step's: indexing the tensor state by state,
+        # and a frontier that listed a state once per edge into it, took minutes for a{1000}.
+        final = set(torch.nonzero(self.final).flatten().tolist())
+        seen, frontier, n = {0}, {0}, 0
         while frontier:
-            if any(self.final[s] for s in frontier):
+            if not final.isdisjoint(frontier):
                 return n
-            frontier = [d for s in frontier for d in edges.get(s, ()) if d not in seen]
-            seen.update(frontier)
+            frontier = {d for s in frontier for d in edges.get(s, ()) if d not in seen}
+            seen |= frontier
             n += 1
         return None
 
@@ -94,6 +98,11 @@ def compile_pattern(pattern: str, tokenizer: TextTokenizer) -> TokenAutomaton:
     """The token automaton of `pattern` (outlines-core's regex syntax, the Rust `regex`
     crate's: no look-around or back-references), loaded from the cache where it was built
     before. InputError where the library cannot compile the pattern."""
+    # The last gate before the library builds it (from a spec, the entry's check ran this):
+    # a pattern past the limits would hold the process for minutes or fill its memory.
+    problem = pattern_problem(pattern, backtracked=False)
+    if problem:
+        raise InputError(f"the pattern cannot be compiled: {problem}")
     vocabulary, digest = _vocabulary(tokenizer)
     version = metadata.version("outlines_core")
     key = hashlib.sha256(f"{version}\0{digest}\0{pattern}".encode()).hexdigest()[:24]

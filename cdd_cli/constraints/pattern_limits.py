@@ -17,7 +17,9 @@ patterns and schemas cdd is benchmarked on (bench/structured_table.py: at most 5
 
 from __future__ import annotations
 
+import bisect
 import functools
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -29,10 +31,11 @@ except ImportError:  # Python 3.10
 MAX_REPEAT_COUNT = 1_000  # a{n}, a{m,n}: each count
 MAX_POSITIONS = 5_000  # characters of the pattern with its counted repetitions written out
 MAX_STATES = 2_000  # states of its DFA over characters
-# States that accept most printable characters ([a-z ], a JSON string's character): each
-# takes most of a vocabulary's tokens (50,000 for GPT-2) into the automaton's table.
-MAX_WIDE_STATES = 300
-WIDE = 26  # printable ASCII characters a state accepts to count as wide
+# States that let letters through ([a-z ], a JSON string's character) take most of a
+# vocabulary's tokens (words: 28,000 of GPT-2's 50,257 for [a-z ]) into the automaton's
+# table, about 7 MB each as it is built: a state counts by the share of a-z it accepts. The
+# largest benchmarked schema (`profile`) counts 187; [a-z ]{0,250} counts 250 (25 s, 2 GB).
+MAX_LETTER_STATES = 250
 MAX_AMBIGUITY_POSITIONS = 300  # the ambiguity check's product graph has this squared vertices
 TOP = 0x10FFFF
 Ranges = tuple[tuple[int, int], ...]  # code point ranges, inclusive, sorted, disjoint
@@ -95,10 +98,12 @@ def _case_folded(ranges: Ranges) -> Ranges:
 @dataclass
 class _Glushkov:
     """The pattern's position automaton: one position per character class written (counted
-    repetitions written out), `follow[p]`: the positions that may come after p."""
+    repetitions written out, or with `collapse` each variable one as a loop), `follow[p]`:
+    the positions that may come after p, each with the number of ways the pattern's syntax
+    leads there (two for `(a+)+`: the inner loop and the outer one)."""
 
     chars: list[Ranges] = field(default_factory=list)
-    follow: list[set[int]] = field(default_factory=list)
+    follow: list[Counter[int]] = field(default_factory=list)
 
     def position(self, ranges: Ranges) -> int:
         if len(self.chars) >= MAX_POSITIONS:
@@ -107,12 +112,12 @@ class _Glushkov:
                 "repetitions written out, the most a pattern may be"
             )
         self.chars.append(ranges)
-        self.follow.append(set())
+        self.follow.append(Counter())
         return len(self.chars) - 1
 
     def link(self, lasts: Iterable[int], firsts: set[int]) -> None:
         for p in lasts:
-            self.follow[p] |= firsts
+            self.follow[p].update(firsts)
 
 
 # (first positions, last positions, whether it matches the empty text)
@@ -132,11 +137,18 @@ def _sequence(auto: _Glushkov, parts: Iterable[Part]) -> Part:
 
 
 class _Builder:
-    def __init__(self) -> None:
+    def __init__(self, collapse: bool = False) -> None:
         self.auto = _Glushkov()
         self.ignore_case = False
-        # Each unbounded or many-times repetition: the positions its body holds.
+        # Where a backtracking matcher's choices are (`_ambiguous`): a repetition of a
+        # variable count as one looping copy (X{1,20} tries splits as X+ does).
+        self.collapse = collapse
+        # Each looping repetition: the positions its body holds.
         self.loops: list[set[int]] = []
+        self.looping = 0  # how many looping repetitions the part being built is inside
+        # An alternation with two ways to match nothing inside a loop (`(a|a)*`: Python's
+        # parser makes it a(|)): each turn of the loop may take either.
+        self.empty_choice = False
 
     def chars(self, ranges: Ranges) -> Part:
         p = self.auto.position(_case_folded(ranges) if self.ignore_case else ranges)
@@ -156,6 +168,8 @@ class _Builder:
             return self.chars(self.char_class(av))
         if op is sre_parse.BRANCH:
             parts = [self.items(branch) for branch in av[1]]
+            if self.looping and sum(p[2] for p in parts) > 1:
+                self.empty_choice = True
             return (
                 set().union(*(p[0] for p in parts)),
                 set().union(*(p[1] for p in parts)),
@@ -202,18 +216,25 @@ class _Builder:
                     "most a pattern may ask"
                 )
         start = len(self.auto.chars)
+        looping = high == UNBOUNDED or (self.collapse and high >= 2 and low < high)
+        if looping and self.collapse:
+            self.looping += 1
+            try:
+                first, last, nullable = self.items(body)
+            finally:
+                self.looping -= 1
+            self.auto.link(last, first)
+            self.loops.append(set(range(start, len(self.auto.chars))))
+            return first, last, nullable or low == 0
         copies = [self.items(body) for _ in range(max(low, 1))]
-        if high == UNBOUNDED:
+        if looping:
             # The last copy loops: X{2,} is X X+.
             first, last, _ = copies[-1]
             self.auto.link(last, first)
         else:
             copies += [self.items(body) for _ in range(high - max(low, 1))]
-        parts = [
-            (f, last, n or k >= low) for k, (f, last, n) in enumerate(copies)
-        ]  # the copies past the least count are optional
-        if high == UNBOUNDED or high >= 2:
-            self.loops.append(set(range(start, len(self.auto.chars))))
+        # The copies past the least count are optional.
+        parts = [(f, last, n or k >= low) for k, (f, last, n) in enumerate(copies)]
         return _sequence(self.auto, parts)
 
 
@@ -244,21 +265,21 @@ def _members(chars: list[Ranges], classes: list[tuple[int, int]]) -> list[frozen
 
 
 def _index(starts: list[int], value: int) -> int:
-    import bisect  # noqa: PLC0415 (stdlib; kept beside its one use)
-
     return bisect.bisect_left(starts, value)
 
 
-def _printable(classes: list[tuple[int, int]], held: Iterable[int]) -> int:
-    return sum(max(0, min(high, 126) - max(low, 32) + 1) for low, high in (classes[k] for k in held))
+def _letters(classes: list[tuple[int, int]], held: Iterable[int]) -> float:
+    """The share of a-z among the alphabet pieces `held`."""
+    pieces = (classes[k] for k in held)
+    return sum(max(0, min(high, 122) - max(low, 97) + 1) for low, high in pieces) / 26
 
 
 def _states(auto: _Glushkov, first: set[int], members: list[frozenset[int]], classes) -> None:
-    """The DFA's subset construction, refused past MAX_STATES (or MAX_WIDE_STATES wide)."""
+    """The DFA's subset construction, refused past MAX_STATES (or MAX_LETTER_STATES)."""
     start: frozenset[int] = frozenset({-1})
     seen = {start}
     todo = [start]
-    wide = 0
+    letters = 0.0
     while todo:
         state = todo.pop()
         nexts = set().union(*(auto.follow[p] if p >= 0 else first for p in state))
@@ -266,14 +287,13 @@ def _states(auto: _Glushkov, first: set[int], members: list[frozenset[int]], cla
         for q in nexts:
             for k in members[q]:
                 moves.setdefault(k, set()).add(q)
-        if _printable(classes, moves) >= WIDE:
-            wide += 1
-            if wide > MAX_WIDE_STATES:
-                raise PatternTooLarge(
-                    f"its automaton has more than {MAX_WIDE_STATES} states that accept most "
-                    "characters (each takes most of a vocabulary into its table), the most a "
-                    "pattern may have; bound long runs of such characters more tightly"
-                )
+        letters += _letters(classes, moves)
+        if letters > MAX_LETTER_STATES:
+            raise PatternTooLarge(
+                f"its automaton lets letters through at more than {MAX_LETTER_STATES} states "
+                "(each takes most of a vocabulary's tokens into its table), the most a pattern "
+                "may; bound long runs of free text more tightly, e.g. [a-z ]{0,100}"
+            )
         for target in {frozenset(t) for t in moves.values()}:
             if target not in seen:
                 seen.add(target)
@@ -288,22 +308,25 @@ def _states(auto: _Glushkov, first: set[int], members: list[frozenset[int]], cla
 
 def _ambiguous(auto: _Glushkov, loops: list[set[int]], members: list[frozenset[int]]) -> bool:
     """Whether some text can be read along two different paths that leave a position and
-    come back to it (Weber and Seidl's criterion: in the automaton's product with itself, one
-    strongly connected part holds a pair (p, p) and a pair (p, q) with p != q). Then a
-    backtracking matcher such as `re` may try exponentially many paths on a text that does
-    not match. Checked over each repetition's positions (where the loops are)."""
+    come back to it, inside one repetition: a backtracking matcher such as `re` may then try
+    exponentially many paths on a text that does not match. Two such paths are one step
+    that the syntax reaches two ways, on a cycle (`(a+)+`), or (Weber and Seidl's criterion)
+    a strongly connected part of the automaton's product with itself that holds a pair
+    (p, p) and a pair (p, q) with p != q (`(a|a)*`, `(\\w+\\s?)*`)."""
     for body in loops:
         if len(body) > MAX_AMBIGUITY_POSITIONS:
             continue
+        inside = {p: [q for q in auto.follow[p] if q in body] for p in body}
+        cyclic = {node for part in _components(list(inside), inside) for node in part}
+        if any(
+            p in cyclic and q in cyclic and auto.follow[p][q] > 1 for p in body for q in inside[p]
+        ):
+            return True
         pairs = [(p, q) for p in body for q in body if members[p] & members[q]]
-        edges: dict[tuple[int, int], list[tuple[int, int]]] = {}
-        for p, q in pairs:
-            edges[(p, q)] = [
-                (a, b)
-                for a in auto.follow[p] & body
-                for b in auto.follow[q] & body
-                if members[a] & members[b]
-            ]
+        edges: dict[tuple[int, int], list[tuple[int, int]]] = {
+            (p, q): [(a, b) for a in inside[p] for b in inside[q] if members[a] & members[b]]
+            for p, q in pairs
+        }
         for component in _components(list(edges), edges):
             if any(p == q for p, q in component) and any(p != q for p, q in component):
                 return True
@@ -363,23 +386,27 @@ def pattern_problem(pattern: str, backtracked: bool = True) -> str | None:
     judges texts by it (`backtracked`), ambiguous enough to take exponential time."""
     try:
         tree = sre_parse.parse(pattern)
-    except Exception:  # noqa: BLE001 (re.compile's own check reports a bad pattern)
+    except Exception:  # re.compile's own check reports a bad pattern, in its words
         return None
     builder = _Builder()
     try:
         first, _, _ = builder.items(list(tree))
         auto = builder.auto
         classes = _classes(auto.chars)
-        members = _members(auto.chars, classes)
-        _states(auto, first, members, classes)
+        _states(auto, first, _members(auto.chars, classes), classes)
+        if not backtracked:
+            return None
+        loops = _Builder(collapse=True)
+        loops.items(list(tree))
+        members = _members(loops.auto.chars, _classes(loops.auto.chars))
     except PatternTooLarge as exc:
         return str(exc)
     except RecursionError:
         return "it is nested too deeply"
-    if backtracked and _ambiguous(auto, builder.loops, members):
+    if loops.empty_choice or _ambiguous(loops.auto, loops.loops, members):
         return (
-            "a repetition inside a repetition can match one text in many ways, as (a+)+ "
-            "does, which Python's re (the judge) tries one by one; write it so that each "
-            "character has one place, e.g. a+ for (a+)+"
+            "inside a repetition, part of it can match one text in many ways (as (a+)+ and "
+            "(a|a)* do), which Python's re (the judge) tries one by one on a text that does "
+            "not match; write it so that each character has one place, e.g. a+ for (a+)+"
         )
     return None

@@ -34,6 +34,7 @@ from typing import Any
 import jsonschema
 from outlines_core import Index, Vocabulary
 
+from cdd_cli.constraints.pattern_limits import pattern_problem
 from cdd_cli.errors import InputError
 
 ANNOTATIONS = {
@@ -76,6 +77,12 @@ ANY_FRACTION, NONZERO_FRACTION, ZERO_FRACTION = (
 )
 
 
+# A schema's size: its file, and its regex (the automaton's limits, pattern_limits.py, are
+# checked on that regex before anything is built from it).
+MAX_SCHEMA_BYTES = 1 << 20
+MAX_REGEX_CHARACTERS = 100_000
+
+
 class UnsupportedSchema(ValueError):
     """A schema (or part) the regex cannot describe; the message names the keyword and where."""
 
@@ -91,6 +98,17 @@ class _Compiler:
         self.root, self.pattern_safe = root, pattern_safe
 
     def value(self, schema, where: str, refs: tuple[str, ...]) -> str:
+        regex = self.written(schema, where, refs)
+        if len(regex) > MAX_REGEX_CHARACTERS:
+            # `$ref`s that name a definition twice, nested, double the regex at each level:
+            # stopped here, before it fills the memory.
+            raise UnsupportedSchema(
+                f"{where}: its regex is longer than {MAX_REGEX_CHARACTERS:,} characters, the "
+                "most a schema may make"
+            )
+        return regex
+
+    def written(self, schema, where: str, refs: tuple[str, ...]) -> str:
         if schema is True or schema == {}:
             return SCALAR
         if not isinstance(schema, dict):
@@ -213,6 +231,11 @@ class _Compiler:
             if {"minLength", "maxLength"} & schema.keys():
                 raise UnsupportedSchema(f"{where}: 'pattern' with a length")
             inner = strip_anchors(schema["pattern"])
+            # jsonschema judges strings by it with Python's re (which backtracks), and
+            # `pattern_safe` builds its automaton: its limits first.
+            problem = pattern_problem(inner)
+            if problem:
+                raise UnsupportedSchema(f"{where}/pattern: {problem}")
             if self.pattern_safe is not None and not self.pattern_safe(inner):
                 raise UnsupportedSchema(
                     f"{where}/pattern: can match a quote, backslash or control character"
@@ -246,6 +269,8 @@ def _number(schema: dict, integer: bool, where: str) -> str:
     for key, value in bounds.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise UnsupportedSchema(f"{where}/{key}: must be a number (draft 6 and later)")
+        if not math.isfinite(value):  # Python's json reads Infinity and NaN
+            raise UnsupportedSchema(f"{where}/{key}: must be a finite number, got {value}")
     if not bounds:
         return INTEGER if integer else NUMBER
     low, low_in = _bound(bounds, "minimum", "exclusiveMinimum", max)
@@ -365,9 +390,16 @@ def _same_length(low: str, high: str) -> str:
 @functools.lru_cache(maxsize=32)
 def schema_pattern(schema_text: str) -> str:
     try:
-        return schema_regex(json.loads(schema_text), pattern_safe=json_string_safe)
+        regex = schema_regex(json.loads(schema_text), pattern_safe=json_string_safe)
     except UnsupportedSchema as exc:
         raise InputError(f"json_schema: {exc}") from None
+    except RecursionError:
+        raise InputError("json_schema: the schema is nested too deeply") from None
+    # The judge is jsonschema, not re: only the automaton's limits apply to the whole regex.
+    problem = pattern_problem(regex, backtracked=False)
+    if problem:
+        raise InputError(f"json_schema: the schema's regex is too large: {problem}")
+    return regex
 
 
 @functools.lru_cache(maxsize=64)
@@ -391,14 +423,26 @@ def load_schema(value: Any, where: str) -> tuple[str, str]:
     source = "inline"
     if isinstance(value, str):
         path = Path(value).expanduser()
+        if path.exists() and not path.is_file():  # a folder, or a pipe or device without end
+            raise InputError(f"{where}: key 'schema': {value} is not a regular file")
         try:
-            value = json.loads(path.read_text())
+            with path.open("rb") as f:
+                data = f.read(MAX_SCHEMA_BYTES + 1)
+            if len(data) > MAX_SCHEMA_BYTES:
+                raise InputError(
+                    f"{where}: key 'schema': {value} is larger than {MAX_SCHEMA_BYTES >> 20} MiB, "
+                    "the most a schema file may be"
+                )
+            value = json.loads(data.decode("utf-8"))
         except OSError as exc:
             raise InputError(
                 f"{where}: key 'schema': cannot read {value} ({exc.strerror})"
             ) from None
-        except ValueError as exc:
-            raise InputError(f"{where}: key 'schema': {value} is not JSON ({exc})") from None
+        except ValueError as exc:  # not UTF-8 or not JSON
+            problem = " ".join(str(exc).split())[:120]
+            raise InputError(f"{where}: key 'schema': {value} is not JSON ({problem})") from None
+        except RecursionError:
+            raise InputError(f"{where}: key 'schema': {value} is nested too deeply") from None
         source = path.name
     if not isinstance(value, dict):
         raise InputError(f"{where}: key 'schema' must be a mapping or a .json file")

@@ -26,6 +26,7 @@ from cdd_cli.constraints.base import ClosedFormBuilder, ExactConstraint
 from cdd_cli.constraints.descriptor import ConstraintSpec, Descriptor, Key
 from cdd_cli.constraints.lexical import Exclude
 from cdd_cli.constraints.pattern_layout import PatternLayout
+from cdd_cli.constraints.pattern_limits import pattern_problem
 from cdd_cli.constraints.schema_regex import load_schema, schema_pattern, strip_anchors
 from cdd_cli.constraints.word_rules import split_words
 from cdd_cli.errors import InputError
@@ -182,6 +183,10 @@ def check_regex(c: ConstraintSpec) -> None:
         raise InputError(f"{c.where}: key 'pattern': not a regular expression ({exc})") from None
     if not c.options["pattern"]:
         raise InputError(f"{c.where}: key 'pattern' is empty")
+    # Before any automaton is built from it, or any text judged by it (pattern_limits.py).
+    problem = pattern_problem(c.options["pattern"])
+    if problem:
+        raise InputError(f"{c.where}: key 'pattern': {problem}")
 
 
 def build_regex(

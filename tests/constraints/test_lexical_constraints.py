@@ -50,6 +50,7 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_cdd_satisfies_all_lexical_constraints_at_once(text_model_dir: Path, tmp_path: Path):
     spec = write(tmp_path, SPEC)
     args = ["--prompt", "Call me Ishmael.", "-n", "4", "--length", "16", "--spec", str(spec)]
@@ -341,6 +342,7 @@ def plan_roles(plan, tokenizer, length: int) -> tuple[str, ...]:
     return tuple(roles)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("constraints", "valid"),
     [
@@ -428,6 +430,7 @@ def test_validate_catches_words_that_cannot_fit(tmp_path: Path):
     assert result.exit_code == 2 and "exceeds model default-text's length" in result.stderr
 
 
+@pytest.mark.slow
 def test_an_include_word_used_twice_is_not_weighted_twice():
     """Free words before the placement are not the include word, so each text has one
     layout: with " whale" and " the" equally likely, the three texts that include whale are
@@ -464,6 +467,7 @@ def test_a_word_placed_first_and_last_may_be_one_placement():
     assert split_words(tokenizer.decode(out[0].argmax(-1).tolist())) == ["harpooneer"]
 
 
+@pytest.mark.slow
 def test_a_layout_with_zero_probability_is_still_drawn():
     """The model may give a token the decided ones require probability 0; the projection must
     still find the layout rather than fail mid-sampling."""
@@ -492,6 +496,7 @@ def test_the_continuation_starts_where_the_prompt_leaves_off(prompt, state):
     assert (STATES[start_state(prompt)].lift, STATES[start_state(prompt)].chunk) == state
 
 
+@pytest.mark.slow
 def test_a_bare_word_starts_a_word_only_after_whitespace():
     """ "The" after a line break is a word; after a word it would join it ("theThe"), so the
     layout gives it no word role there, and the judge counts what the layout counted."""

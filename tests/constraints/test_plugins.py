@@ -70,6 +70,7 @@ def test_constraints_ls_names_each_plugin_with_its_package():
     assert rows["uppercase"][1] == "text"
 
 
+@pytest.mark.slow
 def test_a_judge_only_plugin_from_a_spec_and_the_api(tmp_path: Path):
     spec = write(tmp_path, "constraints:\n  - type: max_heavy_atoms\n    tau: 1\n    element: N\n")
     result = runner.invoke(app, ["molecules", "--spec", str(spec), "-n", "6", "--seed", "3", "-q"])
@@ -95,6 +96,7 @@ def test_a_judge_only_plugin_from_a_spec_and_the_api(tmp_path: Path):
     ]
 
 
+@pytest.mark.slow
 def test_api_records_equal_the_clis_for_a_plugin():
     def untimed(record: dict) -> dict:
         projection = {k: v for k, v in record["projection"].items() if k != "seconds"}
@@ -108,6 +110,7 @@ def test_api_records_equal_the_clis_for_a_plugin():
     assert [untimed(r) for r in api] == cli
 
 
+@pytest.mark.slow
 def test_a_plugin_with_a_surrogate_goes_through_the_alm():
     records = list(
         cdd.generate(
@@ -209,6 +212,7 @@ def test_a_broken_plugin_is_one_line_and_breaks_nothing_else(faulty, tmp_path: P
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "problem"),
     [
@@ -241,6 +245,7 @@ def test_records_written_before_a_plugin_fails_are_kept(faulty, tmp_path: Path):
     assert len(lines) == 2 and [json.loads(line)["id"] for line in lines] == ["0-0", "0-1"]
 
 
+@pytest.mark.slow
 def test_a_slow_judge_is_told_once_as_one_line(faulty):
     import re
 
@@ -267,6 +272,7 @@ def test_a_spec_entry_loads_with_a_plugins_defaults(tmp_path: Path):
     assert entry == {"type": "uppercase", "tau": 0.1, "margin": 0.0}
 
 
+@pytest.mark.slow
 def test_train_surrogate_gives_a_judge_only_plugin_gradients(tmp_path: Path, uniform_model_dir):
     from tests.conftest import QM9_SAMPLE
 
@@ -296,6 +302,7 @@ def test_train_surrogate_gives_a_judge_only_plugin_gradients(tmp_path: Path, uni
         assert json.loads(line)["constraints"]["max_heavy_atoms"]["surrogate"] is not None
 
 
+@pytest.mark.slow
 def test_train_surrogate_on_text_windows(tmp_path: Path, text_model_dir):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("Call me Ishmael. Some years ago, never mind how long precisely.\n\n" * 200)

@@ -256,6 +256,7 @@ def test_novelty_reference_choices(tmp_path: Path, uniform_model_dir: Path):
     assert str(mine.resolve()) in novelty.judge_name
 
 
+@pytest.mark.slow
 def test_records_on_the_shipped_model_agree_with_rdkit(tmp_path: Path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(

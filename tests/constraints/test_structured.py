@@ -108,6 +108,7 @@ def random_match(table: automaton.TokenAutomaton, rng: random.Random, limit: int
     return ids if table.final[state] else None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "schema",
     [
@@ -250,6 +251,7 @@ def smollm2_tokenizer() -> FileTokenizer:
     return FileTokenizer(ASSETS / "smollm2-a2d" / "tokenizer.json", eos_id=0, mask_id=16)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", [Gpt2Tokenizer, smollm2_tokenizer], ids=["gpt2", "smollm2"])
 def test_token_bytes_are_the_bytes_tokens_stand_for(make):
     tokenizer = make()
@@ -284,6 +286,7 @@ def decode_like_a_sampler(layout, probs: torch.Tensor, start: int, seed: int) ->
     return x
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "constraint",
     [
@@ -374,6 +377,7 @@ def spec_file(tmp_path: Path, body: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_generate_certifies_json_records_that_unconstrained_sampling_does_not(
     text_model_dir: Path, tmp_path: Path
 ):
@@ -392,6 +396,7 @@ def test_generate_certifies_json_records_that_unconstrained_sampling_does_not(
         assert judged["satisfied"] and judged["value"] == 1.0
 
 
+@pytest.mark.slow
 def test_a_regex_and_toxicity_in_one_spec(text_model_dir: Path, toxicity_dir: Path, tmp_path):
     from tests.test_text import toxicity_spec
 
@@ -408,6 +413,7 @@ def test_a_regex_and_toxicity_in_one_spec(text_model_dir: Path, toxicity_dir: Pa
         assert row["constraints"]["toxicity"]["value"] <= tau
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
@@ -430,6 +436,7 @@ def test_validate_refuses_in_one_line(text_model_dir: Path, tmp_path: Path, body
     assert len(lines) == 1 and expected in lines[0], result.stderr
 
 
+@pytest.mark.slow
 def test_an_excluded_word_is_kept_out_of_a_pattern_and_a_word_layout_cannot_join_it(
     text_model_dir: Path, tmp_path: Path
 ):
@@ -452,6 +459,7 @@ def test_an_excluded_word_is_kept_out_of_a_pattern_and_a_word_layout_cannot_join
     assert "regex and word_count cannot be combined" in refused.stderr
 
 
+@pytest.mark.slow
 def test_a_patterns_layout_takes_the_excluded_words_tokens_out_of_its_edges():
     from cdd_cli.constraints.lexical import Exclude
 
@@ -470,6 +478,7 @@ def readme_section() -> str:
     return readme.split("## Structured output", 1)[1].split("\n## ", 1)[0]
 
 
+@pytest.mark.slow
 def test_the_readme_structured_output_files_validate(tmp_path: Path, monkeypatch):
     """The files the README's example writes (its heredocs) are what `cdd validate` accepts."""
     from typer.testing import CliRunner
@@ -488,6 +497,7 @@ def test_the_readme_structured_output_files_validate(tmp_path: Path, monkeypatch
         assert f"{spec}: ok" in result.stderr
 
 
+@pytest.mark.slow
 def test_the_readme_structured_output_python_example_runs(capsys):
     code = readme_section().split("```python\n", 1)[1].split("```", 1)[0]
     exec(compile(code, "README.md", "exec"), {})

@@ -90,6 +90,7 @@ def with_rules(scheme: str) -> list:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme", ["plain", "collie"])
 def test_layouts_read_as_the_constraints_demand_under_their_word_rules(scheme: str):
     constraints = with_rules(scheme)
@@ -105,6 +106,7 @@ def test_layouts_read_as_the_constraints_demand_under_their_word_rules(scheme: s
     assert len(set(texts)) == len(texts)  # layouts and tokens are drawn, not fixed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme", ["plain", "collie"])
 @pytest.mark.parametrize(
     "bounds", [{"equals": 1}, {"equals": 3}, {"min": 2}, {"max": 2}, {"min": 2, "max": 4}]
@@ -145,6 +147,7 @@ def test_a_sentence_stops_only_where_both_judges_see_a_stop():
     assert grammar.next_state(stopped, PUNCT) is None
 
 
+@pytest.mark.slow
 def test_collie_punctuation_is_one_ascii_mark_never_beside_another():
     layout = WordLayout([WordCount(max=5, scheme="collie")], TOKENIZER, start=0, length=5)
     texts = TOKENIZER.token_texts()
@@ -228,6 +231,7 @@ def enumerate_layouts(layout: WordLayout, probs: torch.Tensor, sentences: int) -
     return {k: v / total for k, v in weights.items()}
 
 
+@pytest.mark.slow
 def test_sentence_layouts_are_drawn_in_proportion_to_their_weight():
     """The forward-filtering backward-sampling draw with its sentence axis against brute-force
     enumeration (the tokens after the end are all end-of-text here: nothing is hidden)."""
@@ -277,6 +281,7 @@ def validate(path: Path):
     return CliRunner().invoke(app, ["validate", str(path)])
 
 
+@pytest.mark.slow
 def test_validate_reads_the_word_rules_and_refuses_what_they_make_impossible(tmp_path: Path):
     clitic = "constraints:\n  - type: word_at\n    position: 2\n    word: don't\n"
     assert validate(write(tmp_path, "model: default-text\n" + clitic)).exit_code == 0
@@ -337,6 +342,7 @@ def test_spec_words_default_and_resolved(tmp_path: Path):
     assert Spec().resolved()["words"] == "plain"
 
 
+@pytest.mark.slow
 def test_generate_under_collie_rules_with_a_sentence_count(text_model_dir: Path, tmp_path: Path):
     spec = write(
         tmp_path,
@@ -358,6 +364,7 @@ def test_generate_under_collie_rules_with_a_sentence_count(text_model_dir: Path,
     assert free.exit_code == 3  # the random model alone does not write two sentences
 
 
+@pytest.mark.slow
 def test_resuming_under_other_word_rules_is_refused(text_model_dir: Path, tmp_path: Path):
     spec = write(tmp_path, "constraints:\n  - type: word_count\n    max: 5\n")
     out = tmp_path / "out.jsonl"

@@ -109,6 +109,7 @@ def continuation_tokens(scorer: text.Perplexity, continuation: str) -> int:
     return len(scorer.tokenizer(continuation, add_special_tokens=False)["input_ids"])
 
 
+@pytest.mark.slow
 @needs_fluency
 def test_fluent_text_beats_the_same_words_shuffled(scorer: text.Perplexity) -> None:
     words = FLUENT.split()
@@ -118,6 +119,7 @@ def test_fluent_text_beats_the_same_words_shuffled(scorer: text.Perplexity) -> N
     assert min(scrambled) > 5 * fluent
 
 
+@pytest.mark.slow
 @needs_fluency
 def test_scores_match_the_models_own_loss_and_ignore_batching(scorer: text.Perplexity) -> None:
     # Reference: the model's built-in shifted cross-entropy over the whole unpadded sequence.
@@ -132,6 +134,7 @@ def test_scores_match_the_models_own_loss_and_ignore_batching(scorer: text.Perpl
     assert batched == pytest.approx(alone, rel=1e-4)
 
 
+@pytest.mark.slow
 @needs_fluency
 def test_prompt_is_context_only_and_changes_the_score(scorer: text.Perplexity) -> None:
     prompt = "Paris is the capital of France. Its most famous landmark is"
@@ -146,6 +149,7 @@ def test_prompt_is_context_only_and_changes_the_score(scorer: text.Perplexity) -
     assert math.isnan(empty.perplexity)
 
 
+@pytest.mark.slow
 @needs_fluency
 def test_corpus_perplexity_pools_the_samples(scorer: text.Perplexity) -> None:
     prompts = [None, "Once upon a time"]
@@ -156,6 +160,7 @@ def test_corpus_perplexity_pools_the_samples(scorer: text.Perplexity) -> None:
     assert min(r.perplexity for r in results) <= pooled <= max(r.perplexity for r in results)
 
 
+@pytest.mark.slow
 @needs_judge
 def test_insult_scores_higher_than_neutral_text() -> None:
     judge = ProfanityJudge()
@@ -170,6 +175,7 @@ def test_insult_scores_higher_than_neutral_text() -> None:
     assert judge.score([]) == []
 
 
+@pytest.mark.slow
 @needs_fluency
 def test_given_spans_are_context_not_scored(scorer: text.Perplexity) -> None:
     """A dictated word's tokens are read but not counted; the rest scores as before."""

@@ -57,6 +57,7 @@ def test_gguf_reader_expands_every_type_it_reads_as_the_gguf_package_does(tmp_pa
             assert torch.allclose(got, torch.from_numpy(arrays[tensor.name]), atol=1e-3)
 
 
+@pytest.mark.slow
 def test_smollm2_as_a_causal_model_gives_transformers_logits():
     """Our Llama code, the GGUF reader and the q/k row order, against the reference model."""
     pytest.importorskip("gguf")
@@ -149,6 +150,7 @@ def with_option(args: list[str], flag: str, value: str) -> list[str]:
     return [*args[: at + 1], value, *args[at + 2 :]]
 
 
+@pytest.mark.slow
 def test_a_run_goes_on_from_a_float16_export_alone(adapted, tmp_path: Path):
     run = tmp_path / "run"
     copy_model(adapted["straight"], run / "model")
@@ -168,6 +170,7 @@ def test_a_run_goes_on_from_a_float16_export_alone(adapted, tmp_path: Path):
     assert result.exit_code == 2 and "an adapter of rank 4, not --lora-rank 8" in result.output
 
 
+@pytest.mark.slow
 def test_an_adaptation_resumed_from_its_save_ends_with_the_same_weights(adapted):
     straight = load_file(str(adapted["straight"] / "model.safetensors"))
     resumed = load_file(str(adapted["resumed"] / "model.safetensors"))
@@ -181,6 +184,7 @@ def test_an_adaptation_resumed_from_its_save_ends_with_the_same_weights(adapted)
     assert (config["mask_id"], config["prefix_id"]) == (MASK_ID, EOT_ID)
 
 
+@pytest.mark.slow
 def test_an_adapted_model_samples_text_under_a_lexical_constraint(adapted, tmp_path: Path):
     out = tmp_path / "out.jsonl"
     args = ["generate", "--model", str(adapted["straight"]), "-n", "2", "--length", "12"]
@@ -197,6 +201,7 @@ def test_an_adapted_model_samples_text_under_a_lexical_constraint(adapted, tmp_p
         assert words[1] == "whale", record["text"]
 
 
+@pytest.mark.slow
 def test_an_adapter_on_other_base_weights_is_refused_in_one_line(adapted, tmp_path: Path):
     model = tmp_path / "model"
     copy_model(adapted["straight"], model, ("model.safetensors", "tokenizer.json"))
@@ -214,6 +219,7 @@ def test_an_adapter_on_other_base_weights_is_refused_in_one_line(adapted, tmp_pa
     assert result.exit_code == 2 and "base weights nowhere.gguf not found" in result.output
 
 
+@pytest.mark.slow
 def test_an_adapter_missing_tensors_is_refused_by_name(adapted, tmp_path: Path):
     model = tmp_path / "model"
     copy_model(adapted["straight"], model, ("config.json", "tokenizer.json"))
@@ -239,6 +245,7 @@ def test_a_base_on_another_vocabulary_is_refused_before_training(tmp_path: Path)
     assert result.exit_code == 2 and "SmolLM2's tokenizer" in result.output
 
 
+@pytest.mark.slow
 def test_a_tokenizers_file_reads_text_and_knows_its_vocabulary():
     smollm2 = FileTokenizer(default_tokenizer_file(), eos_id=EOT_ID, mask_id=MASK_ID)
     text = "Call me Ishmael.\n\nSome years ago"
@@ -253,6 +260,7 @@ def test_a_tokenizers_file_reads_text_and_knows_its_vocabulary():
     assert smollm2.longest_token_bytes >= max(len(t) for t in ("Ishmael", " years"))
 
 
+@pytest.mark.slow
 def test_the_shipped_adapter_samples_under_its_own_toxicity_surrogate(tmp_path: Path):
     from cdd_cli.models.gguf import smollm2_gguf
 
@@ -295,6 +303,7 @@ def test_merged_adapters_compute_what_the_separate_ones_do():
     assert torch.allclose(separate, merged, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_eval_knows_which_models_its_perplexity_judge_is_the_base_of(adapted):
     from cdd_cli.evaluate.report import built_on_smollm2
 

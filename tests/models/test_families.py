@@ -29,6 +29,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, dic
     return {f: family_dirs.build(root / f, f, seed=k) for k, f in enumerate(FAMILIES)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 def test_logits_equal_transformers_modules_with_bidirectional_attention(built, family):
     folder, state = built[family]
@@ -49,6 +50,7 @@ def test_logits_equal_transformers_modules_with_bidirectional_attention(built, f
     assert torch.allclose(ours, theirs, atol=1e-4, rtol=0), (ours - theirs)[..., :-1].abs().max()
 
 
+@pytest.mark.slow
 def test_weights_keep_their_dtype_when_asked_and_are_float32_on_a_cpu_by_default(built):
     folder, _ = built["Dream"]
     kept = registry.load(str(folder), "text", "cpu", "bfloat16").model
@@ -78,6 +80,7 @@ LEXICAL = """constraints:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("family", "sampler"),
     [
@@ -122,6 +125,7 @@ def test_the_family_sampler_and_precision_are_in_the_resolved_configuration(buil
     assert again.exit_code == 2 and "sampling.sampler differs" in again.output
 
 
+@pytest.mark.slow
 def test_same_seed_same_records_at_any_batch_size_with_an_ordered_sampler(built):
     common = dict(model=str(built["Dream"][0]), length=12, steps=6, device="cpu", seed=5)
     common |= dict(constraints=[cdd.WordCount(max=5)], sampler="confidence", block_length=4)
@@ -298,6 +302,7 @@ def test_missing_shard_and_mismatched_shapes_are_refused_before_loading(built, t
     assert "mis-shaped" in message and "ff_proj" in message
 
 
+@pytest.mark.slow
 def test_unknown_families_and_causal_checkpoints_name_what_cdd_reads(built, tmp_path):
     folder = copy_of(built, "Dream", tmp_path)
     config = json.loads((folder / "config.json").read_text())
@@ -391,6 +396,7 @@ def test_chat_wraps_each_prompt_in_the_models_template_and_records_show_the_prom
     assert ids[0] == family_dirs.EOS_ID and ids == run.compiled.loaded.tokenizer.encode(wrapped)
 
 
+@pytest.mark.slow
 def test_toxicity_needs_a_surrogate_for_the_familys_vocabulary_and_works_with_one(built, tmp_path):
     folder = str(built["Dream"][0])
     base = ["generate", "--model", folder, "-n", "2", "--length", "10", "--steps", "5", "-q"]
@@ -415,6 +421,7 @@ def test_toxicity_needs_a_surrogate_for_the_familys_vocabulary_and_works_with_on
     )
 
 
+@pytest.mark.slow
 def test_a_hub_id_offline_is_read_from_the_local_cache_only(built, tmp_path, monkeypatch):
     # The Hugging Face cache layout: models--owner--name/{refs/main, snapshots/REVISION/...}.
     cache = tmp_path / "hub"

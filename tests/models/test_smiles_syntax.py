@@ -99,6 +99,7 @@ def test_the_sampler_writes_only_well_formed_smiles():
     assert sum(m is not None for m in parsed) >= 46  # the automaton misses only rare cases
 
 
+@pytest.mark.slow
 def test_decode_plain_reads_the_argmax_and_the_records_say_which():
     """`--decode plain` (what published validity tables measure) turns the syntax off at the
     last step: the same seeds give some SMILES the syntax rejects; well-formed gives none.

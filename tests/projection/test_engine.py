@@ -234,7 +234,10 @@ def test_method_paper_from_the_command_line_and_a_spec(tmp_path: Path):
 # above the metric primitives of the rest of evaluate/. Spec validation is generic over the
 # constraints' table and the methods' names, so spec sits above both.
 LAYERS = [
-    {"errors", "version", "records", "settings", "prompts", "plugins", "shards", "distributed"},
+    {
+        "errors", "version", "records", "settings", "prompts", "plugins", "shards",
+        "distributed", "suggest",
+    },  # fmt: skip
     {"models", "diffusion"},
     {"evaluate"},
     {"constraints"},
@@ -243,7 +246,7 @@ LAYERS = [
     {"spec"},
     {"run"},
     {"api", "constraint_values", "evaluate.report"},
-    {"cli", "console", "train_cli", "train", "__main__", "__init__"},
+    {"cli", "console", "train_cli", "train", "helpstyle", "__main__", "__init__"},
 ]
 
 
@@ -377,6 +380,7 @@ def test_imports_inside_functions_are_optional_dependencies_with_a_reason():
     assert unexplained == []
 
 
+@pytest.mark.slow
 def test_another_method_over_a_written_configuration_is_refused(tmp_path: Path):
     # A resolved configuration writes out the paper's values; cdd would run with them.
     out = tmp_path / "p.jsonl"

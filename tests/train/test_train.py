@@ -114,6 +114,7 @@ def test_loss_decreases_on_a_small_set(tmp_path: Path):
     assert sum(losses[-10:]) / 10 < 0.7 * sum(losses[:10]) / 10
 
 
+@pytest.mark.slow
 def test_train_command_end_to_end_then_sample(tmp_path: Path):
     folder = write_qm9_folder(tmp_path / "qm9", QM9_SAMPLE * 2)
     out = tmp_path / "run"
