@@ -106,7 +106,11 @@ def run_job(output: Output, device: str, write: Write, quiet: bool, verbose: boo
         with output_lock(output.path):
             if output.resume and output.path != "-" and output.shard == (0, 1):
                 gather(output.path)  # the parts an interrupted torchrun run left
-            return write(output, device, console, RichReporter(quiet, verbose))
+            display = RichReporter(quiet, verbose)
+            try:
+                return write(output, device, console, display)
+            finally:
+                display.loaded()
     if output.shard != (0, 1):
         raise InputError("--shard under torchrun: the ranks are the shards")
     ranks = Ranks(launch, output.path)
@@ -118,7 +122,10 @@ def run_job(output: Output, device: str, write: Write, quiet: bool, verbose: boo
     try:
         with output_lock(part.path):
             display = RichReporter(quiet or not lead, verbose)
-            code = write(part, launch.device(device), told, display)
+            try:
+                code = write(part, launch.device(device), told, display)
+            finally:
+                display.loaded()
     except InputError:
         code = 2
         raise
@@ -130,11 +137,18 @@ def run_job(output: Output, device: str, write: Write, quiet: bool, verbose: boo
         raise
     finally:
         worst, written = ranks.finish(code)
-    if lead and written >= 0:
-        message = f"{written} records from {launch.world} processes in {output.path}"
-        console.print(message, markup=False, soft_wrap=True)
-    if lead and worst != code:
-        raise fail(f"another process of the run failed (exit {worst}): rerun with --resume", worst)
+        try:
+            if lead and written >= 0:
+                message = f"{written} records from {launch.world} processes in {output.path}"
+                console.print(message, markup=False, soft_wrap=True)
+            # Another rank's violations (3) are in the gathered file, not a failure.
+            if lead and worst != code and written < 0:
+                failed = f"another process of the run failed (exit {worst}): rerun with --resume"
+                fail(failed, worst)  # said before the ranks part; raised below
+        finally:
+            ranks.close()
+    if lead and worst != code and written < 0:
+        raise typer.Exit(worst)
     return worst
 
 

@@ -199,6 +199,7 @@ class RichReporter(Display):
     times are read (a test passes its own)."""
 
     LOG_EVERY_S = 10.0
+    LOADING_NOTE_S = 5.0  # loading past this long is told (see __init__)
 
     def __init__(
         self,
@@ -233,8 +234,14 @@ class RichReporter(Display):
         self.overall = self.denoise = self.projection = None
         self.ticker: threading.Thread | None = None
         self.stopping = threading.Event()
-        if self.plain:  # loading a model takes seconds: a log says at once that a run began
-            self.say("cdd: loading the model and its constraints")
+        # Loading can take long (a large model, a busy machine): a log then says that a run
+        # began. Not at once: a checkpoint refused while loading must stay one line on stderr.
+        self.loading = threading.Timer(
+            self.LOADING_NOTE_S, self.say, ["cdd: loading the model and its constraints"]
+        )
+        self.loading.daemon = True
+        if self.plain:
+            self.loading.start()
 
     def __enter__(self) -> RichReporter:
         self.progress.__enter__()
@@ -255,7 +262,12 @@ class RichReporter(Display):
     def say(self, line: str) -> None:
         self.console.print(line, markup=False, soft_wrap=True, highlight=False)
 
+    def loaded(self) -> None:
+        """Loading is over (the run begins, or it ended in an error): no note of it now."""
+        self.loading.cancel()
+
     def run_started(self, label: str, total: int) -> None:
+        self.loaded()
         now = self.clock()
         with self.lock:
             self.label, self.pace = label, Pace(total, 0, now)

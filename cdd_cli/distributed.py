@@ -120,12 +120,18 @@ class Ranks:
 
     def finish(self, code: int) -> tuple[int, int]:
         """The run's exit code (the worst of the ranks') and, on rank 0, the records OUT holds
-        once gathered (-1 elsewhere, or when a rank failed: its parts stay for --resume)."""
+        once gathered (-1 elsewhere, or when a rank failed: its parts stay for --resume).
+        `close()` next, on every rank."""
         worst = torch.tensor([code])
         dist.all_reduce(worst, op=dist.ReduceOp.MAX)
         written = -1
         if self.launch.rank == 0 and int(worst) in (0, 3):
             written = gather(self.output)
+        return int(worst), written
+
+    def close(self) -> None:
+        """Every rank waits here for rank 0 to have said what it gathered: torchrun stops the
+        other processes as soon as one exits non-zero (3: some record violates), which must
+        not cut rank 0 short."""
         dist.barrier()
         dist.destroy_process_group()
-        return int(worst), written

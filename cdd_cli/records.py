@@ -227,7 +227,11 @@ def read_jsonl(
                         f"{where}: more than {max_bytes >> 20} MiB of {what}s, the most cdd reads "
                         "at once; split the file"
                     )
-                item = parse_line(raw, f"{where}:{number}", what, first=number == 1)
+                try:
+                    item = parse_line(raw, f"{where}:{number}", what, first=number == 1)
+                except UnicodeDecodeError as exc:  # named by its byte in the file
+                    offset = total - len(raw) + exc.start
+                    raise InputError(f"{where}: not UTF-8 (byte {offset})") from None
                 if item is None:
                     continue
                 if len(items) == max_lines:
@@ -244,12 +248,10 @@ def read_jsonl(
 
 
 def parse_line(raw: bytes, where: str, what: str, first: bool = False) -> dict | None:
-    """One JSONL line's object (None: a blank line), or InputError naming the line."""
-    try:
-        # A byte-order mark (Windows editors) opening the file is not text.
-        line = raw.decode("utf-8-sig" if first else "utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{where}: not UTF-8 (byte {exc.start + 1} of the line)") from None
+    """One JSONL line's object (None: a blank line), or InputError naming the line;
+    UnicodeDecodeError where the line is not UTF-8."""
+    # A byte-order mark (Windows editors) opening the file is not text.
+    line = raw.decode("utf-8-sig" if first else "utf-8")
     if not line.strip():
         return None
     try:

@@ -530,9 +530,323 @@ def eval_cases() -> list[Case]:
     ]
 
 
+# Constraint plugins that misbehave in ways issue 49 found (installed for these cases by
+# `write_audit_plugins`, a distribution on sys.path; tests/test_bad_inputs.py uses them too).
+AUDIT_PLUGINS = """
+import time
+
+from cdd_cli.plugins import ConstraintPlugin, Option
+
+
+def length(texts, options):
+    return [float(len(t)) for t in texts]
+
+
+def infinite(texts, options):
+    return [float("inf") for _ in texts]
+
+
+def huge(texts, options):
+    return [10**400 for _ in texts]
+
+
+def digits(texts, options):
+    return [float(sum(c.isdigit() for c in t)) for t in texts]
+
+
+def slow(texts, options):
+    time.sleep(0.06 * len(texts))
+    return length(texts, options)
+
+
+def check_size(options):
+    if options.get("size", 0) < 0:
+        raise ValueError("size must be >= 0")
+
+
+inf_judge = ConstraintPlugin(name="inf_judge", domain="molecules", judge=infinite)
+huge_judge = ConstraintPlugin(name="huge_judge", domain="molecules", judge=huge)
+slow_once = ConstraintPlugin(name="slow_once", domain="molecules", judge=slow)
+no_digits = ConstraintPlugin(
+    name="no_digits", domain="text", judge=digits, tau_default=0.0, tau_range=(0, 100)
+)
+sized = ConstraintPlugin(
+    name="sized", domain="molecules", judge=length, options={"size": Option(int)},
+    check=check_size,
+)
+"""
+
+
+def write_audit_plugins(folder: Path) -> Path:
+    """The audit's plugins as an installed distribution in `folder` (put it on sys.path)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "cdd_audit_plugins.py").write_text(AUDIT_PLUGINS)
+    info = folder / "cdd_audit_plugins-0.1.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cdd-audit-plugins\nVersion: 0.1\n")
+    names = ("inf_judge", "huge_judge", "slow_once", "no_digits", "sized")
+    entries = "".join(f"{name} = cdd_audit_plugins:{name}\n" for name in names)
+    (info / "entry_points.txt").write_text(f"[cdd.constraints]\n{entries}")
+    return folder
+
+
+def alias_bomb(indent: str) -> str:
+    """YAML whose nine nested aliases stand for 9^9 values (a billion laughs)."""
+    levels = ["&a0 [x, x, x, x, x, x, x, x, x]"]
+    levels += [f"&a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    return "".join(f"{indent}- {level}\n" for level in levels)
+
+
+def regex_spec(pattern: str) -> str:
+    return f"constraints:\n  - type: regex\n    pattern: {json.dumps(pattern)}\n"
+
+
+def schema_spec(schema: str) -> str:
+    return f"constraints:\n  - type: json_schema\n    schema: {schema}\n"
+
+
+def doubling_schema(levels: int) -> str:
+    """A schema whose every definition names the one before twice: its regex doubles at
+    each level."""
+    defs = {"d0": {"type": "string", "maxLength": 3}}
+    for i in range(1, levels):
+        ref = {"$ref": f"#/$defs/d{i - 1}"}
+        defs[f"d{i}"] = {"anyOf": [ref, {"type": "array", "items": ref}]}
+    return json.dumps({"$defs": defs, "$ref": f"#/$defs/d{levels - 1}"})
+
+
+def write_shards(folder: Path, records: list[str], config: str | None = None) -> None:
+    """Two shards of a run of 2 samples: a.jsonl (sample 0) and b.jsonl (`records`), each
+    with a configuration beside it (b's: `config`, or a's)."""
+    a_config = "model: m\nmethod: cdd\nsampling:\n  n: 2\n  seed: 0\n"
+    record = {"id": "0-0", "seed": 0, "text": "C", "valid": True}
+    (folder / "a.jsonl").write_text(json.dumps(record) + "\n")
+    (folder / "a.jsonl.config.yaml").write_text(a_config)
+    (folder / "b.jsonl").write_text("".join(line + "\n" for line in records))
+    (folder / "b.jsonl.config.yaml").write_text(a_config if config is None else config)
+
+
+def write_chat_model(folder: Path, template: str) -> None:
+    """The tiny text model with a chat template of its own (tokenizer_config.json)."""
+    write_model(folder, text=True)
+    (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}))
+
+
+def audit_cases() -> list[Case]:
+    """The hostile inputs of issue 49, and what a fresh audit of the same kind found. Cases
+    that load a model run with -q: the error is then the only line, whatever the display
+    says while a model loads."""
+    record = {"id": "0-1", "seed": 0, "text": "C", "valid": True}
+    line = json.dumps(record)
+    cases = [
+        spec_case("1,000-digit tau", "constraints:\n  - type: sa\n    tau: " + "9" * 1000 + "\n"),
+        spec_case("5,000-digit seed", "sampling:\n  seed: " + "9" * 5000 + "\n"),
+        spec_case("10 MB line", "model: " + "x" * (10 << 20) + "\n"),
+        spec_case("100,000 constraints", "constraints:\n" + "  - {type: novelty}\n" * 100_000),
+        spec_case(
+            "1,001 constraints",
+            "constraints:\n"
+            + "".join(f"  - {{type: sa, tau: {2 + k / 1000}}}\n" for k in range(1001)),
+        ),
+        spec_case(
+            "alias bomb",
+            "constraints:\n  - type: json_schema\n    schema:\n      type: string\n"
+            "      examples:\n" + alias_bomb("        "),
+        ),
+        spec_case("validate: regex a{100000}", regex_spec("a{100000}"), "validate"),
+        spec_case("validate: regex (a+)+b", regex_spec("(a+)+b"), "validate"),
+        spec_case("validate: regex (a|a)*b", regex_spec("(a|a)*b"), "validate"),
+        spec_case("validate: regex (\\w+\\s?)*", regex_spec(r"(\w+\s?)*"), "validate"),
+        spec_case("validate: regex DFA blow-up", regex_spec("[ab]*a[ab]{20}"), "validate"),
+        spec_case("validate: regex [a-z ]{0,3000}", regex_spec("[a-z ]{0,3000}"), "validate"),
+        spec_case("validate: regex [a-z ]{0,900}", regex_spec("[a-z ]{0,900}"), "validate"),
+        spec_case("validate: regex a{900}", regex_spec("a{900}"), "validate"),
+        spec_case(
+            "validate: schema maxLength 100000",
+            schema_spec("{type: string, maxLength: 100000}"),
+            "validate",
+        ),
+        spec_case(
+            "validate: schema pattern a{100000}",
+            schema_spec("{type: string, pattern: 'a{100000}'}"),
+            "validate",
+        ),
+        spec_case(
+            "validate: schema pattern (a+)+",
+            schema_spec("{type: string, pattern: '(a+)+'}"),
+            "validate",
+        ),
+        spec_case(
+            "validate: schema maximum infinite",
+            schema_spec("{type: integer, maximum: .inf}"),
+            "validate",
+        ),
+        spec_case(
+            "validate: schema $ref cycle",
+            schema_spec(
+                "{$defs: {a: {$ref: '#/$defs/b'}, b: {$ref: '#/$defs/a'}}, $ref: '#/$defs/a'}"
+            ),
+            "validate",
+        ),
+        spec_case(
+            "validate: schema array of 50 long strings",
+            schema_spec("{type: array, items: {type: string, maxLength: 50}, maxItems: 50}"),
+            "validate",
+        ),
+        Case(
+            "validate: schema $ref doubling",
+            ["validate", "{d}/spec.yaml"],
+            {"spec.yaml": schema_spec("{d}/s.json"), "s.json": doubling_schema(40)},
+            output=False,
+        ),
+        Case(
+            "validate: schema file 2 MB",
+            ["validate", "{d}/spec.yaml"],
+            {
+                "spec.yaml": schema_spec("{d}/s.json"),
+                "s.json": json.dumps({"type": "string", "description": "x" * (2 << 20)}),
+            },
+            output=False,
+        ),
+        Case(
+            "validate: schema file nested 100,000 deep",
+            ["validate", "{d}/spec.yaml"],
+            {"spec.yaml": schema_spec("{d}/s.json"), "s.json": "[" * 100_000 + "]" * 100_000},
+            output=False,
+        ),
+        Case(
+            "validate: schema file not utf-8",
+            ["validate", "{d}/spec.yaml"],
+            {"spec.yaml": schema_spec("{d}/s.json"), "s.json": b'{"type": "\xff"}'},
+            output=False,
+        ),
+        Case(
+            "validate: schema /dev/zero",
+            ["validate", "{d}/spec.yaml"],
+            {"spec.yaml": schema_spec("/dev/zero")},
+            output=False,
+        ),
+        Case(
+            "flag: resume to stdout", ["molecules", "-n", "1", "--resume", "-o", "-"], output=False
+        ),
+        Case("prompts: /dev/zero", ["generate", "--prompts", "/dev/zero", "-n", "1"]),
+        Case(
+            "prompts: 100,001 prompts",
+            ["generate", "--prompts", "{d}/p.jsonl", "-n", "1"],
+            {"p.jsonl": '{"prompt": "a"}\n' * 100_001},
+        ),
+        Case("eval: /dev/zero", ["eval", "/dev/zero"], output=False),
+        Case(
+            "eval: numbers past any record's",
+            ["eval", "{d}/r.jsonl"],
+            {
+                "r.jsonl": "".join(
+                    f"{json.dumps({**record, 'id': f'0-{k}', 'qed': 1e308})}\n" for k in range(3)
+                )
+            },
+            output=False,
+        ),
+        Case(
+            "eval: prompt of 2 million characters",
+            ["eval", "{d}/r.jsonl"],
+            {"r.jsonl": json.dumps({**record, "prompt": "p " * 1_000_000}) + "\n"},
+            output=False,
+        ),
+        Case(
+            "plugin: judge gives infinity",
+            ["molecules", "-c", "inf_judge", "--tau", "1", "-n", "1", "-q"],
+        ),
+        Case(
+            "plugin: judge gives a 400-digit integer",
+            ["molecules", "-c", "huge_judge", "--tau", "1", "-n", "1", "-q"],
+        ),
+        Case(
+            "train: molecules -q without QM9",
+            ["train", "molecules", "-q", "--out", "{d}/o", "--qm9", "{d}/q", "--max-steps", "1"],
+            {"q/x": ""},
+            output=False,
+        ),
+    ]
+    merges = {
+        "an id past any prompt": [json.dumps({**record, "id": "99999999999999999-1"})],
+        "an id past n": [json.dumps({**record, "id": "0-5"})],
+        "NaN": [line.replace('"valid"', '"qed": NaN, "valid"')],
+        "an infinite seed": [line.replace('"seed": 0', '"seed": 1e400')],
+        "a text seed": [line.replace('"seed": 0', '"seed": "0"')],
+        "an id of Arabic digits": [json.dumps({**record, "id": "\u0663-1"})],
+        "a foreign line": ['{"a": 1}'],
+        "a torn line": [line[:20]],
+        "a line without end": [json.dumps({**record, "text": "C" * (17 << 20)})],
+    }
+    for name, lines in merges.items():
+        cases.append(Case(
+            f"merge: {name}",
+            ["merge", "{d}/out.jsonl", "{d}/a.jsonl", "{d}/b.jsonl"],
+            {"s": lambda d, lines=lines: write_shards(d, lines)},
+            output=False,
+        ))  # fmt: skip
+    configs = {
+        "n not a number": "model: m\nmethod: cdd\nsampling:\n  n: many\n  seed: 0\n",
+        "alias bomb": "sampling:\n  n: 2\nextra:\n" + alias_bomb("  "),
+        "2 MB": "sampling:\n  n: 2\n# " + "x" * (2 << 20) + "\n",
+        "a date": "model: m\nmethod: cdd\nsampling:\n  n: 2\n  seed: 0\nwhen: 2024-01-01\n",
+    }
+    for name, config in configs.items():
+        cases.append(Case(
+            f"merge: configuration {name}",
+            ["merge", "{d}/out.jsonl", "{d}/a.jsonl", "{d}/b.jsonl"],
+            {"s": lambda d, config=config: write_shards(d, [line], config)},
+            output=False,
+        ))  # fmt: skip
+    resumes = {
+        "an infinite seed": '{"id": "0-0", "seed": 0}\n{"id": "0-1", "seed": 1e400}\n',
+        "a foreign line": '{"id": "0-0", "seed": 0}\n{"a": 1}\n',
+        "a line without end": '{"id": "0-0", "seed": 0}\n' + "x" * (17 << 20),
+    }
+    for name, content in resumes.items():
+        cases.append(Case(
+            f"resume: {name}",
+            ["molecules", "--model", "{d}/m", "-n", "1", "--resume", "-q"],
+            {"m": lambda d: write_model(d / "m"), "out.jsonl": content},
+        ))  # fmt: skip
+    cases.append(Case(
+        "resume: configuration alias bomb",
+        ["molecules", "--model", "{d}/m", "-n", "1", "--resume", "-q"],
+        {
+            "m": lambda d: write_model(d / "m"),
+            "out.jsonl": '{"id": "0-0", "seed": 0}\n',
+            "out.jsonl.config.yaml": "sampling:\n  n: 1\nextra:\n" + alias_bomb("  "),
+        },
+    ))  # fmt: skip
+    templates = {
+        "reaches for a class": "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+        "reaches for globals": "{{ cycler.__init__.__globals__.os }}",
+        "reaches through attr": "{{ (''|attr('__class__')).__base__ }}",
+        "formats an attribute": "{{ '{0.__class__.__init__.__globals__}'.format('') }}",
+        "allocates 10 GB": "{{ 'a' * 10000000000 }}",
+        "doubles a string": "{% macro d(s, n) %}{{ d(s ~ s, n - 1) if n else s|length }}"
+        "{% endmacro %}{{ d('a', 40) }}",
+        "loops 10^10 times": "{% for i in range(100000) %}{% for j in range(100000) %}"
+        "{% endfor %}{% endfor %}",
+        "calls itself": "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
+        "adds a number to text": "{{ 1 + 'a' }}",
+        "divides by zero": "{{ 1 / 0 }}",
+        "raises": "{{ raise_exception('no system role') }}",
+        "writes 200 MB": "{% for i in range(100000) %}{{ 'x' * 2000 }}{% endfor %}",
+    }
+    chat = ["generate", "--model", "{d}/m", "--prompt", "a", "--length", "2", "-n", "1"]
+    for name, template in templates.items():
+        cases.append(Case(
+            f"chat template: {name}",
+            [*chat, "--chat", "-q"],
+            {"m": lambda d, template=template: write_chat_model(d / "m", template)},
+        ))  # fmt: skip
+    return cases
+
+
 def all_cases() -> list[Case]:
     cases = spec_cases() + flag_cases() + prompt_cases() + checkpoint_cases()
-    cases += surrogate_cases() + eval_cases()
+    cases += surrogate_cases() + eval_cases() + audit_cases()
     names = [c.name for c in cases]
     assert len(set(names)) == len(names), "case names must be unique"
     return cases
@@ -616,6 +930,8 @@ def main(results_path: str) -> None:
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
+        # Before any plugin is looked up: entry points are read once a process.
+        sys.path.insert(0, str(write_audit_plugins(root / "plugins")))
         MOLECULE_MODEL = build_model_dir(root / "molecule-model")
         TEXT_MODEL = build_text_model(root / "text-model")
         for case in all_cases():

@@ -179,10 +179,9 @@ def test_without_a_terminal_plain_lines_say_where_the_run_is():
                 reporter.alm(ALMProgress(3, 3, 2, (0.0, 1.5), (4.0, 16.0), 3, 20))
                 lines.append(reporter.line())
     printed = out.file.getvalue().splitlines()
-    assert printed[0] == "cdd: loading the model and its constraints"
-    assert printed[1] == "molecules 0/16, 0:00:00 elapsed, batch 1 of 2, step 0 of 8"
-    assert printed[2] == "molecules 16/16 in 0:00:58 (0.28/s); valid 8/8"  # 2 x 29 s
-    assert len(printed) == 3
+    assert printed[0] == "molecules 0/16, 0:00:00 elapsed, batch 1 of 2, step 0 of 8"
+    assert printed[1] == "molecules 16/16 in 0:00:58 (0.28/s); valid 8/8"  # 2 x 29 s
+    assert len(printed) == 2
     assert (
         "molecules 0/16, 0:00:03 elapsed, batch 1 of 2, step 3 of 8, its steps done in about "
         "0:00:04"
@@ -243,7 +242,7 @@ class Watched(io.StringIO):
 def test_the_ticker_prints_whole_lines_with_no_callback_and_stops_on_exit(interrupted: bool):
     """A step can take minutes without a callback: a thread prints the lines. It stops
     when the display ends, by Ctrl-C too (then with no closing line)."""
-    log = Watched(lines=6)  # the loading line, the first, then the ticker's
+    log = Watched(lines=5)  # the first line, then the ticker's
     reporter = RichReporter(False, out=Console(file=log, width=400))
     reporter.LOG_EVERY_S = 0.01
     stopped = pytest.raises(KeyboardInterrupt) if interrupted else contextlib.nullcontext()
@@ -269,11 +268,10 @@ def test_a_resumed_run_counts_the_records_already_there(uniform_model_dir: Path,
     assert runner.invoke(app, [*args, "-n", "3", "-q"]).exit_code == 0
     result = runner.invoke(app, [*args, "-n", "5", "--batch-size", "1", "--resume"])
     assert result.exit_code == 0, result.stderr
-    lines = result.stderr.splitlines()
-    assert lines[0] == "cdd: loading the model and its constraints"
-    assert lines[1].endswith("resuming: 3 of 5 records already there")
+    lines = [line for line in result.stderr.splitlines() if "loading the model" not in line]
+    assert lines[0].endswith("resuming: 3 of 5 records already there")
     assert re.fullmatch(r"molecules 3/5 \(3 already there\), 0:00:0\d elapsed, batch 1 of 2, "
-                        r"step 0 of 4", lines[2]), lines[2]  # fmt: skip
+                        r"step 0 of 4", lines[1]), lines[1]  # fmt: skip
     assert re.match(r"molecules 5/5 in \d:\d\d:\d\d \(\d+\.\d\d/s\); valid \d/2", lines[-2])
     # On a terminal, the bar starts there too.
     reporter = RichReporter(False, out=terminal(), clock=FakeClock())
@@ -384,3 +382,24 @@ def test_the_live_view_tells_the_judges_of_lexical_constraints(
     generator = cdd.Generator(str(text_model_dir), [cdd.Include(["sea"])], steps=4)
     said = heard(generator, tmp_path, n=2, prompts="You are", length=8)
     assert "judges accept 2/2" in said, said
+
+
+def test_a_long_load_is_told_and_a_quick_one_or_an_error_is_not(monkeypatch):
+    """Without a terminal, loading past LOADING_NOTE_S gets a line; a run that begins or a
+    refusal that comes sooner leaves none (a refused checkpoint stays one line on stderr)."""
+    monkeypatch.setattr(RichReporter, "LOADING_NOTE_S", 0.01)
+    log = Watched(lines=1)
+    slow = RichReporter(False, out=Console(file=log, width=400))
+    assert log.full.wait(60), log.getvalue()
+    assert log.getvalue() == "cdd: loading the model and its constraints\n"
+    slow.loaded()
+    monkeypatch.setattr(RichReporter, "LOADING_NOTE_S", 0.5)
+    for begins in (True, False):
+        out = log_file()
+        quick = RichReporter(False, out=out, clock=FakeClock())
+        if begins:
+            quick.run_started("molecules", 4)
+        else:
+            quick.loaded()  # what the command does when loading ends in an error
+        quick.loading.join(60)
+        assert "loading" not in out.file.getvalue()

@@ -117,6 +117,7 @@ def test_text_runs_resume_per_prompt(tmp_path: Path, text_model_dir: Path):
     assert same_records(whole, part)
 
 
+@pytest.mark.slow
 def test_the_same_seed_writes_the_same_records_at_any_batch_size_or_shard_count(
     tmp_path: Path, text_model_dir: Path
 ):

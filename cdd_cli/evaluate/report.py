@@ -55,6 +55,11 @@ def read_records(source: str) -> list[dict]:
             )
         if not isinstance(row.get("prompt"), (str, type(None))):
             raise InputError(f"{where}: 'prompt' should be a text or null")
+        if len(row.get("prompt") or "") > MAX_TEXT_CHARACTERS:  # the scorer reads it too
+            raise InputError(
+                f"{where}: 'prompt' has {len(row['prompt']):,} characters, more than any cdd "
+                f"prompt ({MAX_TEXT_CHARACTERS:,} at most)"
+            )
         if not isinstance(row.get("prompt_id"), (str, int, type(None))) or isinstance(
             row.get("prompt_id"), bool
         ):
@@ -75,7 +80,10 @@ def read_records(source: str) -> list[dict]:
             raise InputError(f"{where}: the toxicity report names no 'judge'")
         for key in ("qed", "sa", "seconds"):
             if not _number_or_null(row.get(key)):
-                raise InputError(f"{where}: '{key}' should be a finite number")
+                raise InputError(
+                    f"{where}: '{key}' should be a finite number (at most {MAX_RECORD_NUMBER:g} "
+                    "in size)"
+                )
         if not isinstance(row.get("valid", False), bool):
             raise InputError(f"{where}: 'valid' should be true or false")
         if not isinstance(row.get("novel"), (bool, type(None))):
@@ -86,10 +94,16 @@ def read_records(source: str) -> list[dict]:
     return records
 
 
+# No score, property or time a record holds comes near this; past it, sums and means over a
+# file overflow (statistics.fmean raised OverflowError on three records of 1e308).
+MAX_RECORD_NUMBER = 1e15
+
+
 def _number_or_null(value: object) -> bool:
     if value is None:
         return True
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return number and math.isfinite(value) and abs(value) <= MAX_RECORD_NUMBER
 
 
 def finite(value):

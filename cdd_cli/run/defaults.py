@@ -59,7 +59,7 @@ def fill_defaults(spec: Spec, loaded: LoadedModel) -> None:
 # 1,522 under Gemma-3-270M, real text 119); TEXT_TOP_P is the nucleus of least judged
 # perplexity whose word entropy stays within 10% of real text's (bench/README.md, "Drawing
 # from the nucleus"). SMILES keep the full mass: the nucleus is not what makes them valid.
-TEXT_TOP_P = 0.75
+TEXT_TOP_P = 0.73
 
 
 def fill_sampler(spec: Spec, loaded: LoadedModel) -> None:

@@ -237,7 +237,7 @@ LAYERS = [
     {
         "errors", "version", "records", "settings", "prompts", "plugins", "shards",
         "distributed", "suggest",
-    },  # fmt: skip
+    },
     {"models", "diffusion"},
     {"evaluate"},
     {"constraints"},
@@ -247,7 +247,7 @@ LAYERS = [
     {"run"},
     {"api", "constraint_values", "evaluate.report"},
     {"cli", "console", "train_cli", "train", "helpstyle", "__main__", "__init__"},
-]
+]  # fmt: skip
 
 
 def layer_of(module: str) -> int:
