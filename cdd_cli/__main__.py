@@ -5,14 +5,42 @@ the whole API: seconds) run: a signal during start-up is one line and exit 130 o
 a traceback or a silent kill. The package's `__init__` imports nothing heavy for this reason.
 """
 
+import contextlib
+import os
+import sys
+
 from cdd_cli.errors import handle_signals
 
 handle_signals()
 
 # After the handlers, on purpose: these imports are the slow part of start-up.
-from cdd_cli.cli import main  # noqa: E402
+from cdd_cli.cli import main as run  # noqa: E402
 
 __all__ = ["main"]
+
+
+def main() -> None:
+    """The command, then out at once with its exit code, its output flushed. Python's own
+    exit would first tear the interpreter down (a second or more with torch loaded), with
+    the default signal handlers back in place, and it kills itself with SIGINT (exit -2)
+    after a Ctrl-C that some C extension's embedded Python code saw first, however cdd
+    handled it: neither is the one line and exit 130 the command gave."""
+    try:
+        run()
+        code: object = 0
+    except SystemExit as exc:
+        code = exc.code
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):  # sys.exit("message"), as Python reports it
+        print(code, file=sys.stderr)
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        # Closed, or its reader went away: nothing to add.
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
+
 
 if __name__ == "__main__":
     main()

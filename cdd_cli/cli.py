@@ -39,6 +39,7 @@ from cdd_cli.console import (
     fail,
     log,
     model_option,
+    one_line,
     parse_shard,
     run_guarded,
     set_threads,
@@ -499,7 +500,8 @@ def main() -> None:
         if type(exc).__name__ == "NoArgsIsHelpError":
             sys.exit(0)  # `cdd` alone: the help was shown
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
-        console.print(f"cdd: error: {exc.format_message()}{hint}", markup=False, soft_wrap=True)
+        message = one_line(f"{exc.format_message()}{hint}")  # an option may hold a newline
+        console.print(f"cdd: error: {message}", markup=False, soft_wrap=True)
         sys.exit(2)
     except typer.Abort:
         console.print("cdd: error: interrupted", markup=False)

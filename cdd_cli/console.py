@@ -435,6 +435,17 @@ def training_progress(quiet: bool, label: str, total: int, log_every: int):
     return progress, on_step
 
 
+# Characters that end a line on a terminal or to str.splitlines: a message quoting what a
+# user gave (a model name, a word) shows them escaped, so that it stays one line.
+LINE_BREAKS = str.maketrans(
+    {c: repr(c)[1:-1] for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
+)
+
+
+def one_line(message: str) -> str:
+    return message.translate(LINE_BREAKS)
+
+
 def run_guarded(body) -> None:
     """Run a command body: InputError -> one line, exit 2; other errors -> one line, exit 1;
     Ctrl-C or SIGTERM during it -> one line (what a run kept), exit 130 or 143."""
@@ -444,20 +455,20 @@ def run_guarded(body) -> None:
     except typer.Exit:
         raise  # typer.Exit is a RuntimeError: let exit codes through untouched
     except InputError as exc:
-        raise fail(str(exc)) from None
+        raise fail(one_line(str(exc))) from None
     except KeyboardInterrupt as exc:
         if isinstance(exc, Terminated):
             raise fail("terminated", 143) from None
         raise fail("interrupted", 130) from None
     except Interrupted as exc:  # a run stopped by Ctrl-C or SIGTERM: what it kept
-        raise fail(str(exc), exc.code) from None
+        raise fail(one_line(str(exc)), exc.code) from None
     except BrokenPipeError:
         sys.stderr.close()  # the reader went away (e.g. `| head`); nothing more to say
         raise typer.Exit(0) from None
     except OSError as exc:
         # The machine refused a path or a write (a name too long, a full disk or stdout, no
         # permission): the input or the environment, not a defect.
-        name = f"{exc.filename}: " if exc.filename else ""
+        name = f"{one_line(str(exc.filename))}: " if exc.filename else ""
         if len(name) > 80:
             name = f"{name[:60]}...: "
         where = " (writing the output)" if exc.errno == errno.ENOSPC and not name else ""

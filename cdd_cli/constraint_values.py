@@ -13,7 +13,7 @@ from typing import Any
 
 from cdd_cli.constraints import table
 from cdd_cli.errors import InputError
-from cdd_cli.spec import ConstraintSpec, check_constraint
+from cdd_cli.spec import FLOAT32_MAX, ConstraintSpec, check_constraint
 
 
 def constraint(type: str, **options: Any) -> ConstraintSpec:
@@ -36,6 +36,12 @@ def check_value(where: str, key: str, value: Any, types: tuple[type, ...]) -> No
     ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
     if ok and isinstance(value, float) and not math.isfinite(value):
         raise InputError(f"{where}: option '{key}' must be a finite number, got {value}")
+    if ok and float in types and isinstance(value, int) and abs(value) > FLOAT32_MAX:
+        # Settings and thresholds become floats (tensors of float32): 10**400 has none.
+        raise InputError(
+            f"{where}: option '{key}': a {value.bit_length()}-bit integer is beyond float32's "
+            "range"
+        )
     if not ok:
         names = "number" if float in types else " or ".join(t.__name__ for t in types)
         raise InputError(f"{where}: option '{key}': expected {names}, got {value!r}")

@@ -78,8 +78,13 @@ def one_line_summary(help_text: str | None) -> str | None:
     return " ".join(help_text.strip().split("\n\n")[0].split())
 
 
-class ClickStyleCommand(TyperCommand):
-    """A command whose help follows Click's conventions (see the module's docstring)."""
+class ClickStyle:
+    """What a command and a group share: help that follows Click's conventions (see the
+    module's docstring). Mixed in before Typer's own class."""
+
+    params: list
+    help: str | None
+    short_help: str | None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -89,27 +94,18 @@ class ClickStyleCommand(TyperCommand):
             self.short_help = one_line_summary(self.help)
 
     def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
+        option = super().get_help_option(ctx)  # type: ignore[misc]
         if option is not None:
             conform(option)  # -h/--help is a flag like any other
         return option
 
 
-class ClickStyleGroup(TyperGroup):
+class ClickStyleCommand(ClickStyle, TyperCommand):
+    """A command (`cdd molecules`, ...) whose help follows Click's conventions."""
+
+
+class ClickStyleGroup(ClickStyle, TyperGroup):
     """A group (`cdd`, `cdd train`, ...) whose help follows Click's conventions."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for param in self.params:
-            conform(param)
-        if self.short_help is None:
-            self.short_help = one_line_summary(self.help)
-
-    def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
-        if option is not None:
-            conform(option)
-        return option
 
 
 class ClickStyleTyper(typer.Typer):

@@ -74,7 +74,7 @@ def merge_shards(out: str, shards: list[Path]) -> int:
                 key = sort_key(record)
             except (KeyError, ValueError, TypeError):
                 raise InputError(
-                    f"{where}: not a cdd record (no seed, or no id like \"0-3\")"
+                    f'{where}: not a cdd record (no seed, or no id like "0-3")'
                 ) from None
             if key in records:
                 raise InputError(f"{where}: record {record['id']} of seed {key[0]} is also at "

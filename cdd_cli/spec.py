@@ -249,7 +249,10 @@ def check_constraint(c: ConstraintSpec) -> None:
     described = table.lookup(c.type, c.where)
     for name, key in described.keys.items():
         if key.required and name not in c.options:
-            raise InputError(f"{c.where}: constraint '{c.type}' needs '{name}'")
+            # A flag's or an API call's place names the type already: named once.
+            named = c.where.startswith(("--constraint", "constraint "))
+            what = "" if named else f"constraint '{c.type}' "
+            raise InputError(f"{c.where}: {what}needs '{name}'")
     bounds = described.tau_range
     if bounds is not None and c.tau is not None:
         low, high = bounds
@@ -421,6 +424,17 @@ def load_spec(path: Path) -> Spec:
     return spec
 
 
+MAX_SAMPLES = 10**12  # samples a run (or a batch) may ask for
+
+
+def finite(value: float) -> bool:
+    """A finite number, an integer too large for a float counting as not."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def check_settings(spec: Spec, where: str) -> None:
     p, search = spec.projection, spec.search
 
@@ -471,6 +485,15 @@ def check_settings(spec: Spec, where: str) -> None:
         ),
         (0 <= spec.sampling.seed <= MAX_SEED, f"sampling.seed must be in [0, {MAX_SEED}]"),
         (spec.sampling.n is None or spec.sampling.n >= 1, "sampling.n must be >= 1"),
+        # Counts past these have no use, and overflow what indexes samples (a C integer).
+        (
+            spec.sampling.n is None or spec.sampling.n <= MAX_SAMPLES,
+            f"sampling.n must be at most {MAX_SAMPLES:,}",
+        ),
+        (
+            spec.sampling.batch_size <= MAX_SAMPLES,
+            f"sampling.batch_size must be at most {MAX_SAMPLES:,}",
+        ),
         (
             spec.sampling.decode in (None, *DECODINGS),
             f"sampling.decode must be one of {', '.join(DECODINGS)}, got {spec.sampling.decode!r}"
@@ -486,7 +509,7 @@ def check_settings(spec: Spec, where: str) -> None:
             "sampling.block_length must be >= 0 (0: one block)",
         ),
         (
-            math.isfinite(spec.sampling.temperature) and 0 < spec.sampling.temperature <= 100,
+            finite(spec.sampling.temperature) and 0 < spec.sampling.temperature <= 100,
             f"sampling.temperature must be in (0, 100], got {spec.sampling.temperature}",
         ),
         (

@@ -656,8 +656,14 @@ def audit_cases() -> list[Case]:
         spec_case("validate: regex a{100000}", regex_spec("a{100000}"), "validate"),
         spec_case("validate: regex (a+)+b", regex_spec("(a+)+b"), "validate"),
         spec_case("validate: regex (a|a)*b", regex_spec("(a|a)*b"), "validate"),
+        spec_case("validate: regex (a|a){30}", regex_spec("(a|a){30}"), "validate"),
         spec_case("validate: regex (\\w+\\s?)*", regex_spec(r"(\w+\s?)*"), "validate"),
         spec_case("validate: regex DFA blow-up", regex_spec("[ab]*a[ab]{20}"), "validate"),
+        spec_case(
+            "validate: regex 250 optional letters repeated",
+            regex_spec("(?:(?:[ab]?){250}c)+"),
+            "validate",
+        ),
         spec_case("validate: regex [a-z ]{0,3000}", regex_spec("[a-z ]{0,3000}"), "validate"),
         spec_case("validate: regex [a-z ]{0,900}", regex_spec("[a-z ]{0,900}"), "validate"),
         spec_case("validate: regex a{900}", regex_spec("a{900}"), "validate"),
@@ -726,6 +732,9 @@ def audit_cases() -> list[Case]:
             {"spec.yaml": schema_spec("/dev/zero")},
             output=False,
         ),
+        spec_case("model name with newlines", 'model: "a\\nb\\u2028c"\n'),
+        Case("flag: model name with newlines", ["molecules", "--model", "a\nb\rc"]),
+        Case("flag: an option with a newline", ["molecules", "--fo\no"]),
         Case(
             "flag: resume to stdout", ["molecules", "-n", "1", "--resume", "-o", "-"], output=False
         ),

