@@ -124,4 +124,4 @@ def test_decode_plain_reads_the_argmax_and_the_records_say_which():
         by_decoding[decoding] = syntax.accepts(ids)
     assert all(by_decoding["well-formed"]) and not all(by_decoding["plain"])
     bad = runner.invoke(app, [*args, "--decode", "greedy"])
-    assert bad.exit_code == 2 and "sampling.decode must be one of well-formed, plain" in bad.stderr
+    assert bad.exit_code == 2 and "--decode must be one of well-formed, plain" in bad.stderr
