@@ -307,7 +307,8 @@ def generate(
         Optional[float],
         typer.Option(
             help="Draw each token from its nucleus: the most probable tokens holding this "
-            "much of the (projected) mass. \\[default: 1]",
+            "much of the (projected) mass. \\[default: 0.73 for text, chosen on the fluency "
+            "bench; 1 for SMILES]",
         ),
     ] = None,
     chat: Annotated[

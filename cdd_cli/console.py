@@ -388,15 +388,16 @@ class RichReporter(Display):
             rate, left = pace.rate(now), pace.left(now)
             if rate:
                 parts.append(f"{rate:.2f}/s")
-            if left is not None:
-                parts.append(f"about {clock_text(left)} left")
+            if left is not None:  # (under a second: what was measured is used up)
+                parts.append(f"about {clock_text(left)} left" if left >= 1 else "finishing")
             if pace.batch:
                 parts.append(self.batch_text(steps=True))
                 steps = pace.step_eta(now)
                 if steps is not None and pace.step < pace.steps:
                     parts.append(f"its steps done in about {clock_text(steps)}")
             news = self.news.text(self.verbose)
-            return "; ".join(t for t in (", ".join(parts), self.tally, news) if t)
+            tally = self.tallied(pace) if self.tally else ""
+            return "; ".join(t for t in (", ".join(parts), tally, news) if t)
 
     def end_line(self) -> str:
         now = self.clock()
@@ -407,7 +408,13 @@ class RichReporter(Display):
             text = f"{self.label} {pace.done}/{pace.total} in {clock_text(now - pace.started)}"
             if rate:
                 text += f" ({rate:.2f}/s)"
-            return f"{text}; {self.tally}" if self.tally else text
+            return f"{text}; {self.tallied(pace)}" if self.tally else text
+
+    def tallied(self, pace: Pace) -> str:
+        """The records' tally, which counts the records this run wrote (not those a resumed
+        file already held)."""
+        written = pace.done - pace.present
+        return f"of the {written} written now: {self.tally}" if pace.present else self.tally
 
     def tick(self) -> None:
         while not self.stopping.wait(self.LOG_EVERY_S):

@@ -209,11 +209,18 @@ class Pace:
         return max(self.total - self.done - (self.size - self.batch_done), 0)
 
     def pass_left(self, now: float) -> float | None:
-        """Seconds the pass at hand's regular steps still need (None before one is measured)."""
+        """Seconds the pass at hand's regular steps still need (None before one is measured,
+        or while the step under way is overdue: a step that projects, e.g. the paper's
+        method, can take minutes where the ones before took seconds, and a stale zero would
+        say it is done). The step under way is taken to cost at least what it took so far."""
         if self.step_time is None:
             return None
         steps = self.steps - 1 - self.step
-        return max(steps * self.step_time - (now - self.last_step), 0.0) if steps > 0 else 0.0
+        if steps <= 0:
+            return 0.0
+        current = now - self.last_step
+        left = steps * max(self.step_time, current) - current
+        return left if left > 0 else None
 
     def step_eta(self, now: float) -> float | None:
         """Seconds the pass at hand's steps still need: its regular steps, then the last one

@@ -270,9 +270,13 @@ def test_a_resumed_run_counts_the_records_already_there(uniform_model_dir: Path,
     assert result.exit_code == 0, result.stderr
     lines = [line for line in result.stderr.splitlines() if "loading the model" not in line]
     assert lines[0].endswith("resuming: 3 of 5 records already there")
-    assert re.fullmatch(r"molecules 3/5 \(3 already there\), 0:00:0\d elapsed, batch 1 of 2, "
+    assert re.fullmatch(r"molecules 3/5 \(3 already there\), \d:\d\d:\d\d elapsed, batch 1 of 2, "
                         r"step 0 of 4", lines[1]), lines[1]  # fmt: skip
-    assert re.match(r"molecules 5/5 in \d:\d\d:\d\d \(\d+\.\d\d/s\); valid \d/2", lines[-2])
+    # The tally counts what this run wrote, and says so.
+    assert re.match(
+        r"molecules 5/5 in \d:\d\d:\d\d \(\d+\.\d\d/s\); of the 2 written now: valid \d/2",
+        lines[-2],
+    ), lines[-2]
     # On a terminal, the bar starts there too.
     reporter = RichReporter(False, out=terminal(), clock=FakeClock())
     reporter.run_started("molecules", 5)
@@ -403,3 +407,25 @@ def test_a_long_load_is_told_and_a_quick_one_or_an_error_is_not(monkeypatch):
             quick.loaded()  # what the command does when loading ends in an error
         quick.loading.join(60)
         assert "loading" not in out.file.getvalue()
+
+
+def test_a_step_that_overruns_is_never_shown_as_done():
+    """The paper's method projects at every step: one can take minutes where the steps
+    before took a second. Its estimate then grows with it, or is unknown; never a stale 0."""
+    clock = FakeClock()
+    out = log_file()
+    reporter = RichReporter(False, out=out, clock=clock)
+    reporter.LOG_EVERY_S = 3600.0
+    with reporter:
+        reporter.run_started("molecules", 4)
+        reporter.batch_started(1, 1, 4, 32)
+        for index in range(14):
+            clock.now += 1.0
+            reporter.step(StepInfo(index, 32, 1 - index / 32, 0.0))
+        pace = reporter.pace
+        assert pace.pass_left(clock.now) == pytest.approx(17.0)  # 17 regular steps of 1 s
+        clock.now += 360.0  # step 15 takes six minutes so far
+        assert pace.pass_left(clock.now) == pytest.approx(16 * 360.0)
+        line = reporter.line()
+        assert "0:00:00" not in line.split("elapsed", 1)[1], line
+        assert "its steps done in about 1:36:00" in line, line
