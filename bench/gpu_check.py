@@ -398,12 +398,17 @@ def dit(check: Check, entry: dict) -> None:
         except Exception as exc:
             rows[name] = {"error": short_error(exc)}
             log(f"  dit {name}: ERROR {rows[name]['error'][:200]}")
+    add_overheads(rows)
+    model.module.to("cpu")  # frees the device for the next part
+    reset_peak(device)
+
+
+def add_overheads(rows: dict) -> None:
+    """Each arm's seconds over the unconstrained arm's, where both were measured."""
     base = rows.get("unconstrained", {}).get("seconds")
     for row in rows.values():
         if base and "seconds" in row:
             row["overhead_x"] = round(row["seconds"] / base, 2)
-    model.module.to("cpu")  # frees the device for the next part
-    reset_peak(device)
 
 
 # ---------------------------------------------------------------- molecules
@@ -448,10 +453,7 @@ def molecules(check: Check, entry: dict) -> None:
         except Exception as exc:
             rows[name] = {"error": short_error(exc)}
             log(f"  molecules {name}: ERROR {rows[name]['error'][:200]}")
-    base = rows.get("unconstrained", {}).get("seconds")
-    for row in rows.values():
-        if base and "seconds" in row:
-            row["overhead_x"] = round(row["seconds"] / base, 2)
+    add_overheads(rows)
 
 
 # ---------------------------------------------------------------- LLaDA-8B shape
