@@ -239,8 +239,12 @@ class Pace:
         return here + self.later() * max(self.steps - 1, 0) * (self.step_cost or 0.0)
 
     def left(self, now: float) -> float | None:
-        """Seconds the run should still take (None until a batch is done: nothing measured)."""
+        """Seconds the run should still take (None until a batch is done: nothing measured;
+        and at a new batch until its first step ends: a busy machine's speed can change
+        several-fold between batches, and only this batch's steps say how fast it is now)."""
         if not self.measured or self.seconds <= 0:
+            return None
+        if self.attempt == 1 and self.rest_started is None and not self.reach:
             return None
         # Per sample, as the batches done took it at the machine's speed now: all, the
         # regular steps, the last step, and what came after (judging, redraws).
