@@ -182,12 +182,19 @@ class Pace:
             if self.attempt == 1 and index == len(self.reach):
                 self.reach.append(now - self.batch_started)
                 then = self.reach_sum[index] / self.full_batches if self.full_batches else 0.0
-                if self.size == self.full and then > 0:
-                    self.speed = self.reach[index] / then
+                if self.size == self.full and then > 0 and len(self.reach) >= self.trusted:
+                    # Bounded: one slow step (a burst of other work) is not the machine's pace.
+                    self.speed = min(max(self.reach[index] / then, 0.125), 8.0)
             if index == regular - 1 and self.attempt == 1:
                 self.rest_started = now
         elif self.attempt == 1:
             self.final_ended = now
+
+    @property
+    def trusted(self) -> int:
+        """Steps of a new batch before its speed is trusted: a quarter of its regular steps
+        (the first of a batch can carry a burst of other work several times its own cost)."""
+        return max(1, (self.steps - 1) // 4)
 
     def finished(self, done: int) -> None:
         self.batch_done += done - self.done
@@ -240,11 +247,12 @@ class Pace:
 
     def left(self, now: float) -> float | None:
         """Seconds the run should still take (None until a batch is done: nothing measured;
-        and at a new batch until its first step ends: a busy machine's speed can change
-        several-fold between batches, and only this batch's steps say how fast it is now)."""
+        and at a new batch until a quarter of its steps ended: a busy machine's speed can
+        change several-fold between batches, and only this batch's steps say how fast it is
+        now)."""
         if not self.measured or self.seconds <= 0:
             return None
-        if self.attempt == 1 and self.rest_started is None and not self.reach:
+        if self.attempt == 1 and self.rest_started is None and len(self.reach) < self.trusted:
             return None
         # Per sample, as the batches done took it at the machine's speed now: all, the
         # regular steps, the last step, and what came after (judging, redraws).
