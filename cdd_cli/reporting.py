@@ -245,6 +245,19 @@ class Pace:
         here = self.pass_left(now) or 0.0
         return here + self.later() * max(self.steps - 1, 0) * (self.step_cost or 0.0)
 
+    def overdue(self, now: float) -> bool:
+        """The batch at hand's final projection, or its judging and redraws, has run longer
+        than the batches done took theirs: these vary with which samples they must move, and
+        past that nothing measured says how long they go on (no estimate beats a stale one)."""
+        if not self.measured or self.batch_done >= self.size or self.rest_started is None:
+            return False
+        per_sample = self.speed / self.measured
+        finishing = self.size * self.finishing * per_sample
+        after = self.size * max(self.seconds - self.stepping - self.finishing, 0.0) * per_sample
+        if self.final_ended is None:
+            return now - self.rest_started > finishing
+        return now - self.final_ended > after
+
     def left(self, now: float) -> float | None:
         """Seconds the run should still take (None until a batch is done: nothing measured;
         and at a new batch until a quarter of its steps ended: a busy machine's speed can
@@ -268,8 +281,10 @@ class Pace:
             if steps is None:  # not one step yet: as the batches done took theirs
                 steps = max(size * stepping - (now - self.batch_started), 0.0)
             here = steps + size * (finishing + after)
+        elif self.overdue(now):
+            return None
         elif self.final_ended is None:
-            here = max(size * finishing - (now - self.rest_started), 0.0) + size * after
+            here = size * finishing - (now - self.rest_started) + size * after
         else:
-            here = max(size * after - (now - self.final_ended), 0.0)
+            here = size * after - (now - self.final_ended)
         return max(here + self.later() * whole, self.floor(now))
