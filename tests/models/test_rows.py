@@ -23,11 +23,15 @@ def test_a_linear_layer_gives_each_row_the_same_bits_in_any_batch():
         whole = layer(x)
         for size in (1, 3, 7, MIN_ROWS - 1, MIN_ROWS, 17):
             assert torch.equal(in_batches(layer, x, size), whole), size
-    # Leading axes are rows too; what comes back has x's own shape.
-    assert linear_rows(x[:2].view(2, 1, 96), layer.weight).shape == (2, 1, 384)
+    # Leading axes are rows too; what comes back has x's own shape, bias included.
+    few = x[:2].view(2, 1, 96)
+    expected = torch.nn.functional.linear(few, layer.weight, layer.bias)
+    assert torch.allclose(linear_rows(few, layer.weight, layer.bias), expected, atol=1e-5)
     assert with_rows(lambda t: t @ torch.ones(96), x[:3]).shape == (3,)
-    # Wrapping twice does not pad twice.
-    assert floor_rows(layer) is layer and layer.rows_floored
+    assert with_rows(lambda t: t * 2, x[:3, :1]).shape == (3, 1)  # one feature: still 3 rows
+    # Wrapping twice does not wrap twice.
+    forward = layer.forward
+    assert floor_rows(layer) is layer and layer.rows_floored and layer.forward is forward
 
 
 def test_the_shipped_model_and_surrogate_predict_a_sample_alike_in_any_batch():
