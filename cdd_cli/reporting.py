@@ -236,7 +236,7 @@ class Pace:
             return self.pass_left(now)
         if not self.measured or self.attempt != 1 or self.rest_started is None:
             return None
-        left = self.size * self.finishing / self.measured * self.speed - (now - self.rest_started)
+        left = self.size * self.per_sample()[2] - (now - self.rest_started)
         return left if left > 0 else None  # overdue: unknown, not a stale zero
 
     def floor(self, now: float) -> float:
@@ -245,18 +245,24 @@ class Pace:
         here = self.pass_left(now) or 0.0
         return here + self.later() * max(self.steps - 1, 0) * (self.step_cost or 0.0)
 
+    def per_sample(self) -> tuple[float, float, float, float]:
+        """Seconds a sample costs, as the batches done took it at the machine's speed now: in
+        all, its regular steps, its last step, and what came after (judging, redraws)."""
+        scale = self.speed / self.measured
+        whole, stepping = self.seconds * scale, self.stepping * scale
+        finishing = self.finishing * scale
+        return whole, stepping, finishing, max(whole - stepping - finishing, 0.0)
+
     def overdue(self, now: float) -> bool:
         """The batch at hand's final projection, or its judging and redraws, has run longer
         than the batches done took theirs: these vary with which samples they must move, and
         past that nothing measured says how long they go on (no estimate beats a stale one)."""
         if not self.measured or self.batch_done >= self.size or self.rest_started is None:
             return False
-        per_sample = self.speed / self.measured
-        finishing = self.size * self.finishing * per_sample
-        after = self.size * max(self.seconds - self.stepping - self.finishing, 0.0) * per_sample
+        _, _, finishing, after = self.per_sample()
         if self.final_ended is None:
-            return now - self.rest_started > finishing
-        return now - self.final_ended > after
+            return now - self.rest_started > self.size * finishing
+        return now - self.final_ended > self.size * after
 
     def left(self, now: float) -> float | None:
         """Seconds the run should still take (None until a batch is done: nothing measured;
@@ -267,12 +273,7 @@ class Pace:
             return None
         if self.attempt == 1 and self.rest_started is None and len(self.reach) < self.trusted:
             return None
-        # Per sample, as the batches done took it at the machine's speed now: all, the
-        # regular steps, the last step, and what came after (judging, redraws).
-        whole = self.seconds / self.measured * self.speed
-        stepping = self.stepping / self.measured * self.speed
-        finishing = self.finishing / self.measured * self.speed
-        after = max(whole - stepping - finishing, 0.0)
+        whole, stepping, finishing, after = self.per_sample()
         size = self.size
         if self.batch_done >= size:  # the batch at hand is written: nothing of it left
             here = 0.0
