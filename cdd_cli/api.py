@@ -41,6 +41,7 @@ from cdd_cli.constraint_values import (  # the API's constraint values
 )
 from cdd_cli.constraints.base import closed_forms
 from cdd_cli.constraints.lexical import Count as CountConstraint
+from cdd_cli.constraints.schema_regex import load_schema, schema_text_patterns
 from cdd_cli.diffusion.schedule import LogLinearSchedule
 from cdd_cli.errors import InputError
 from cdd_cli.models import registry
@@ -57,6 +58,7 @@ __all__ = [
     "SA", "Count", "Exclude", "Generator", "Include", "InputError", "JsonSchema", "Model",
     "Novelty", "Regex", "Reporter", "SentenceCount", "Toxicity", "WordAt", "WordCount",
     "check_spec", "constraint", "generate", "load_model", "load_spec", "molecules",
+    "schema_to_patterns", "schema_to_regex",
 ]  # fmt: skip
 
 Constraints = ConstraintSpec | Iterable[ConstraintSpec] | None
@@ -255,6 +257,29 @@ def check_spec(path: str | Path, length: int | None = None) -> tuple[Spec, str]:
     except InputError as exc:
         raise InputError(f"{path}: {exc} (--length {tokens})") from None
     return resolved, f"{len(resolved.constraints)} constraint(s), model {loaded.name}{note}"
+
+
+def schema_to_patterns(schema: dict | str | Path) -> list[str]:
+    """The regular expressions a `json_schema` constraint enforces for `schema` (a mapping,
+    or a .json file's path): every text that matches all of them whole is a valid instance,
+    written as compact JSON with the properties in the schema's order (the supported subset:
+    `cdd_cli.constraints.schema_regex`). Most schemas are one; keywords no single regex joins
+    (two string patterns, a format with a length) add more, which a run intersects.
+    InputError naming every unsupported keyword, with where it is."""
+    text, _ = load_schema(schema if isinstance(schema, dict) else str(schema), "schema")
+    return list(schema_text_patterns(text))
+
+
+def schema_to_regex(schema: dict | str | Path) -> str:
+    """The one regular expression a `json_schema` constraint enforces for `schema`
+    (`schema_to_patterns`); InputError where the schema takes several."""
+    patterns = schema_to_patterns(schema)
+    if len(patterns) > 1:
+        raise InputError(
+            f"schema: it is the intersection of {len(patterns)} regexes, not one; "
+            "schema_to_patterns gives them"
+        )
+    return patterns[0]
 
 
 def molecules(

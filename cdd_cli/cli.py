@@ -44,6 +44,7 @@ from cdd_cli.console import (
     run_guarded,
     set_threads,
 )
+from cdd_cli.constraints.structured import entry_patterns
 from cdd_cli.diffusion.processes import SAMPLERS
 from cdd_cli.distributed import Ranks, gather, launch_from_env
 from cdd_cli.errors import InputError, Interrupted, Terminated, handle_signals
@@ -405,13 +406,27 @@ def validate(
             help="Continuation tokens to check lexical constraints against. \\[default: 64]"
         ),
     ] = None,
+    show_pattern: Annotated[
+        bool,
+        typer.Option(
+            "--show-pattern",
+            help="Print, instead of the resolved spec, each regex and json_schema constraint's "
+            "patterns as the automaton enforces them (TYPE<tab>REGEX a line; a schema's "
+            "several lines are intersected).",
+        ),
+    ] = False,
 ) -> None:
     """Check a spec (keys, types, ranges, model, surrogates, layouts and patterns fit) without
     sampling."""
 
     def body() -> None:
         resolved, checked = check_spec(spec, length)
-        typer.echo(dump(resolved.resolved()), nl=False)
+        if show_pattern:
+            for entry in resolved.constraints:
+                for pattern in entry_patterns(entry):
+                    typer.echo(f"{entry.type}\t{pattern}")
+        else:
+            typer.echo(dump(resolved.resolved()), nl=False)
         console.print(f"{spec}: ok ({checked})", markup=False, soft_wrap=True)
 
     run_guarded(body)

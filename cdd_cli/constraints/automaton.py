@@ -160,3 +160,122 @@ def _automaton(arrays: dict[str, torch.Tensor]) -> TokenAutomaton:
     return TokenAutomaton(
         arrays["src"], arrays["token"], arrays["dst"], arrays["final"], len(arrays["final"])
     )
+
+
+# The product of several automata (`intersect`): its states, and its edges (each one
+# (state, token) move, 24 bytes as the tables hold them), the most it may have. Three
+# benchmarked schemas' automata (at most 566 states each) meet far below these.
+MAX_PRODUCT_STATES = 50_000
+MAX_PRODUCT_EDGES = 20_000_000
+
+
+@functools.lru_cache(maxsize=16)
+def compile_patterns(patterns: tuple[str, ...], tokenizer: TextTokenizer) -> TokenAutomaton:
+    """The token automaton of the texts that match every one of `patterns` whole: the
+    product of their automata (`intersect`)."""
+    return intersect([compile_pattern(p, tokenizer) for p in patterns])
+
+
+def intersect(automata: list[TokenAutomaton]) -> TokenAutomaton:
+    """The product of deterministic token automata: a state per tuple of their states that
+    the start reaches, a move on a token where every one of them moves on it, final where all
+    are; trimmed to the states from which a final one can still be reached (the projection
+    draws paths through it: a state that leads nowhere would only cost). InputError past
+    MAX_PRODUCT_STATES or MAX_PRODUCT_EDGES, naming the sizes."""
+    product = automata[0]
+    for other in automata[1:]:
+        product = _trimmed(_product(product, other, [a.states for a in automata]))
+    return product
+
+
+def _product(a: TokenAutomaton, b: TokenAutomaton, sizes: list[int]) -> TokenAutomaton:
+    """The product of two automata, breadth first from (0, 0), one layer of states at a time
+    with every move of the layer found at once: each state's moves in `a`, looked up in `b`
+    by (state, token)."""
+    vocab = max([int(t.token.max()) + 1 for t in (a, b) if len(t.token)] or [1])
+    # a's moves grouped by state (offsets into them), b's by a sorted key state * vocab + token.
+    order = torch.argsort(a.src, stable=True)
+    a_token, a_dst = a.token[order], a.dst[order]
+    offsets = torch.zeros(a.states + 1, dtype=torch.int64)
+    offsets[1:] = torch.cumsum(torch.bincount(a.src, minlength=a.states), 0)
+    b_key = b.src * vocab + b.token
+    b_order = torch.argsort(b_key)
+    b_key, b_dst = b_key[b_order], b.dst[b_order]
+
+    names = {(0, 0): 0}
+    layer = torch.zeros((1, 2), dtype=torch.int64)  # [n, 2]: (a state, b state)
+    layer_ids = torch.zeros(1, dtype=torch.int64)
+    src_parts, token_parts, dst_parts = [], [], []
+    edges = 0
+    while len(layer):
+        counts = offsets[layer[:, 0] + 1] - offsets[layer[:, 0]]
+        owner = torch.repeat_interleave(torch.arange(len(layer)), counts)
+        # Position k of owner's run of moves: offsets[a] + k.
+        starts = torch.cumsum(counts, 0) - counts
+        index = offsets[layer[owner, 0]] + torch.arange(len(owner)) - starts[owner]
+        token = a_token[index]
+        key = layer[owner, 1] * vocab + token
+        found = torch.searchsorted(b_key, key).clamp(max=max(len(b_key) - 1, 0))
+        hit = (b_key[found] == key) if len(b_key) else torch.zeros_like(key, dtype=torch.bool)
+        owner, token = owner[hit], token[hit]
+        targets = torch.stack([a_dst[index[hit]], b_dst[found[hit]]], 1)
+        edges += len(token)
+        if edges > MAX_PRODUCT_EDGES:
+            raise InputError(_too_large(f"{MAX_PRODUCT_EDGES:,} moves", sizes))
+        # Each distinct target once (a state's moves on a string's characters share one).
+        keys, inverse = torch.unique(targets[:, 0] * b.states + targets[:, 1], return_inverse=True)
+        fresh, ids = [], []
+        for k in keys.tolist():
+            pair = (k // b.states, k % b.states)
+            if pair not in names:
+                names[pair] = len(names)
+                fresh.append(pair)
+            ids.append(names[pair])
+        if len(names) > MAX_PRODUCT_STATES:
+            raise InputError(_too_large(f"{MAX_PRODUCT_STATES:,} states", sizes))
+        src_parts.append(layer_ids[owner])
+        token_parts.append(token)
+        dst_parts.append(torch.tensor(ids, dtype=torch.int64)[inverse])
+        layer = torch.tensor(fresh, dtype=torch.int64).reshape(-1, 2)
+        layer_ids = torch.tensor([names[p] for p in fresh], dtype=torch.int64)
+    pairs = torch.tensor(list(names), dtype=torch.int64)  # in the order of their names
+    final = a.final[pairs[:, 0]] & b.final[pairs[:, 1]]
+    return TokenAutomaton(
+        torch.cat(src_parts), torch.cat(token_parts), torch.cat(dst_parts), final, len(names)
+    )
+
+
+def _too_large(what: str, sizes: list[int]) -> str:
+    return (
+        f"the product of the patterns' automata ({' x '.join(f'{n:,}' for n in sizes)} states) "
+        f"has more than {what}, the most it may; give fewer or smaller patterns"
+    )
+
+
+def _trimmed(automaton: TokenAutomaton) -> TokenAutomaton:
+    """The automaton without the states from which no final state can be reached (state 0,
+    the start, kept and renumbered 0 whatever it leads to)."""
+    pairs = torch.unique(automaton.src * automaton.states + automaton.dst)
+    back: dict[int, list[int]] = {}
+    for pair in pairs.tolist():
+        back.setdefault(pair % automaton.states, []).append(pair // automaton.states)
+    alive = set(torch.nonzero(automaton.final).flatten().tolist())
+    todo = list(alive)
+    while todo:
+        for s in back.get(todo.pop(), ()):
+            if s not in alive:
+                alive.add(s)
+                todo.append(s)
+    kept = sorted(alive | {0})
+    rename = torch.full((automaton.states,), -1, dtype=torch.int64)
+    rename[kept] = torch.arange(len(kept))
+    keep = (rename[automaton.src] >= 0) & (rename[automaton.dst] >= 0)
+    if 0 not in alive:  # nothing matches: the start alone, with no moves
+        keep[:] = False
+    return TokenAutomaton(
+        rename[automaton.src[keep]],
+        automaton.token[keep],
+        rename[automaton.dst[keep]],
+        automaton.final[kept],
+        len(kept),
+    )

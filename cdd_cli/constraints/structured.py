@@ -2,11 +2,13 @@
 a JSON Schema accepts (`json_schema`).
 
 Judges are exact: Python's `re.fullmatch` on the continuation, and the `jsonschema` package
-(with its format checker) on the parsed continuation. The projection is the pattern's closed
-form (`pattern_layout.py`): a path through the pattern's token automaton that every token of
-the continuation follows, so the decoded text matches by construction. A JSON Schema reaches
-the automaton as a regex (`schema_regex.py`, whose docstring states the supported subset and
-the whitespace convention).
+(with exact checks of the formats cdd writes) on the parsed continuation. The projection is
+the patterns' closed form (`pattern_layout.py`): a path through the token automaton that
+every token of the continuation follows, so the decoded text matches by construction. A JSON
+Schema reaches the automaton as one or more regexes (`schema_regex.py`, whose docstring states
+the supported subset and the whitespace convention); several patterns in a job (two regexes,
+a regex and a schema, a schema's intersected parts) make one automaton, their product
+(`automaton.intersect`).
 """
 
 from __future__ import annotations
@@ -21,13 +23,19 @@ from typing import Any
 import jsonschema
 import torch
 
-from cdd_cli.constraints.automaton import compile_pattern
+from cdd_cli.constraints.automaton import compile_patterns
 from cdd_cli.constraints.base import ClosedFormBuilder, ExactConstraint
 from cdd_cli.constraints.descriptor import ConstraintSpec, Descriptor, Key
 from cdd_cli.constraints.lexical import Exclude
 from cdd_cli.constraints.pattern_layout import PatternLayout
 from cdd_cli.constraints.pattern_limits import pattern_problem
-from cdd_cli.constraints.schema_regex import load_schema, schema_pattern, strip_anchors
+from cdd_cli.constraints.schema_regex import (
+    format_checker,
+    load_schema,
+    schema_pattern,
+    schema_text_patterns,
+    strip_anchors,
+)
 from cdd_cli.constraints.word_rules import split_words
 from cdd_cli.errors import InputError
 from cdd_cli.models.registry import LoadedModel
@@ -41,6 +49,11 @@ class PatternConstraint(ExactConstraint):
     def automaton_pattern(self) -> str:
         """The pattern in the automaton library's syntax."""
         raise NotImplementedError
+
+    def automaton_patterns(self) -> tuple[str, ...]:
+        """Patterns whose common matches are the constraint's texts (the automaton is their
+        product): most constraints are one."""
+        return (self.automaton_pattern(),)
 
     def matches(self, text: str) -> bool:
         raise NotImplementedError
@@ -85,14 +98,16 @@ class JsonSchemaConstraint(PatternConstraint):
     source: str = "inline"
     name: str = "json_schema"
     judge_name: str = "jsonschema"
-    # The schema's regex, compiled when the entry was checked ("": compiled when asked).
-    pattern: str = field(default="", compare=False, repr=False)
+    # The schema's patterns, compiled when the entry was checked (empty: compiled when asked).
+    patterns: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @functools.cached_property
     def validator(self) -> Any:
+        """jsonschema's validator of the schema's draft, with exact checks of the formats
+        cdd writes (`format_checker`: jsonschema's own skip time and date-time)."""
         schema = json.loads(self.schema_text)
         cls = jsonschema.validators.validator_for(schema)
-        return cls(schema, format_checker=cls.FORMAT_CHECKER)
+        return cls(schema, format_checker=format_checker(cls.FORMAT_CHECKER))
 
     def error(self, text: str) -> str | None:
         """Why the text is no valid instance (None: it is)."""
@@ -113,7 +128,11 @@ class JsonSchemaConstraint(PatternConstraint):
         return self.error(text)
 
     def automaton_pattern(self) -> str:
-        return self.pattern or schema_pattern(self.schema_text)
+        """The schema's one regex (InputError where it is the intersection of several)."""
+        return schema_pattern(self.schema_text)
+
+    def automaton_patterns(self) -> tuple[str, ...]:
+        return self.patterns or schema_text_patterns(self.schema_text)
 
     def label(self) -> str:
         return f"JSON valid under {self.source}"
@@ -122,30 +141,32 @@ class JsonSchemaConstraint(PatternConstraint):
 def pattern_layout(
     constraints: Sequence[ExactConstraint], tokenizer: Any, start: int, length: int
 ) -> PatternLayout:
-    """The closed form of a job's pattern constraint (one per job: two patterns would need
-    their automata's product, which is not built), with the tokens that spell an excluded
-    word (`exclude`, which it serves) taken out of every edge."""
+    """The closed form of a job's pattern constraints (`regex`, `json_schema`, any number):
+    the product of their automata, so the path keeps to texts that match every one, with the
+    tokens that spell an excluded word (`exclude`, which it serves) taken out of every
+    edge."""
     patterns = [c for c in constraints if isinstance(c, PatternConstraint)]
-    if len(patterns) > 1:
-        raise InputError(
-            f"{len(patterns)} regex/json_schema constraints; give one (write both in one regex)"
-        )
-    (constraint,) = patterns
+    names = " and ".join(dict.fromkeys(c.name for c in patterns))
     words = frozenset(w for c in constraints if isinstance(c, Exclude) for w in c.forbidden())
     try:
-        return automaton_layout(constraint.automaton_pattern(), tokenizer, words).placed(
-            start, length
-        )
+        every = tuple(dict.fromkeys(p for c in patterns for p in c.automaton_patterns()))
+        return automaton_layout(every, tokenizer, words).placed(start, length)
     except InputError as exc:
-        raise InputError(f"{constraint.name}: {exc}") from None
+        raise InputError(f"{names}: {exc}") from None
 
 
 @functools.lru_cache(maxsize=8)
-def automaton_layout(pattern: str, tokenizer: Any, words: frozenset[str]) -> PatternLayout:
-    """The layout of `pattern` without `words`, built once a process (its edges and token
-    sets cost 0.1-2 s for a large schema; every batch of a run places the same one)."""
+def automaton_layout(
+    patterns: tuple[str, ...], tokenizer: Any, words: frozenset[str]
+) -> PatternLayout:
+    """The layout of the texts matching all `patterns`, without `words`, built once a process
+    (its edges and token sets cost 0.1-2 s for a large schema; every batch of a run places
+    the same one)."""
+    automaton = compile_patterns(patterns, tokenizer)
+    if len(patterns) > 1 and automaton.shortest() is None:
+        raise InputError(f"no text matches all {len(patterns)} patterns together")
     return PatternLayout(
-        compile_pattern(pattern, tokenizer),
+        automaton,
         len(tokenizer),
         tokenizer.eos_id,
         banned=word_tokens(tokenizer, words),
@@ -196,13 +217,27 @@ def build_regex(
     return [RegexConstraint(pattern=options["pattern"], ignore_case=options["ignore_case"])]
 
 
-def prepared_schema(c: ConstraintSpec) -> tuple[str, str, str]:
-    """The entry's schema as canonical JSON, where it came from, and its regex: read, checked
-    and compiled once for the entry (an unreadable, invalid or unsupported one: InputError)."""
+def prepared_schema(c: ConstraintSpec) -> tuple[str, str, tuple[str, ...]]:
+    """The entry's schema as canonical JSON, where it came from, and its patterns: read,
+    checked and compiled once for the entry (an unreadable, invalid or unsupported one:
+    InputError)."""
     if "schema" not in c.prepared:
         text, source = load_schema(c.options["schema"], c.where)
-        c.prepared["schema"] = (text, source, schema_pattern(text))
+        c.prepared["schema"] = (text, source, schema_text_patterns(text))
     return c.prepared["schema"]
+
+
+def entry_patterns(c: ConstraintSpec) -> tuple[str, ...]:
+    """The patterns a `regex` or `json_schema` entry enforces, as the automaton reads them
+    (empty for any other type): `cdd validate --show-pattern` prints them."""
+    if c.type == "regex":
+        folded = bool(c.options.get("ignore_case"))
+        return RegexConstraint(
+            pattern=c.options["pattern"], ignore_case=folded
+        ).automaton_patterns()
+    if c.type == "json_schema":
+        return prepared_schema(c)[2]
+    return ()
 
 
 def check_json_schema(c: ConstraintSpec) -> None:
@@ -212,8 +247,8 @@ def check_json_schema(c: ConstraintSpec) -> None:
 def build_json_schema(
     entry: ConstraintSpec, model: LoadedModel, device: str, words: str
 ) -> list[JsonSchemaConstraint]:
-    text, source, pattern = prepared_schema(entry)
-    return [JsonSchemaConstraint(schema_text=text, source=source, pattern=pattern)]
+    text, source, patterns = prepared_schema(entry)
+    return [JsonSchemaConstraint(schema_text=text, source=source, patterns=patterns)]
 
 
 DESCRIPTORS = (

@@ -359,7 +359,7 @@ def test_a_pattern_longer_than_the_continuation_is_refused_before_sampling():
         InputError, match=f"takes {fewest} tokens; the continuation has {fewest - 1}"
     ):
         pattern_layout([digits], TOKENIZER, 0, fewest - 1)
-    with pytest.raises(InputError, match="give one"):
+    with pytest.raises(InputError, match="regex: no text matches all 2 patterns together"):
         pattern_layout(
             [RegexConstraint(pattern="a"), RegexConstraint(pattern="b")], TOKENIZER, 0, 4
         )
