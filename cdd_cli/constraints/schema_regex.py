@@ -38,6 +38,8 @@ import itertools
 import json
 import math
 import re
+import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,15 +49,25 @@ from outlines_core import Index, Vocabulary
 from cdd_cli.constraints.pattern_limits import pattern_problem
 from cdd_cli.errors import InputError
 
+# Keywords that assert nothing (draft 2020-12 makes the content keywords annotations; an
+# anchor only names a schema for `$ref`): accepted and left out.
 ANNOTATIONS = {
     "$schema", "$id", "$comment", "title", "description", "examples", "default",
-    "readOnly", "writeOnly", "deprecated", "$defs", "definitions",
+    "readOnly", "writeOnly", "deprecated", "$defs", "definitions", "$anchor",
+    "$dynamicAnchor", "contentMediaType", "contentEncoding", "contentSchema", "$vocabulary",
 }  # fmt: skip
 SUPPORTED = {
     "type", "enum", "const", "properties", "required", "additionalProperties", "items",
     "minItems", "maxItems", "minLength", "maxLength", "pattern", "format", "minimum",
     "maximum", "exclusiveMinimum", "exclusiveMaximum", "anyOf", "allOf", "$ref",
+    "prefixItems", "contains", "minContains", "maxContains", "uniqueItems", "oneOf", "not",
+    "if", "then", "else", "patternProperties", "minProperties", "maxProperties",
+    "multipleOf", "dependentRequired",
 }  # fmt: skip
+# How deep a `$ref` may recur inside its own expansion: past it, that branch is left out
+# (an optional property, an array's further items, an anyOf branch), or, unavoidable, the
+# schema refused.
+MAX_RECURSION = 3
 
 SPACE = "[ ]?"
 CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])'
@@ -64,6 +76,9 @@ INTEGER = r"-?(?:0|[1-9][0-9]*)"
 NUMBER = INTEGER + r"(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 BOOLEAN = "(?:true|false)"
 NULL = "null"
+# A character a JSON string holds as it is (no escape), and the ones it does not.
+PLAIN = r'[^"\\\x00-\x1f]'
+UNWRITTEN_CHARACTERS = {'"', "\\", *map(chr, range(0x20))}
 SCALAR = f"(?:{STRING}|{NUMBER}|{BOOLEAN}|{NULL})"
 DAY = "(?:0[1-9]|1[0-9]|2[0-8])"
 MONTH_DAY = rf"(?:0[13578]|1[02])-(?:{DAY}|29|30|31)|(?:0[469]|11)-(?:{DAY}|29|30)|02-{DAY}"
@@ -79,6 +94,36 @@ FORMATS = {
     r"(?:\.[a-z]{2,6}){1,2}",
     "ipv4": r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}"
     r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])",
+}
+
+
+# An instance of the schema `true`: any JSON value, nested at most one deep (an array or
+# object of scalars): deeper ones make every schema with a `{}` in it past the automaton's
+# limits (`pattern_limits.py`).
+def _any_value(depth: int) -> str:
+    if depth == 0:
+        return SCALAR
+    inner = _any_value(depth - 1)
+    return (
+        f"(?:{SCALAR}|\\[(?:{inner}(?:,{SPACE}{inner})*)?\\]"
+        f"|\\{{(?:{STRING}:{SPACE}{inner}(?:,{SPACE}{STRING}:{SPACE}{inner})*)?\\}})"
+    )
+
+
+ANY = _any_value(1)
+# The complement of each bound (minimum 3: below 3 is exclusiveMaximum 3) and of each count.
+OPPOSITE = {
+    "minimum": "exclusiveMaximum", "exclusiveMaximum": "minimum",
+    "maximum": "exclusiveMinimum", "exclusiveMinimum": "maximum",
+}  # fmt: skip
+COUNTS = {
+    key: (kind, least, most)
+    for kind, least, most in (
+        ("string", "minLength", "maxLength"),
+        ("array", "minItems", "maxItems"),
+        ("object", "minProperties", "maxProperties"),
+    )
+    for key in (least, most)
 }
 ANY_FRACTION, NONZERO_FRACTION, ZERO_FRACTION = (
     r"(?:\.[0-9]+)?",
@@ -111,14 +156,24 @@ TYPES = ("null", "boolean", "object", "array", "string", "number", "integer")
 # Keywords that apply to one type only; a schema without `type` is written as the types its
 # keywords name (a scalar where it names none), each with its own keywords.
 TYPE_KEYWORDS = {
-    "object": ("properties", "required", "additionalProperties"),
-    "array": ("items", "minItems", "maxItems"),
+    "object": (
+        "properties", "required", "additionalProperties", "patternProperties",
+        "minProperties", "maxProperties", "dependentRequired",
+    ),
+    "array": (
+        "items", "minItems", "maxItems", "prefixItems", "contains", "minContains",
+        "maxContains", "uniqueItems",
+    ),
     "string": ("minLength", "maxLength", "pattern", "format"),
-    "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"),
-}
+    "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
+}  # fmt: skip
 # Keywords whose value holds subschemas: a schema under each, or a list or mapping of them.
-SUBSCHEMA = {"items": "one", "additionalProperties": "one", "anyOf": "list", "allOf": "list"}
-SUBSCHEMA_MAPS = ("properties", "$defs", "definitions")
+SUBSCHEMA = {
+    "items": "one", "additionalProperties": "one", "anyOf": "list", "allOf": "list",
+    "oneOf": "list", "prefixItems": "list", "contains": "one", "not": "one", "if": "one",
+    "then": "one", "else": "one",
+}  # fmt: skip
+SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
 
 # One schema among those a value must satisfy together: the schema, where it is, and the
 # `$ref`s followed to reach it (a `$ref` met again inside its own expansion is recursive).
@@ -199,6 +254,8 @@ class _Compiler:
     def patterns(self, members: list[Member]) -> Patterns:
         where = members[0][1] if members else "#"
         patterns = self.written(members)
+        # No pattern would be no constraint at all (the intersection of none): never.
+        assert patterns, where
         if len(patterns) > MAX_PATTERNS:
             raise UnsupportedSchema(
                 f"{where}: it takes {len(patterns)} patterns to intersect, more than "
@@ -217,7 +274,8 @@ class _Compiler:
 
     def flattened(self, members: list[Member]) -> list[Member]:
         """The members with `true`/`{}` left out, `allOf` branches and `$ref` targets made
-        members of their own, and each schema that had them kept without them."""
+        members of their own, and each schema that had them kept without them; `oneOf`
+        (branches provably exclusive), `not` and `if`/`then`/`else` made `anyOf`s."""
         out: list[Member] = []
         todo = list(members)
         while todo:
@@ -237,23 +295,203 @@ class _Compiler:
                 if not isinstance(branches, list) or not branches:
                     raise UnsupportedSchema(f"{where}/allOf: must be a non-empty list")
                 todo += [(b, f"{where}/allOf/{k}", refs) for k, b in enumerate(branches)]
+            if "oneOf" in rest:
+                branches = rest.pop("oneOf")
+                if not isinstance(branches, list) or not branches:
+                    raise UnsupportedSchema(f"{where}/oneOf: must be a non-empty list")
+                self.exclusive(branches, f"{where}/oneOf", refs)
+                todo.append(({"anyOf": branches}, f"{where}/oneOf", refs))
+            if "not" in rest and not _written_negation(rest["not"]):
+                negated = self.negations(rest.pop("not"), f"{where}/not", refs)
+                if not negated:
+                    raise EmptySchema(f"{where}/not: the schema it negates admits everything")
+                todo.append(({"anyOf": negated}, f"{where}/not", refs))
+            then, otherwise = rest.pop("then", True), rest.pop("else", True)
+            if "if" in rest:
+                condition = rest.pop("if")
+                at = f"{where}/if"
+                branches = [{"allOf": [condition, then]}]
+                if otherwise is not False:
+                    negated = self.negations(condition, at, refs)
+                    branches += [{"allOf": [n, otherwise]} for n in negated]
+                todo.append(({"anyOf": branches}, at, refs))
             if rest.keys() - ANNOTATIONS:
                 out.append((rest, where, refs))
         return out
 
     def target(self, target: Any, where: str, refs: tuple[str, ...]) -> Any:
-        match = re.fullmatch(r"#/(\$defs|definitions)/([^/]+)", str(target))
-        if not match:
-            raise UnsupportedSchema(f"{where}: '$ref' {target!r} (only #/$defs/NAME)")
-        if target in refs:
-            raise UnsupportedSchema(f"{where}: '$ref' {target!r} is recursive")
-        found = self.root.get(match[1], {}).get(match[2])
-        if found is None:
-            raise UnsupportedSchema(f"{where}: '$ref' {target!r} is not defined")
+        """The schema a `$ref` names: a JSON pointer into this document (`#`, `#/$defs/x`,
+        `#/properties/a`, escaped as RFC 6901 and 3986 say) or an anchor (`#name`)."""
+        text = str(target)
+        if not text.startswith("#"):
+            raise UnsupportedSchema(
+                f"{where}: '$ref' {target!r} (only a reference inside the schema, '#...')"
+            )
+        if self.nested_ids:
+            raise UnsupportedSchema(
+                f"{where}: '$ref' {target!r} in a schema whose subschemas set their own '$id'"
+            )
+        if refs.count(text) >= MAX_RECURSION:
+            raise EmptySchema(
+                f"{where}: '$ref' {target!r} recurs deeper than {MAX_RECURSION} levels "
+                "(recursive schemas are unrolled that deep)"
+            )
+        if text == "#" or text.startswith("#/"):
+            found: Any = self.root
+            for part in text[2:].split("/") if text != "#" else []:
+                step = urllib.parse.unquote(part).replace("~1", "/").replace("~0", "~")
+                if isinstance(found, dict) and step in found:
+                    found = found[step]
+                elif isinstance(found, list) and step.isdigit() and int(step) < len(found):
+                    found = found[int(step)]
+                else:
+                    raise UnsupportedSchema(f"{where}: '$ref' {target!r} is not defined")
+            return found
+        anchors = self.anchors.get(text[1:], [])
+        if len(anchors) != 1:
+            raise UnsupportedSchema(
+                f"{where}: '$ref' {target!r} is not defined"
+                if not anchors
+                else f"{where}: '$ref' {target!r} names {len(anchors)} anchors"
+            )
+        return anchors[0]
+
+    @functools.cached_property
+    def anchors(self) -> dict[str, list[Any]]:
+        """The subschemas each `$anchor` (or `$dynamicAnchor`) names."""
+        found: dict[str, list[Any]] = {}
+        for node in _subschemas(self.root):
+            for key in ("$anchor", "$dynamicAnchor"):
+                if isinstance(node.get(key), str):
+                    found.setdefault(node[key], []).append(node)
         return found
+
+    @functools.cached_property
+    def nested_ids(self) -> bool:
+        """Whether a subschema sets its own `$id` (a `$ref` inside it is read against it)."""
+        return any("$id" in node for node in _subschemas(self.root) if node is not self.root)
+
+    def exclusive(self, branches: list, where: str, refs: tuple[str, ...]) -> None:
+        """A `oneOf` is written as an `anyOf` where no instance can satisfy two branches:
+        UnsupportedSchema naming two branches that cannot be proved exclusive."""
+        for i, j in itertools.combinations(range(len(branches)), 2):
+            if not self.disjoint(branches[i], branches[j], refs):
+                raise UnsupportedSchema(
+                    f"{where}: branches {i} and {j} may both hold (oneOf is written only where "
+                    "its branches are provably exclusive: different types, distinct "
+                    "const/enum values, or a required property of exclusive values)"
+                )
+
+    def disjoint(self, a: Any, b: Any, refs: tuple[str, ...], depth: int = 0) -> bool:
+        """Whether no instance satisfies both schemas, by proofs that need no search: their
+        `type`s share no value, every value of one's `enum`/`const` fails the other, or a
+        property both require has exclusive schemas."""
+        if a is False or b is False:
+            return True
+        if not isinstance(a, dict) or not isinstance(b, dict) or depth > 8:
+            return False
+        if "$ref" in a and len(a.keys() - ANNOTATIONS) == 1:
+            return self.disjoint(self.target(a["$ref"], "#", refs), b, refs, depth + 1)
+        if "$ref" in b and len(b.keys() - ANNOTATIONS) == 1:
+            return self.disjoint(a, self.target(b["$ref"], "#", refs), refs, depth + 1)
+        if (
+            "type" in a
+            and "type" in b
+            and not any(_admits(a["type"], t, "#") and _admits(b["type"], t, "#") for t in TYPES)
+        ):
+            return True
+        for one, other in ((a, b), (b, a)):
+            values = [one["const"]] if "const" in one else one.get("enum")
+            if isinstance(values, list) and values:
+                try:
+                    judge = self.validator.evolve(schema=other)
+                    if not any(judge.is_valid(v) for v in values):
+                        return True
+                except (
+                    jsonschema.exceptions.SchemaError,
+                    jsonschema.exceptions.RefResolutionError,
+                ):
+                    pass
+        both = set(_strings(a.get("required"))) & set(_strings(b.get("required")))
+        props_a, props_b = a.get("properties", {}), b.get("properties", {})
+        return any(
+            name in props_a
+            and name in props_b
+            and self.disjoint(props_a[name], props_b[name], refs, depth + 1)
+            for name in both
+        )
+
+    def negations(self, schema: Any, where: str, refs: tuple[str, ...]) -> list[Any]:
+        """Schemas whose union is exactly the instances `schema` rejects (the schema is the
+        conjunction of its keywords, so its complement is the union of theirs);
+        UnsupportedSchema naming a keyword whose complement cdd cannot write."""
+        if schema is True or schema == {}:
+            return []
+        if schema is False:
+            return [True]
+        if not isinstance(schema, dict):
+            raise UnsupportedSchema(f"{where}: a schema must be an object or a boolean")
+        out: list[Any] = []
+        for key, value in schema.items():
+            if key in ANNOTATIONS:
+                continue
+            others = lambda kind: {"type": [t for t in TYPES if t not in (kind, "integer")]}  # noqa: E731
+            if key == "type":
+                names = value if isinstance(value, list) else [value]
+                for name in names:
+                    _admits(name, "null", where)
+                rest = [t for t in TYPES if t not in names and t != "integer"]
+                if "integer" in names and "number" not in names:
+                    rest.remove("number")
+                    out.append({"type": "number", "not": {"type": "integer"}})
+                if rest:
+                    out.append({"type": rest})
+            elif key in OPPOSITE:
+                out += [others("number"), {"type": "number", OPPOSITE[key]: value}]
+            elif key in COUNTS:
+                kind, least, most = COUNTS[key]
+                out.append(others(kind))
+                if key == least:
+                    if value > 0:
+                        out.append({"type": kind, most: math.ceil(value) - 1})
+                else:
+                    out.append({"type": kind, least: math.floor(value) + 1})
+            elif key == "required":
+                for name in _strings(value):
+                    out += [others("object"), {"type": "object", "properties": {name: False}}]
+            elif key in ("const", "enum") and all(
+                isinstance(v, str) for v in ([value] if key == "const" else value)
+            ):
+                out += [others("string"), {"type": "string", "not": {key: value}}]
+            elif key == "not":
+                out.append(value)
+            elif key == "anyOf" and isinstance(value, list):
+                parts = [self.negations(b, f"{where}/anyOf/{k}", refs) for k, b in enumerate(value)]
+                if all(parts):
+                    out.append({"allOf": [{"anyOf": p} for p in parts]})
+            elif key == "allOf" and isinstance(value, list):
+                for k, b in enumerate(value):
+                    out += self.negations(b, f"{where}/allOf/{k}", refs)
+            elif key == "$ref":
+                out += self.negations(self.target(value, where, refs), where, (*refs, value))
+            elif key == "properties" and not schema.keys() & {
+                "additionalProperties",
+                "patternProperties",
+            }:
+                for name, sub in value.items():
+                    for n in self.negations(sub, f"{where}/properties/{name}", refs):
+                        out.append({"type": "object", "required": [name], "properties": {name: n}})
+            else:
+                raise UnsupportedSchema(
+                    f"{where}: cannot write the complement of its '{key}' (under not, or an "
+                    "if with else)"
+                )
+        return out
 
     def written(self, members: list[Member]) -> Patterns:
         members = self.flattened(members)
+        if not members:  # true, {}, or only annotations
+            return (ANY,)
         for k, (schema, _, _) in enumerate(members):
             if "anyOf" in schema:
                 return self.any_of(members, k)
@@ -306,13 +544,8 @@ class _Compiler:
             kinds = [t for t in TYPES if all(_admits(m[0]["type"], t, m[1]) for m in stated)]
             if "number" in kinds:
                 kinds.remove("integer")  # the numbers hold the integers
-        else:
-            named = [
-                t
-                for t, keys in TYPE_KEYWORDS.items()
-                if any(k in m[0] for m in members for k in keys)
-            ]
-            kinds = [t for t in TYPES if t in named] or list(SCALAR_TYPES)
+        else:  # every type, each under the keywords that apply to it
+            kinds = [t for t in TYPES if t != "integer"]
         if not kinds:
             raise EmptySchema(f"{where}: its types have nothing in common")
         options: list[Patterns] = []
@@ -335,28 +568,45 @@ class _Compiler:
         if kind == "string":
             return self.string(members, where)
         if kind in ("integer", "number"):
-            return (_number(members, kind == "integer", where),)
+            fraction = any(m[0].get("not") == {"type": "integer"} for m in members)
+            if fraction and kind == "integer":
+                raise EmptySchema(f"{where}: an integer that is not an integer")
+            return _numbers(members, kind == "integer", where, fraction)
         return (BOOLEAN if kind == "boolean" else NULL,)
 
     def object(self, members: list[Member], where: str) -> Patterns:
-        """Each property under the schemas of every member that lists it (and the
-        `additionalProperties` schema of every member that does not); a property a member
-        forbids (`additionalProperties: false`) is left out, or, required, empties it."""
+        """The properties some member lists or requires, in that order, each under the
+        schemas of every member that lists it, every `patternProperties` schema whose regex
+        its name matches, and the `additionalProperties` schema of every member that does
+        neither (`false`: left out, or, required, the object is empty); then other
+        properties (`extra_members`). `minProperties`/`maxProperties` and
+        `dependentRequired` choose which optional properties may be written together."""
         subschemas: dict[str, list[Member]] = {}
         required: dict[str, None] = {}
+        dependent: dict[str, set[str]] = {}
         for schema, at, refs in members:
-            properties = schema.get("properties", {})
-            for name, sub in properties.items():
+            for name, sub in schema.get("properties", {}).items():
                 subschemas.setdefault(name, []).append((sub, f"{at}/properties/{name}", refs))
-            required.update(dict.fromkeys(schema.get("required", [])))
+            required.update(dict.fromkeys(_strings(schema.get("required"))))
+            for name, needs in schema.get("dependentRequired", {}).items():
+                dependent.setdefault(name, set()).update(_strings(needs))
+                subschemas.setdefault(name, [])
+                for need in _strings(needs):
+                    subschemas.setdefault(need, [])
         for name in required:
             subschemas.setdefault(name, [])
-        written: list[tuple[str, Patterns, bool]] = []
+        written: list[tuple[str, Patterns, bool, str]] = []
         for name, subs in subschemas.items():
             needed = name in required
             allowed = True
             for schema, at, refs in members:
-                if name in schema.get("properties", {}):
+                matched = [
+                    (sub, f"{at}/patternProperties/{regex}", refs)
+                    for regex, sub in schema.get("patternProperties", {}).items()
+                    if re.search(regex, name)
+                ]
+                subs = [*subs, *matched]
+                if name in schema.get("properties", {}) or matched:
                     continue
                 extra = schema.get("additionalProperties", True)
                 if extra is False:
@@ -366,34 +616,175 @@ class _Compiler:
             try:
                 if not allowed:
                     raise EmptySchema(f"{where}: required {name!r} is not allowed")
-                value = self.patterns(subs or [(True, f"{where}/properties/{name}", ())])
+                value = self.patterns(subs)
             except EmptySchema:
                 if needed:
                     raise
                 continue
-            written.append((f"{_literal(name)}:{SPACE}", value, needed))
-        count = max([len(v) for _, v, _ in written] or [1])
-        return tuple(
-            _object([(key + _pick(value, i), needed) for key, value, needed in written])
-            for i in range(count)
+            written.append((f"{_literal(name)}:{SPACE}", value, needed, name))
+        # Other properties are written where the schema speaks of them (patternProperties,
+        # additionalProperties as a schema) or lists none: each costs the automaton states.
+        speaks = any(
+            "patternProperties" in m[0] or m[0].get("additionalProperties", True) is not True
+            for m in members
         )
+        extra = self.extra_members(members, list(subschemas)) if speaks or not subschemas else None
+        low, high = _counts(members, "minProperties", "maxProperties")
+        if high is not None and high < low:
+            raise EmptySchema(f"{where}: maxProperties {high} < minProperties {low}")
+        count = max([len(v) for _, v, _, _ in written] or [1])
+        out = []
+        for i in range(count):
+            entries = [
+                (key + _pick(value, i), needed, name) for key, value, needed, name in written
+            ]
+            regex = _object(entries, extra, low, high, dependent, where)
+            if regex is None:
+                raise EmptySchema(
+                    f"{where}: no set of its properties meets minProperties/maxProperties/"
+                    "dependentRequired"
+                )
+            out.append(regex)
+        return tuple(dict.fromkeys(out))
+
+    def extra_members(self, members: list[Member], names: list[str]) -> str | None:
+        """One property none of `names` (the ones listed), written after them: its name
+        matching a `patternProperties` regex (where no listed name does) with the value under
+        that schema, each other such schema whose regex the name may also match and each
+        other member's `additionalProperties`; or a name matching none (where no member
+        forbids others) with the value under every such schema. None: there are none."""
+        keyed = [
+            (regex, sub, f"{at}/patternProperties/{regex}", refs, k)
+            for k, (schema, at, refs) in enumerate(members)
+            for regex, sub in schema.get("patternProperties", {}).items()
+        ]
+        keys = {}
+        for regex, _, at, _, _ in keyed:
+            keys[regex] = self.key_pattern(regex, f"{at}") if self.pattern_safe else None
+        options: list[str] = []
+        for regex, sub, at, refs, owner in keyed:
+            key = keys[regex]
+            if key is None or any(re.search(regex, n) for n in names):
+                continue
+            value = [(sub, at, refs)] + [
+                (other[1], other[2], other[3])
+                for other in keyed
+                if other[0] != regex and (keys[other[0]] is None or _meet(key, keys[other[0]]))
+            ]
+            closed = False
+            for k, (schema, mat, mrefs) in enumerate(members):
+                if k == owner:
+                    continue
+                extra = schema.get("additionalProperties", True)
+                closed |= extra is False
+                if extra not in (True, False):
+                    value.append((extra, f"{mat}/additionalProperties", mrefs))
+            if not closed:
+                options += self.member_option(f'"{key}"', value)
+        extras = [m[0].get("additionalProperties", True) for m in members]
+        if False not in extras:
+            value = [(other[1], other[2], other[3]) for other in keyed] + [
+                (extra, f"{m[1]}/additionalProperties", m[2])
+                for extra, m in zip(extras, members, strict=True)
+                if extra is not True
+            ]
+            options += self.member_option(_other_string(names), value)
+        options = list(dict.fromkeys(options))
+        if not options:
+            return None
+        return options[0] if len(options) == 1 else "(?:" + "|".join(options) + ")"
+
+    def member_option(self, key: str, value: list[Member]) -> list[str]:
+        """`key: value` as one regex, or none where the value is empty or several patterns;
+        a value under no schema is a scalar (cheaper than any value, for the automaton)."""
+        if not [m for m in value if m[0] is not True and m[0] != {}]:
+            return [f"{key}:{SPACE}{SCALAR}"]
+        try:
+            patterns = self.patterns(value)
+        except EmptySchema:
+            return []
+        return [f"{key}:{SPACE}{patterns[0]}"] if len(patterns) == 1 else []
+
+    def key_pattern(self, regex: str, where: str) -> str | None:
+        """The names a `patternProperties` regex matches (searched, as the standard says),
+        written without escapes; None where the regex may match a character that needs one."""
+        inner = strip_anchors(regex)
+        if pattern_problem(inner) or not self.pattern_safe(inner):
+            return None
+        return _searched(regex, inner, PLAIN)
 
     def array(self, members: list[Member], where: str) -> Patterns:
-        items = [(m[0]["items"], f"{m[1]}/items", m[2]) for m in members if "items" in m[0]]
-        low = max([m[0].get("minItems", 0) for m in members], default=0)
-        highs = [m[0]["maxItems"] for m in members if "maxItems" in m[0]]
-        high = min(highs) if highs else None
+        """Items by position: each under every member's `prefixItems` schema there, or its
+        `items` past its `prefixItems`; `minItems`/`maxItems` the tightest; `contains`
+        (with `minContains`) a pattern of its own, intersected."""
+        low, high = _counts(members, "minItems", "maxItems")
         if high is not None and high < low:
             raise EmptySchema(f"{where}: maxItems {high} < minItems {low}")
-        if high == 0:
-            return (r"\[\]",)
-        try:
-            item_patterns = self.patterns(items or [(True, f"{where}/items", ())])
-        except EmptySchema:
-            if low > 0:
-                raise
-            return (r"\[\]",)
-        return tuple(_array(item, low, high) for item in item_patterns)
+        for schema, at, _ in members:
+            if schema.get("uniqueItems") is True and (high is None or high > 1):
+                raise UnsupportedSchema(
+                    f"{at}/uniqueItems: items all different is not a regular language "
+                    "(cdd writes it only with maxItems 1)"
+                )
+        fixed = max([len(m[0].get("prefixItems", [])) for m in members], default=0)
+
+        def position(j: int) -> list[Member]:
+            out = []
+            for schema, at, refs in members:
+                prefix = schema.get("prefixItems", [])
+                if j < len(prefix):
+                    out.append((prefix[j], f"{at}/prefixItems/{j}", refs))
+                elif "items" in schema:
+                    out.append((schema["items"], f"{at}/items", refs))
+            return out
+
+        slots: list[Patterns] = []
+        for j in range(fixed if high is None else min(fixed, high)):
+            try:
+                slots.append(self.patterns(position(j)))
+            except EmptySchema:
+                if low > j:
+                    raise
+                high = j
+                break
+        item: Patterns | None = None
+        if high is None or high > len(slots):
+            try:
+                item = self.patterns(position(fixed))
+            except EmptySchema:
+                if low > len(slots):
+                    raise
+                high = len(slots)
+        count = max([len(p) for p in slots] + ([len(item)] if item else []), default=1)
+        out = [
+            _array(
+                [_pick(slot, i) for slot in slots],
+                None if item is None else _pick(item, i),
+                low,
+                high,
+            )
+            for i in range(count)
+        ]
+        for schema, at, refs in members:
+            if "contains" not in schema:
+                continue
+            least, most = _counts([(schema, at, refs)], "minContains", "maxContains")
+            least = least if "minContains" in schema else 1
+            if most is not None and (high is None or most < high):
+                raise UnsupportedSchema(
+                    f"{at}/maxContains: at most {most} items satisfying contains (cdd "
+                    "cannot write the items that do not)"
+                )
+            if least == 0:
+                continue
+            contained = self.patterns([(schema["contains"], f"{at}/contains", refs)])
+            if len(contained) > 1:
+                raise UnsupportedSchema(f"{at}/contains: its schema takes several patterns")
+            # The other items: as the array's items where they are all one pattern (fewer
+            # automaton states than any value; the array's own pattern holds them anyway).
+            other = item[0] if item is not None and len(item) == 1 and not slots else ANY
+            out.append(_containing(contained[0], least, other))
+        return tuple(dict.fromkeys(out))
 
     def string(self, members: list[Member], where: str) -> Patterns:
         """A string's keywords, each a pattern of the string's text: its format, each
@@ -404,16 +795,19 @@ class _Compiler:
                 parts.append(f'"{FORMATS[schema["format"]]}"')
             if "pattern" in schema:
                 parts.append(self.string_pattern(schema["pattern"], f"{at}/pattern"))
-        low = max([m[0].get("minLength", 0) for m in members], default=0)
-        highs = [m[0]["maxLength"] for m in members if "maxLength" in m[0]]
-        high = min(highs) if highs else None
+        low, high = _counts(members, "minLength", "maxLength")
         if high is not None and high < low:
             raise EmptySchema(f"{where}: maxLength {high} < minLength {low}")
         if low > 0 or high is not None:
             parts.append(f'"{CHAR}{{{low},{"" if high is None else high}}}"')
+        excluded = [v for schema, _, _ in members for v in _excluded_strings(schema.get("not"))]
+        if excluded:
+            parts.append(_other_string(excluded))
         return tuple(dict.fromkeys(parts)) or (STRING,)
 
     def string_pattern(self, pattern: str, where: str) -> str:
+        """The strings `pattern` is found in (searched, as the standard says: where it is not
+        anchored by `^` or `$`, any characters before or after)."""
         inner = strip_anchors(pattern)
         # jsonschema judges strings by it with Python's re (which backtracks), and
         # `pattern_safe` builds its automaton: its limits first.
@@ -422,7 +816,102 @@ class _Compiler:
             raise UnsupportedSchema(f"{where}: {problem}")
         if self.pattern_safe is not None and not self.pattern_safe(inner):
             raise UnsupportedSchema(f"{where}: can match a quote, backslash or control character")
-        return f'"(?:{inner})"'
+        return f'"{_searched(pattern, inner, CHAR)}"'
+
+
+def _searched(pattern: str, inner: str, character: str) -> str:
+    """Texts `pattern` is found in: `inner` (the pattern without its anchors) with any
+    `character`s before it where the pattern does not start with `^`, after it where it
+    does not end with `$`."""
+    before = "" if pattern.startswith("^") else f"{character}*"
+    after = "" if pattern.endswith("$") and not pattern.endswith("\\$") else f"{character}*"
+    return f"{before}(?:{inner}){after}"
+
+
+def _meet(a: str, b: str) -> bool:
+    """Whether some text matches both regexes whole: a walk of their byte automata's
+    product (True where either cannot be built: they may)."""
+    try:
+        first, second = _byte_index(a), _byte_index(b)
+    except (ValueError, RuntimeError, TypeError):
+        return True
+    moves_a, moves_b = first.get_transitions(), second.get_transitions()
+    start = (first.get_initial_state(), second.get_initial_state())
+    seen, todo = {start}, [start]
+    while todo:
+        x, y = todo.pop()
+        if first.is_final_state(x) and second.is_final_state(y):
+            return True
+        for byte, x2 in moves_a.get(x, {}).items():
+            y2 = moves_b.get(y, {}).get(byte)
+            if byte < 256 and y2 is not None and (x2, y2) not in seen:
+                seen.add((x2, y2))
+                todo.append((x2, y2))
+    return False
+
+
+def _written_negation(schema: Any) -> bool:
+    """Whether a `not` is one the writers take as it is: not an integer (a number with a
+    fraction), or not one of some strings (every other string)."""
+    if schema == {"type": "integer"}:
+        return True
+    return isinstance(schema, dict) and bool(_excluded_strings(schema)) and len(schema) == 1
+
+
+def _excluded_strings(schema: Any) -> list[str]:
+    """The strings of a `{"const": s}` or `{"enum": [s, ...]}` (of strings only)."""
+    if not isinstance(schema, dict) or len(schema) != 1:
+        return []
+    values = [schema["const"]] if "const" in schema else schema.get("enum")
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        return []
+    return values
+
+
+def _strings(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _subschemas(schema: Any) -> Iterator[dict]:
+    """The schema and every schema inside it (under a keyword that holds subschemas)."""
+    if not isinstance(schema, dict):
+        return
+    yield schema
+    for key, kind in SUBSCHEMA.items():
+        value = schema.get(key)
+        for sub in value if kind == "list" and isinstance(value, list) else [value]:
+            yield from _subschemas(sub)
+    for key in SUBSCHEMA_MAPS:
+        if isinstance(schema.get(key), dict):
+            for sub in schema[key].values():
+                yield from _subschemas(sub)
+
+
+def _other_string(excluded: list[str]) -> str:
+    """A JSON string (written without escapes) whose text is none of `excluded`."""
+    return f'"{_other_text(excluded)}"'
+
+
+def _other_text(excluded: list[str]) -> str:
+    """Texts of unescaped JSON string characters that are none of `excluded`: by the trie
+    of the excluded texts, each text leaves it at the first character where it differs,
+    or ends at a node no excluded text ends at."""
+
+    def node(prefix: str) -> str:
+        words = [w for w in excluded if w.startswith(prefix)]
+        nexts = sorted(
+            {w[len(prefix)] for w in words if len(w) > len(prefix)} - UNWRITTEN_CHARACTERS
+        )
+        parts = [] if prefix in words else ["(?:)"]
+        if nexts:
+            other = "".join(re.escape(c) for c in nexts)
+            parts.append(rf'[^{other}"\\\x00-\x1f]{PLAIN}*')
+            parts += [re.escape(c) + node(prefix + c) for c in nexts]
+        else:
+            parts.append(f"{PLAIN}+")
+        return "(?:" + "|".join(parts) + ")"
+
+    return node("")
 
 
 def _admits(stated: Any, kind: str, where: str) -> bool:
@@ -432,6 +921,27 @@ def _admits(stated: Any, kind: str, where: str) -> bool:
         if name not in TYPES:
             raise UnsupportedSchema(f"{where}: unknown type {name!r}")
     return kind in names or (kind == "integer" and "number" in names)
+
+
+def _counts(members: list[Member], least: str, most: str) -> tuple[int, int | None]:
+    """The tightest of every member's bounds on a count (2.0 is the integer 2)."""
+    low, high = 0, None
+    for schema, at, _ in members:
+        for key in (least, most):
+            if key not in schema:
+                continue
+            value = schema[key]
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or value != int(value)
+            ):
+                raise UnsupportedSchema(f"{at}/{key}: must be a whole number, got {value!r}")
+            if key == least:
+                low = max(low, int(value))
+            else:
+                high = int(value) if high is None else min(high, int(value))
+    return low, high
 
 
 def _pick(patterns: Patterns, i: int) -> str:
@@ -458,33 +968,125 @@ def _union(options: list[Patterns], where: str) -> Patterns:
     return tuple(dict.fromkeys(out))
 
 
-def _object(members: list[tuple[str, bool]]) -> str:
-    """An object of these members (text, required) in this order, each optional one where
-    the path takes it."""
+# The most optional properties whose combinations `_object` spells out one by one (where
+# minProperties, maxProperties or dependentRequired limit them): 2**12 branches.
+MAX_OPTIONAL_COMBINED = 12
 
-    # After(i): the members from i on, once something has been written (each led by a
-    # comma); First(i): the same before anything is (the first written has no comma).
-    def after(i: int) -> str:
-        return "".join(
-            f",{SPACE}{text}" if needed else f"(?:,{SPACE}{text})?" for text, needed in members[i:]
+
+def _object(
+    members: list[tuple[str, bool, str]],
+    extra: str | None,
+    low: int,
+    high: int | None,
+    dependent: dict[str, set[str]],
+    where: str,
+) -> str | None:
+    """An object of these members (text, required, name) in this order, each optional one
+    where the path takes it, then any number of `extra` members (None: none); with between
+    `low` and `high` members, and every name's `dependent` names where it is written.
+    None: no object meets them. Extra members count towards `low` one at most: two of them
+    may repeat a name, which a reader takes as one."""
+
+    def extras(count: int, written: bool) -> str | None:
+        least = max(0, low - count)
+        most = None if high is None else high - count
+        if (most is not None and most < 0) or least > 1 or (least and extra is None):
+            return None
+        if extra is None or most == 0:
+            return ""
+        upto = "" if most is None else most - 1
+        if written:
+            return f"(?:,{SPACE}{extra}){{{least},{'' if most is None else most}}}"
+        body = f"{extra}(?:,{SPACE}{extra}){{0,{upto}}}"
+        return body if least else f"(?:{body})?"
+
+    if low == 0 and high is None and not dependent:
+        # After(i): the members from i on, once something has been written (each led by a
+        # comma); Some(i): the same where at least one is written (the first, no comma).
+        def after(i: int) -> str:
+            return "".join(
+                f",{SPACE}{text}" if needed else f"(?:,{SPACE}{text})?"
+                for text, needed, _ in members[i:]
+            )
+
+        def some(i: int) -> str | None:
+            if i == len(members):
+                return None
+            text, needed, _ = members[i]
+            if needed:
+                return text + after(i + 1)
+            rest = some(i + 1)
+            return f"(?:{text}{after(i + 1)}|{rest})" if rest else text + after(i + 1)
+
+        listed, then, alone = some(0), extras(0, True), extras(0, False)
+        if listed is None:
+            body = alone
+        elif any(needed for _, needed, _ in members):
+            body = listed + then
+        else:
+            body = f"(?:{listed}{then}|{alone})" if alone else f"(?:{listed}{then})?"
+        return r"\{" + body + r"\}"
+
+    optional = sum(not needed for _, needed, _ in members)
+    if optional > MAX_OPTIONAL_COMBINED:
+        raise UnsupportedSchema(
+            f"{where}: {optional} optional properties under minProperties/maxProperties/"
+            f"dependentRequired, more than {MAX_OPTIONAL_COMBINED}, the most cdd combines"
         )
 
-    def first(i: int) -> str:
+    def walk(i: int, present: frozenset[str]) -> str | None:
         if i == len(members):
+            if any(name in present and not needs <= present for name, needs in dependent.items()):
+                return None
+            return extras(len(present), bool(present))
+        text, needed, name = members[i]
+        lead = f",{SPACE}" if present else ""
+        options = []
+        taken = walk(i + 1, present | {name})
+        if taken is not None:
+            options.append(lead + text + taken)
+        if not needed:
+            skipped = walk(i + 1, present)
+            if skipped is not None:
+                options.append(skipped)
+        if not options:
+            return None
+        return options[0] if len(options) == 1 else "(?:" + "|".join(options) + ")"
+
+    body = walk(0, frozenset())
+    return None if body is None else r"\{" + body + r"\}"
+
+
+def _array(slots: list[str], item: str | None, low: int, high: int | None) -> str:
+    """An array of the `slots` (the first items, one pattern each) and then `item`s (None:
+    no more), between `low` and `high` items."""
+
+    def rest(j: int) -> str:
+        if high is not None and j >= high:
             return ""
-        text, needed = members[i]
-        if needed:
-            return text + after(i + 1)
-        return f"(?:{text}{after(i + 1)}|{first(i + 1)})"
+        lead = f",{SPACE}" if j else ""
+        if j >= len(slots):
+            if item is None:
+                return ""
+            least = max(low - j, 0)
+            most = "" if high is None else high - j
+            if j:
+                return f"(?:,{SPACE}{item}){{{least},{most}}}"
+            upto = "" if high is None else high - 1
+            body = f"{item}(?:,{SPACE}{item}){{{max(least - 1, 0)},{upto}}}"
+            return body if least else f"(?:{body})?"
+        body = lead + slots[j] + rest(j + 1)
+        return body if j < low else f"(?:{body})?"
 
-    return r"\{" + first(0) + r"\}"
+    return r"\[" + rest(0) + r"\]"
 
 
-def _array(item: str, low: int, high: int | None) -> str:
-    more = f"(?:,{SPACE}{item})"
-    rest = f"{{{max(low - 1, 0)},{'' if high is None else high - 1}}}"
-    body = f"{item}{more}{rest}"
-    return r"\[" + (body if low > 0 else f"(?:{body})?") + r"\]"
+def _containing(contained: str, least: int, other: str) -> str:
+    """Arrays with at least `least` items matching `contained`, the others `other`."""
+    others = f"(?:{other},{SPACE})*"
+    more = f"(?:,{SPACE}{other})*"
+    body = others + contained + f"(?:{more},{SPACE}{contained}){{{least - 1}}}" + more
+    return r"\[" + body + r"\]"
 
 
 def strip_anchors(pattern: str) -> str:
@@ -498,6 +1100,84 @@ def strip_anchors(pattern: str) -> str:
 
 def _literal(value) -> str:
     return re.escape(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
+# The longest regex one `multipleOf` may take (divisibility by 7 is already long).
+MAX_MULTIPLE_REGEX = 20_000
+
+
+def _numbers(members: list[Member], integer: bool, where: str, fraction: bool) -> Patterns:
+    """Numbers (or integers) within every member's bounds, multiples of every member's
+    `multipleOf` (an integer: the number is then an integer), with a non-zero fraction where
+    a member says `not: {type: integer}`; several patterns of the same number, intersected."""
+    step = 0
+    for schema, at, _ in members:
+        if "multipleOf" not in schema:
+            continue
+        value = schema["multipleOf"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise UnsupportedSchema(f"{at}/multipleOf: must be a positive number")
+        if value != int(value):
+            raise UnsupportedSchema(
+                f"{at}/multipleOf: {value} is not an integer (cdd writes multiples of integers)"
+            )
+        step = math.lcm(step or 1, int(value))
+    parts = [_number(members, integer, where)]
+    if step and fraction:
+        raise EmptySchema(f"{where}: a multiple of {step} with a fraction")
+    if step:
+        parts.append(INTEGER if step == 1 else _multiples(step, where))
+    if fraction:
+        parts.append(r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*")
+    return tuple(dict.fromkeys(parts))
+
+
+def _multiples(step: int, where: str) -> str:
+    """Integers divisible by `step`: the automaton of the remainder as the digits are read
+    (r -> 10r + d mod step), its equivalent states merged, written as a regex by
+    eliminating its states."""
+    # Equivalent remainders (the same future: 10 and 0 for step 20 differ, 1 and 3 for
+    # step 2 do not), by refining the split into accepting and not.
+    block = {r: int(r == 0) for r in range(step)}
+    while True:
+        signature = {r: (block[r], *(block[(10 * r + d) % step] for d in range(10))) for r in block}
+        names = {sig: k for k, sig in enumerate(dict.fromkeys(signature.values()))}
+        refined = {r: names[signature[r]] for r in block}
+        if len(set(refined.values())) == len(set(block.values())):
+            break
+        block = refined
+    classes = sorted(set(block.values()))
+    digits: dict[Any, dict[Any, str]] = {"i": {}, **{c: {} for c in classes}}
+    for c in classes:
+        r = next(r for r in block if block[r] == c)
+        for d in range(10):
+            q = block[(10 * r + d) % step]
+            digits[c][q] = digits[c].get(q, "") + str(d)
+    for d in range(1, 10):
+        q = block[d % step]
+        digits["i"][q] = digits["i"].get(q, "") + str(d)
+    labels: dict[Any, dict[Any, str]] = {
+        p: {q: f"[{ds}]" if len(ds) > 1 else ds for q, ds in out.items()}
+        for p, out in digits.items()
+    }
+    labels[block[0]]["f"] = ""
+    for k in classes:
+        loop = labels[k].pop(k, None)
+        star = f"(?:{loop})*" if loop else ""
+        for p in list(labels):
+            if p == k or k not in labels[p]:
+                continue
+            into = labels[p].pop(k)
+            for q, out in labels[k].items():
+                path = f"{into}{star}{out}"
+                labels[p][q] = f"(?:{labels[p][q]}|{path})" if q in labels[p] else path
+        del labels[k]
+        if sum(len(v) for out in labels.values() for v in out.values()) > MAX_MULTIPLE_REGEX:
+            raise UnsupportedSchema(
+                f"{where}: multiples of {step} take a regex longer than "
+                f"{MAX_MULTIPLE_REGEX:,} characters"
+            )
+    return f"-?(?:0|{labels['i']['f']})"
 
 
 def _number(members: list[Member], integer: bool, where: str) -> str:
@@ -744,14 +1424,24 @@ def _strings_only(check):
     return lambda value: not isinstance(value, str) or check(value)
 
 
+@functools.lru_cache(maxsize=1)
+def _single_bytes() -> Vocabulary:
+    return Vocabulary(256, {bytes([b]): [b] for b in range(256)})
+
+
+@functools.lru_cache(maxsize=256)
+def _byte_index(pattern: str) -> Index:
+    """The byte automaton of `pattern` (outlines-core's, over the 256 single bytes)."""
+    return Index(pattern, _single_bytes())
+
+
 @functools.lru_cache(maxsize=64)
 def json_string_safe(pattern: str) -> bool:
     """Whether every match of `pattern` keeps to characters a JSON string holds unescaped
     (no quote, backslash or control character): the pattern's byte automaton, built by the
     same library, has no move on one of those bytes."""
-    single_bytes = Vocabulary(256, {bytes([b]): [b] for b in range(256)})
     try:
-        index = Index(pattern, single_bytes)
+        index = _byte_index(pattern)
     except (ValueError, RuntimeError, TypeError):
         return False
     forbidden = {*range(0x20), ord('"'), ord("\\")}

@@ -127,6 +127,130 @@ CASES = [
 ]
 
 
+# The keywords written since: each exact within cdd's writing, or refused (below).
+KEYWORD_CASES = [
+    (
+        {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "items": False},
+        ["[]", "[1]", '[1,"a"]'],
+        ['["a"]', '[1,"a",2]', "[1,2]"],
+    ),
+    (
+        {"oneOf": [{"type": "integer"}, {"type": "string", "maxLength": 2}]},
+        ["3", '"ab"'],
+        ['"abc"', "null", "1.5"],
+    ),
+    (
+        {
+            "type": "object",
+            "oneOf": [
+                {
+                    "required": ["kind"],
+                    "properties": {"kind": {"const": "a"}, "n": {"type": "integer"}},
+                },
+                {
+                    "required": ["kind"],
+                    "properties": {"kind": {"const": "b"}, "n": {"type": "string"}},
+                },
+            ],
+        },
+        ['{"kind":"a","n":1}', '{"kind":"b","n":"x"}'],
+        ['{"kind":"a","n":"x"}', '{"kind":"c"}', '{"n":1}'],
+    ),
+    ({"type": "integer", "not": {"minimum": 3}}, ["2", "-7"], ["3", "10", '"x"']),
+    ({"type": "string", "not": {"enum": ["ab", "a"]}}, ['"b"', '"abc"', '""'], ['"a"', '"ab"']),
+    (
+        {
+            "type": "integer",
+            "if": {"minimum": 10},
+            "then": {"multipleOf": 5},
+            "else": {"maximum": 3},
+        },
+        ["10", "15", "3", "-4"],
+        ["11", "4", "9"],
+    ),
+    (
+        {
+            "type": "array",
+            "items": {"type": "integer"},
+            "contains": {"minimum": 5},
+            "minContains": 2,
+        },
+        ["[5,6]", "[1,7,2,9]"],
+        ["[5]", "[1,2]", "[]"],
+    ),
+    (
+        {
+            "type": "object",
+            "properties": {"id": {"type": "integer"}},
+            "patternProperties": {"^x-": {"type": "string"}},
+            "additionalProperties": False,
+        },
+        ['{"id":1}', '{"id":1,"x-a":"v"}', '{"x-":""}'],
+        ['{"id":1,"y":"v"}', '{"x-a":1}', '{"id":"1"}'],
+    ),
+    (
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "minProperties": 1,
+            "maxProperties": 1,
+        },
+        ['{"a":1}', '{"b":2}'],
+        ["{}", '{"a":1,"b":2}'],
+    ),
+    (
+        {
+            "type": "object",
+            "properties": {"card": {"type": "string"}, "billing": {"type": "string"}},
+            "dependentRequired": {"card": ["billing"]},
+        },
+        ['{"billing":"x"}', '{"card":"1","billing":"x"}', "{}"],
+        ['{"card":"1"}'],
+    ),
+    ({"type": "integer", "multipleOf": 6}, ["0", "12", "-18"], ["4", "9", "13"]),
+    ({"type": "string", "pattern": "[0-9]{2}"}, ['"a12b"', '"99"'], ['"a1b2"', '""']),
+    (
+        {"$defs": {"pos": {"$anchor": "p", "type": "integer", "minimum": 1}}, "$ref": "#p"},
+        ["1", "20"],
+        ["0", '"1"'],
+    ),
+    ({"minimum": 2}, ["2", '"x"', "null", "[]", '{"a":1}'], ["1", "-3"]),
+    (
+        {
+            "type": "object",
+            "properties": {"child": {"$ref": "#"}, "v": {"type": "integer"}},
+            "additionalProperties": False,
+        },
+        ['{"v":1}', '{"child":{"child":{"v":2}}}'],
+        ['{"v":"1"}', '{"child":{"w":1}}'],
+    ),
+]
+
+
+@pytest.mark.parametrize(("schema", "valid", "invalid"), KEYWORD_CASES)
+def test_each_keyword_written_is_exact(schema: dict, valid: list, invalid: list):
+    """What the patterns write the judge accepts, and what it rejects they do not write."""
+    test_every_keyword_beside_another_is_enforced(schema, valid, invalid)
+
+
+@pytest.mark.parametrize(
+    ("schema", "named"),
+    [
+        ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, "branches 0 and 1 may both hold"),
+        ({"type": "array", "uniqueItems": True}, "uniqueItems: items all different"),
+        (
+            {"type": "array", "contains": {"const": 1}, "maxContains": 1},
+            "maxContains: at most 1 items satisfying contains",
+        ),
+        ({"not": {"pattern": "a"}}, "cannot write the complement of its 'pattern'"),
+        ({"type": "number", "multipleOf": 0.5}, "0.5 is not an integer"),
+    ],
+)
+def test_a_keyword_cdd_cannot_write_exactly_is_refused_saying_why(schema: dict, named: str):
+    with pytest.raises(InputError, match=re.escape(named)):
+        load_schema(schema, "spec.yaml:3")
+
+
 @pytest.mark.parametrize(("schema", "valid", "invalid"), CASES)
 def test_every_keyword_beside_another_is_enforced(schema: dict, valid: list, invalid: list):
     """The judge (jsonschema) accepts what the patterns write and rejects the rest; no text
@@ -157,7 +281,7 @@ def test_a_format_with_a_length_is_two_patterns_intersected():
         ({"type": "integer", "minimum": 5, "allOf": [{"maximum": 3}]}, "no integer lies"),
         ({"allOf": [{"type": "string"}, {"type": "integer"}]}, "types have nothing in common"),
         (
-            {"required": ["a"], "allOf": [{"additionalProperties": False}]},
+            {"type": "object", "required": ["a"], "allOf": [{"additionalProperties": False}]},
             "required 'a' is not allowed",
         ),
         ({"anyOf": [{"const": 1, "type": "null"}, False]}, "#/anyOf: no branch can be satisfied"),
@@ -184,23 +308,23 @@ def test_a_branch_or_optional_property_nothing_satisfies_is_left_out():
 def test_every_unsupported_keyword_is_named_at_once_with_where_it_is():
     schema = {
         "type": "object",
-        "oneOf": [{"type": "object"}],
+        "propertyNames": {"maxLength": 3},
         "properties": {
-            "tags": {"type": "array", "uniqueItems": True, "items": {"format": "hostname"}},
-            "n": {"anyOf": [{"multipleOf": 2}, {"allOf": [{"not": {}}]}]},
+            "tags": {"type": "array", "unevaluatedItems": False, "items": {"format": "iri"}},
+            "n": {"anyOf": [{"$dynamicRef": "#x"}, {"allOf": [{"dependentSchemas": {}}]}]},
         },
-        "$defs": {"d": {"patternProperties": {}}},
+        "$defs": {"d": {"unevaluatedProperties": False}},
     }
     with pytest.raises(UnsupportedSchema) as refused:
         schema_patterns(schema)
     message = str(refused.value)
     for named in (
-        "keyword 'oneOf' at #",
-        "keyword 'uniqueItems' at #/properties/tags",
-        "format 'hostname' at #/properties/tags/items",
-        "keyword 'multipleOf' at #/properties/n/anyOf/0",
-        "keyword 'not' at #/properties/n/anyOf/1/allOf/0",
-        "keyword 'patternProperties' at #/$defs/d",
+        "keyword 'propertyNames' at #",
+        "keyword 'unevaluatedItems' at #/properties/tags",
+        "format 'iri' at #/properties/tags/items",
+        "keyword '$dynamicRef' at #/properties/n/anyOf/0",
+        "keyword 'dependentSchemas' at #/properties/n/anyOf/1/allOf/0",
+        "keyword 'unevaluatedProperties' at #/$defs/d",
     ):
         assert named in message, message
     with pytest.raises(InputError) as refused_entry:
@@ -210,7 +334,7 @@ def test_every_unsupported_keyword_is_named_at_once_with_where_it_is():
 
 def test_ref_beside_keywords_and_recursion_through_all_of():
     defs = {"$defs": {"x": {"allOf": [{"$ref": "#/$defs/x"}]}}}
-    with pytest.raises(UnsupportedSchema, match="recursive"):
+    with pytest.raises(UnsupportedSchema, match="recurs deeper than 3 levels"):
         schema_patterns({**defs, "$ref": "#/$defs/x"})
     # A definition used twice along one path, not inside itself, is no recursion.
     twice = {
@@ -377,8 +501,10 @@ def test_the_patterns_of_a_schema_are_public():
     assert len(cdd.schema_to_patterns(both)) == 2
     with pytest.raises(cdd.InputError, match="intersection of 2 regexes, not one"):
         cdd.schema_to_regex(both)
-    with pytest.raises(cdd.InputError, match="keyword 'oneOf' at #; keyword 'not' at #"):
-        cdd.schema_to_regex({"oneOf": [{}], "not": {}})
+    with pytest.raises(
+        cdd.InputError, match="keyword 'propertyNames' at #; keyword 'dependentSchemas' at #"
+    ):
+        cdd.schema_to_regex({"propertyNames": {}, "dependentSchemas": {}})
 
 
 @pytest.mark.slow

@@ -150,19 +150,22 @@ def test_every_text_the_automaton_spells_is_a_valid_instance(schema: dict):
 @pytest.mark.parametrize(
     ("schema", "named"),
     [
-        ({"type": "integer", "multipleOf": 3}, "'multipleOf'"),
-        ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "'uniqueItems'"),
-        ({"oneOf": [{"type": "integer"}, {"type": "string"}]}, "'oneOf'"),
-        ({"type": "object", "properties": {"a": {"not": {"type": "null"}}}}, "#/properties/a"),
+        ({"type": "integer", "multipleOf": 7}, "multiples of 7 take a regex longer"),
+        (
+            {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
+            "uniqueItems: items all different",
+        ),
+        ({"oneOf": [{"type": "integer"}, {"minimum": 1}]}, "may both hold"),
+        ({"type": "object", "properties": {"a": {"propertyNames": {}}}}, "#/properties/a"),
         ({"type": "number", "minimum": 0.5}, "whole numbers"),
         ({"type": "string", "format": "hostname"}, "format 'hostname'"),
         ({"type": "string", "pattern": '^a"b$'}, "quote"),
         (
             {
                 "$ref": "#/$defs/x",
-                "$defs": {"x": {"type": "array", "items": {"$ref": "#/$defs/x"}}},
+                "$defs": {"x": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/x"}}},
             },
-            "recursive",
+            "recurs deeper than 3 levels",
         ),
     ],
 )
