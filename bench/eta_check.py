@@ -1,0 +1,190 @@
+"""Issue 50: is the progress line's time left within a factor of 2 of the truth on a busy
+machine? Runs `cdd ARGS` with stderr a pipe (plain lines every 10 s), a CPU hog beside it for
+the whole run, stamps each stderr line as it arrives, and compares each line's "about M:SS
+left" after the first batch's records are written with the time the run really still took
+(the closing line's arrival minus the line's). The child also writes each reporter event with
+its time (`TRACE.events.jsonl`), so that `--replay TRACE.events.jsonl` can rerun the estimator
+of this checkout (`reporting.Pace`) on a measured run's timeline, every second of it from the
+second batch on, as a line then would say it (the last 10 s left out: no ratio holds there).
+
+    .venv/bin/python bench/eta_check.py --trace /tmp/eta1 -- molecules -n 256 -c sa \
+        --tau 3.5 -o /tmp/eta_run.jsonl
+    .venv/bin/python bench/eta_check.py --replay /tmp/eta1.events.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+LEFT = re.compile(r"about (\d+):(\d\d):(\d\d) left")
+DONE = re.compile(r"^\w+ (\d+)/(\d+)")
+
+
+def child(trace: str, argv: list[str]) -> None:
+    """Run the command with the reporter's events recorded (time.monotonic, as its clock)."""
+    from cdd_cli import console
+
+    cls = console.RichReporter
+    sink = open(trace + ".events.jsonl", "w")  # noqa: SIM115 (the command ends in os._exit)
+
+    def wrap(name, pick):
+        original = getattr(cls, name)
+
+        def wrapped(self, *args):
+            sink.write(json.dumps([time.monotonic(), name, *pick(*args)]) + "\n")
+            sink.flush()
+            return original(self, *args)
+
+        setattr(cls, name, wrapped)
+
+    wrap("run_started", lambda label, total: [total])
+    wrap("batch_started", lambda *a: list(a))
+    wrap("redraw_started", lambda *a: list(a))
+    wrap("step", lambda info: [info.index, info.steps])
+    wrap("records_done", lambda done, info: [done])
+    wrap("stage", lambda p: [p.stage, p.step, p.steps, p.samples, p.settled, p.touched, p.ended])
+    wrap("alm", lambda p: [p.outer, p.inner, p.violating, p.samples, p.max_outer])
+    from cdd_cli.__main__ import main
+
+    sys.argv = ["cdd", *argv]
+    main()
+
+
+def seconds(match: re.Match) -> int:
+    h, m, s = (int(g) for g in match.groups())
+    return h * 3600 + m * 60 + s
+
+
+def table(stamped: list[tuple[float, str]], end: float) -> tuple[int, int]:
+    """Print said against true for each line after the first batch; (within 2x, lines)."""
+    within = lines = 0
+    first_batch_done = False
+    for at, line in stamped:
+        done = DONE.match(line)
+        if not done or "elapsed" not in line:
+            continue
+        batch = re.search(r"batch (\d+) of", line)
+        first_batch_done = first_batch_done or (batch is not None and int(batch.group(1)) > 1)
+        if not first_batch_done:
+            continue
+        true = end - at
+        said = LEFT.search(line)
+        lines += 1
+        if said is None:
+            verdict, text = "blank", "-"
+        else:
+            ratio = seconds(said) / true if true > 0 else float("inf")
+            ok = 0.5 <= ratio <= 2.0
+            within += ok
+            verdict, text = f"{ratio:.2f}x {'ok' if ok else 'MISS'}", str(seconds(said))
+        where = re.search(r"batch \d+ of \d+[^;]*?(?=, its steps|;|$)", line)
+        print(f"{at - stamped[0][0]:7.1f}  said {text:>5}  true {true:6.1f}  {verdict:10}  "
+              f"{where.group(0) if where else ''}")  # fmt: skip
+    print(f"within 2x: {within} of {lines} lines after the first batch")
+    return within, lines
+
+
+def parent(trace: str, argv: list[str], hog: bool) -> None:
+    hogs = []
+    if hog:
+        hogs.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+    try:
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            [sys.executable, __file__, "--child", trace, "--", *argv],
+            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, bufsize=1,
+        )  # fmt: skip
+        stamped = []
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            stamped.append((time.monotonic(), line.rstrip("\n")))
+        code = proc.wait()
+        end = time.monotonic()
+    finally:
+        for p in hogs:
+            p.kill()
+            p.wait()
+    closing = [at for at, line in stamped if re.match(r"^\w+ (\d+)/\1 in ", line)]
+    end = closing[-1] if closing else end
+    Path(trace + ".log").write_text("".join(f"{at - start:8.2f} {line}\n" for at, line in stamped))
+    print(f"exit {code}, {end - start:.1f} s, load {os.getloadavg()}")
+    table(stamped, end)
+
+
+def replay(path: str, every: float = 1.0, pace_class=None, show: float = 0) -> tuple[int, int]:
+    """Rerun this checkout's Pace on a recorded timeline; query it every `every` seconds
+    after the first batch's records (what a line then says), against the true time left."""
+    from cdd_cli.reporting import Pace
+
+    pace_class = pace_class or Pace
+    events = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    start, end = events[0][0], events[-1][0]
+    pace = None
+    within = lines = blank = 0
+    worst = (1.0, 0.0, 0.0)
+    t = start
+    i = 0
+    while t <= end:
+        while i < len(events) and events[i][0] <= t:
+            at, name, *args = events[i]
+            if name == "run_started":
+                pace = pace_class(args[0], 0, at)
+            elif name == "batch_started":
+                pace.begin_batch(*args, at)
+            elif name == "redraw_started":
+                pace.begin_pass(*args, at)
+            elif name == "step":
+                pace.stepped(*args, at)
+            elif name == "records_done":
+                pace.finished(args[0])
+            i += 1
+        if pace is not None and pace.measured and pace.done < pace.total:
+            left = pace.left(t)
+            lines += end - t >= 10
+            if show and round((t - start) / every) % round(show / every) == 0:
+                text = "-" if left is None else f"{left:6.1f}"
+                where = f"batch {pace.batch} pass {pace.attempt} step {pace.step}"
+                print(f"{t - start:6.0f} said {text:>6} true {end - t:6.1f}  {where}")
+            if end - t < 10:  # the last line's 10 s: no ratio holds as the truth nears 0
+                pass
+            elif left is None or left < 1:
+                blank += 1
+            else:
+                ratio = left / (end - t)
+                within += 0.5 <= ratio <= 2.0
+                if abs(math.log(ratio)) > abs(math.log(worst[0])):
+                    worst = (ratio, t - start, end - t)
+        t += every
+    print(f"{path}: {within} of {lines} (10 s or more left) within 2x, {blank} blank; "
+          f"worst {worst[0]:.2f}x at {worst[1]:.0f} s ({worst[2]:.0f} s left)")  # fmt: skip
+    return within, lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--child")
+    parser.add_argument("--trace", default="/tmp/eta_check")
+    parser.add_argument("--no-hog", action="store_true")
+    parser.add_argument("--replay", nargs="*")
+    parser.add_argument("--show", type=float, default=0, help="with --replay: every so many s")
+    parser.add_argument("argv", nargs="*")
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.argv)
+    elif args.replay:
+        for path in args.replay:
+            replay(path, show=args.show)
+    else:
+        parent(args.trace, args.argv, not args.no_hog)
+
+
+if __name__ == "__main__":
+    main()
