@@ -43,6 +43,10 @@ class RepairSettings:
 
     max_redraws: int | None = None
     margin_step: float = 0.25
+    # The draw (1: the first) from which a final prediction the judges reject is moved by the
+    # surrogates (the linearised ladder, the ALM); the draws before it are repaired by the
+    # exact search alone, in the model's own probabilities, or drawn again.
+    surrogates_from: int | None = None
 
 
 MAX_STEPS = 100_000  # denoising steps: far past any use, and a cap before allocating their table

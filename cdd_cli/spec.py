@@ -477,6 +477,10 @@ def check_settings(spec: Spec, where: str) -> None:
             "repair.max_redraws must be >= 0",
         ),
         (spec.repair.margin_step >= 0, "repair.margin_step must be >= 0"),
+        (
+            given(spec.repair.surrogates_from, (spec.repair.surrogates_from or 0) >= 1),
+            "repair.surrogates_from must be >= 1",
+        ),
         (spec.reject.max_attempts >= 1, "reject.max_attempts must be >= 1"),
         (spec.sampling.batch_size >= 1, "sampling.batch_size must be >= 1"),
         (

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from cdd_cli.cli import app
 from cdd_cli.errors import InputError
+from cdd_cli.methods import REPAIR_BY_MODEL
 from cdd_cli.records import JsonlWriter, existing_records
 from cdd_cli.run.defaults import TEXT_TOP_P
 from tests.limits import HANG_S
@@ -168,6 +169,38 @@ def test_text_defaults_to_a_nucleus_and_a_file_drawn_under_another_keeps_its_own
     # ... and a nucleus named for it is another configuration, refused.
     named = runner.invoke(app, [*args, "--top-p", "0.5", "--seed", "1", "-o", str(old)])
     assert named.exit_code == 2 and "sampling.top_p differs" in named.stderr
+
+
+def test_a_molecule_file_drawn_before_the_exact_search_came_first_resumes_as_it_began(
+    tmp_path: Path,
+):
+    """Files written before `repair.surrogates_from` existed had the surrogates move every
+    draw's final prediction (the value 1): resumed, they go on that way; the default
+    (`REPAIR_BY_MODEL`) applies to new files only."""
+    args = ["molecules", "-q", "-n", "8", "-c", "sa", "--tau", "3.5", "--batch-size", "8"]
+    old, new = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+    assert runner.invoke(app, [*args, "-o", str(new)]).exit_code in (0, 3)
+    default = REPAIR_BY_MODEL["smiles"]["surrogates_from"]
+    assert default > 1 and f"surrogates_from: {default}\n" in Path(f"{new}.config.yaml").read_text()
+    spec = tmp_path / "first.yaml"
+    spec.write_text(
+        "constraints:\n  - type: sa\n    tau: 3.5\nsampling:\n  batch_size: 8\n"
+        "repair:\n  surrogates_from: 1\n"
+    )
+    first = ["molecules", "-q", "-n", "8", "--spec", str(spec), "-o", str(old)]
+    assert runner.invoke(app, first).exit_code in (0, 3)
+    config = Path(f"{old}.config.yaml")
+    # As a file written before the setting existed: no such key.
+    config.write_text(config.read_text().replace("  surrogates_from: 1\n", ""))
+    assert "surrogates_from" not in config.read_text()
+    more = [*args[:3], "16", *args[4:], "--resume", "-o", str(old)]
+    resumed = runner.invoke(app, more)
+    assert resumed.exit_code in (0, 3), resumed.stderr
+    assert "surrogates_from: 1\n" in config.read_text()
+    whole = tmp_path / "whole.jsonl"
+    run = ["molecules", "-q", "-n", "16", "--spec", str(spec), "-o", str(whole)]
+    assert runner.invoke(app, run).exit_code in (0, 3)
+    assert same_records(old, whole)
 
 
 def test_molecules_keep_the_full_mass_by_default(tmp_path: Path):

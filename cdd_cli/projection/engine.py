@@ -13,6 +13,7 @@ sample not idle, or not accepted at the final prediction).
   2. FinalJudges      final prediction: the exact judges read every argmax; accepted = settled
   3. LinearisedLadder final prediction, rejected by a surrogate's judge: the argmax of
                       log x' - lam * grad g for lam = 0.25 .. 64, first accepted kept
+                      (from the draw `repair.surrogates_from` on, as the ALM's final step)
   4. LookAhead        masked steps: a sample whose draw decides nothing unacceptable is
                       settled; a bad decision is redrawn given acceptability
   5. ALM              the augmented Lagrangian on the surrogates, for what is left
@@ -159,6 +160,9 @@ class Job:
     well_formed: Callable[[torch.Tensor], torch.Tensor] | None = None  # the sampler's syntax
     on_progress: Callable[[ALMProgress], None] | None = None
     on_stage: Callable[[StageProgress], None] | None = None  # each stage's start and end
+    # Whether the surrogates may move a final prediction the judges reject (the ladder, the
+    # ALM); else the exact search alone repairs it (`repair.surrogates_from`).
+    final_surrogates: bool = True
 
 
 def check_order(stages: Sequence[Stage]) -> None:

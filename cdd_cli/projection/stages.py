@@ -375,15 +375,18 @@ class ALM:
         settings: ALMSettings,
         generators: Sequence[torch.Generator],
         on_progress: Callable[[ALMProgress], None] | None,
+        at_final: bool = True,
     ):
         self.constraints, self.settings = constraints, settings
         self.generators, self.on_progress = generators, on_progress
+        self.at_final = at_final  # whether it projects the final prediction too
         self.multipliers: Multipliers | None = None
 
     def due(self, step: Step) -> bool:
         return (
             bool(self.constraints)
             and step.due(self.settings.project_from)
+            and (self.at_final or not step.final)
             and not bool(step.settled.all())  # the bookkeeping alone would cost 1%
         )
 

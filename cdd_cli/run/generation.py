@@ -161,6 +161,7 @@ class Generation:
                 self.sampler.well_formed if self.sampler.syntax is not None else None,
                 self.reporter.alm,
                 self.reporter.stage,
+                draws[0].attempts + 1 >= (spec.repair.surrogates_from or 1),
             )
             hook = self.method.engine(job, spec.projection, spec.search)
         started = time.perf_counter()

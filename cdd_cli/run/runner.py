@@ -41,6 +41,21 @@ from cdd_cli.spec import Spec, overlay
 EXIT_OK, EXIT_VIOLATIONS = 0, 3
 
 
+# Settings whose default came to depend on the model's kind after files were written without
+# them: the value such a file was drawn under, and the values a file may hold.
+FILE_DEFAULTS: dict[str, tuple[object, Callable[[object], bool]]] = {
+    # Text drew from the full mass before the nucleus became its default.
+    "sampling.top_p": (1.0, lambda v: isinstance(v, (int, float)) and 0 < v <= 1),
+    # The surrogates moved every draw's final prediction before the exact search came first.
+    "repair.surrogates_from": (1, lambda v: isinstance(v, int) and v >= 1),
+}
+
+
+def setting(spec: Spec, key: str) -> object:
+    section, name = key.split(".")
+    return getattr(getattr(spec, section), name)
+
+
 @dataclass
 class Compiled:
     """A spec made ready to sample: its model loaded, constraints built, settings filled."""
@@ -50,9 +65,9 @@ class Compiled:
     constraints: list[Constraint]
     domain: Domain
     device: str
-    # The spec named its nucleus (else the model's kind chose it, and a file written under
-    # another default keeps its own: see `write`).
-    nucleus_given: bool = True
+    # The `FILE_DEFAULTS` settings the spec named (the rest the model's kind chose, and a file
+    # written under another default keeps its own: see `keep_file_defaults`).
+    given: frozenset[str] = frozenset(FILE_DEFAULTS)
 
 
 def compile_spec(
@@ -68,9 +83,9 @@ def compile_spec(
     constraints = build_constraints(spec.constraints, loaded, device, spec.words)
     if not constraints:
         spec.method = "unconstrained"  # nothing to project or reject against
-    nucleus_given = spec.sampling.top_p is not None
+    given = frozenset(key for key in FILE_DEFAULTS if setting(spec, key) is not None)
     fill_defaults(spec, loaded)
-    return Compiled(spec, loaded, constraints, domain, device, nucleus_given)
+    return Compiled(spec, loaded, constraints, domain, device, given)
 
 
 @dataclass
@@ -178,17 +193,18 @@ class Output:
     written: str | None = None
 
 
-def keep_file_nucleus(run: Run, output: str) -> None:
-    """A run appended to a file whose records were drawn from another nucleus than today's
-    default keeps the file's, unless the spec names one: text defaulted to the full mass
-    (top_p 1) before the nucleus became the default, and such a file resumes as it began."""
+def keep_file_defaults(run: Run, output: str) -> None:
+    """A run appended to a file whose records were drawn under another default of a
+    `FILE_DEFAULTS` setting than today's keeps the file's, unless the spec names one: such a
+    file resumes as it began."""
     earlier = earlier_config(output) if holds_records(output) else None
-    sampling = (earlier or {}).get("sampling")
-    top_p = sampling.get("top_p", 1.0) if isinstance(sampling, dict) else None
-    if run.compiled.nucleus_given or isinstance(top_p, bool):
-        return
-    if isinstance(top_p, (int, float)) and 0 < top_p <= 1:
-        run.spec.sampling.top_p = float(top_p)
+    for key, (before, valid) in FILE_DEFAULTS.items():
+        section_name, name = key.split(".")
+        section = (earlier or {}).get(section_name)
+        value = section.get(name, before) if isinstance(section, dict) else None
+        if key in run.compiled.given or isinstance(value, bool) or not valid(value):
+            continue
+        setattr(getattr(run.spec, section_name), name, value)
 
 
 def write(
@@ -200,7 +216,7 @@ def write(
     display = display or Display()
     for path in (output.path, output.written):  # (torchrun: the file parts gather into)
         if path is not None:
-            keep_file_nucleus(run, path)
+            keep_file_defaults(run, path)
     resolved = run.spec.resolved()
     check_resolved_config(resolved, output.path, output.written)
     shape = (len(run.prompts), run.n)

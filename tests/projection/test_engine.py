@@ -16,7 +16,7 @@ import cdd_cli.projection.stages as stages
 from cdd_cli.cli import app
 from cdd_cli.constraints.base import DifferentiableConstraint, ExactConstraint
 from cdd_cli.diffusion.processes import UniformProcess
-from cdd_cli.diffusion.sampler import Sampler, sample_generator
+from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator
 from cdd_cli.errors import InputError
 from cdd_cli.methods import METHODS, PAPER_BY_FAMILY
 from cdd_cli.models import registry
@@ -90,6 +90,31 @@ def test_paper_stages_are_the_papers_and_cdd_has_all_eight():
     # The paper's search asks the exact judges only and repairs nothing at the end.
     search = paper.stages[-1]
     assert search.judges.order == [] and not search.repair
+
+
+def test_before_surrogates_from_the_final_prediction_is_left_to_the_exact_search():
+    """A draw before `repair.surrogates_from`: no ladder, and the ALM projects the regular
+    steps from its `project_from` on but not the final prediction (the flip search repairs it,
+    in the model's own probabilities)."""
+    job = engine.Job(
+        [CarbonCount(tau=3.0)], [], lambda x: x == -1, [], lambda ids: "", final_surrogates=False
+    )
+    search = SearchSettings(project_from=0.9, max_nodes=2000)
+    cdd = METHODS["cdd"].engine(job, explicit(project_from=0.5), search)
+    names = [type(s).__name__ for s in cdd.stages]
+    assert "LinearisedLadder" not in names and names[-1] == "FlipSearch"
+    alm = next(s for s in cdd.stages if isinstance(s, stages.ALM))
+
+    def step(index: int) -> stages.Step:
+        info = StepInfo(index, 10, 0.5, 0.4)
+        x = torch.zeros(2, 3, dtype=torch.long)
+        return stages.Step(torch.ones(2, 3, 4), x, info, x == -1, [False] * 2, torch.zeros(2) > 0)
+
+    assert alm.due(step(6)) and not alm.due(step(10)) and not alm.due(step(2))
+    job.final_surrogates = True
+    cdd = METHODS["cdd"].engine(job, explicit(project_from=0.5), search)
+    assert "LinearisedLadder" in [type(s).__name__ for s in cdd.stages]
+    assert next(s for s in cdd.stages if isinstance(s, stages.ALM)).due(step(10))
 
 
 def test_an_engine_refuses_a_stage_before_what_it_needs():
