@@ -185,9 +185,7 @@ def existing_records(target: str) -> Existing:
                     f"-o {target}:{number}: not a cdd record; choose another file"
                 ) from None
             if key in keys:
-                raise InputError(
-                    f"-o {target}:{number}: a second record {key[1]} of seed {key[0]}"
-                )
+                raise InputError(f"-o {target}:{number}: a second record {key[1]} of seed {key[0]}")
             keys.add(key)
             if record.get("satisfied"):
                 satisfied.setdefault(key[0], []).append(str(record.get("text", "")))
@@ -418,9 +416,16 @@ def check_resolved_config(resolved: dict, output: str, also: str | None = None) 
     def setup(config: dict) -> dict:
         sampling = config.get("sampling")
         sampling = sampling if isinstance(sampling, dict) else {}
-        # (A file written before a setting existed was made with its default: the spec's.)
+        # (A file written before a setting existed was made with its default: the spec's;
+        # the runner has put the file's own into the spec where that default has changed.)
+        sections = {
+            k: {**resolved[k], **v}
+            if isinstance(v, dict) and isinstance(resolved.get(k), dict)
+            else v
+            for k, v in config.items()
+        }
         return {
-            **{k: v for k, v in config.items() if k != "sampling"},
+            **{k: v for k, v in sections.items() if k != "sampling"},
             "words": config.get("words", resolved["words"]),
             "sampling.steps": sampling.get("steps"),
             **{
