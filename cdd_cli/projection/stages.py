@@ -11,6 +11,11 @@
 What stages read: the prediction, the sampler's tokens x_t and step (`StepInfo`), the
 positions the step cannot change (`step.fixed`), and the constraints through `Judges` (exact
 verdicts on decoded text), their surrogates (the ALM and the ladder) or their closed forms.
+
+Tensors stay on the prediction's device; values come back to the host only where a stage
+must read them (the judges read decoded text; accounts, the flip search and the layouts are
+Python): each such place is listed with its reason in tests/projection/test_host_syncs.py,
+which fails on one added without being listed.
 """
 
 from __future__ import annotations
