@@ -88,7 +88,11 @@ class Rotary(nn.Module):
 
     def __init__(self, head_dim: int):
         super().__init__()
-        inv_freq = 1.0 / (10000 ** (torch.arange(0, head_dim, 2).float() / head_dim))
+        # On the CPU whatever the default device: under `torch.device("meta")` (a checkpoint's
+        # shapes are checked on a meta build first) this arithmetic would load torch's meta
+        # decompositions, 1.5-2 s of every start.
+        steps = torch.arange(0, head_dim, 2, device="cpu").float()
+        inv_freq = 1.0 / (10000 ** (steps / head_dim))
         self.register_buffer("inv_freq", inv_freq)  # persistent: it is a checkpoint key
 
     def forward(self, length: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
