@@ -189,7 +189,7 @@ class CDD(Method):
     projects = True
 
     def engine(self, job: Job, projection: ALMSettings, search: SearchSettings) -> Engine:
-        judges = Judges(job.constraints, job.decode, job.fixed_positions)
+        judges = Judges(job.constraints, job.decode, job.fixed_positions, job.readable)
         redraws = Redraws(judges, job.generators)
         differentiable = [c for c in job.constraints if isinstance(c, DifferentiableConstraint)]
         closed_forms = ClosedForms(job.closed_forms, job.generators)
@@ -221,7 +221,7 @@ class Paper(Method):
         exact = [c for c in job.constraints if isinstance(c, ExactConstraint)]
         differentiable = [c for c in job.constraints if isinstance(c, DifferentiableConstraint)]
         closed_forms = ClosedForms(job.closed_forms, job.generators)
-        judges = Judges(exact, job.decode, job.fixed_positions)
+        judges = Judges(exact, job.decode, job.fixed_positions, job.readable)
         stages = [
             closed_forms,
             ALM(differentiable, projection, job.generators, job.on_progress),

@@ -96,6 +96,25 @@ class SmilesTokenizer:
         """The automaton of well-formed SMILES over this vocabulary (for the sampler)."""
         return SmilesSyntax(self.vocab)
 
+    @functools.cached_property
+    def checker(self) -> SmilesSyntax:
+        return self.syntax()
+
+    def readable(self, ids: Iterable[int]) -> bool:
+        """Whether `decode(ids)` is well-formed SMILES (`SmilesSyntax.reads`): False means
+        RDKit cannot parse it, so no judge of a molecule can accept it."""
+        classes = []
+        for position, i in enumerate(ids):
+            i = int(i)
+            if i == self.eos_id:
+                break
+            if (i == self.bos_id and position == 0) or i in (self.pad_id, self.mask_id):
+                continue
+            if i in (self.bos_id, self.unk_id):
+                return False  # decoded as "?"
+            classes.append(self.checker.token_class[i])
+        return self.checker.reads(classes)
+
     def decode_batch(self, ids: torch.Tensor) -> list[str]:
         return [self.decode(row) for row in ids.tolist()]
 
@@ -292,9 +311,14 @@ class Continuation:
 
     def __init__(self, tokenizer: Tokenizer, keep: int):
         self.decode, self.keep = tokenizer.decode, keep
+        # Where the language has a syntax (SMILES): whether the text can be read at all.
+        self.check = tokenizer.readable if isinstance(tokenizer, SmilesTokenizer) else None
 
     def __call__(self, ids: list[int]) -> str:
         return self.decode(ids[self.keep :])
+
+    def readable(self, ids: list[int]) -> bool:
+        return self.check is None or self.check(ids[self.keep :])
 
 
 def load_tokenizer(

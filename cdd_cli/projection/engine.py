@@ -163,6 +163,8 @@ class Job:
     # Whether the surrogates may move a final prediction the judges reject (the ladder, the
     # ALM); else the exact search alone repairs it (`repair.surrogates_from`).
     final_surrogates: bool = True
+    # Whether the language's syntax can read a sequence at all (SMILES; None: no syntax).
+    readable: Callable[[list[int]], bool] | None = None
 
 
 def check_order(stages: Sequence[Stage]) -> None:

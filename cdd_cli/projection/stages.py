@@ -111,6 +111,7 @@ class Judges:
         constraints: Sequence[Constraint],
         decode: Callable[[list[int]], str],
         fixed_positions: Callable[[torch.Tensor], torch.Tensor],
+        readable: Callable[[list[int]], bool] | None = None,
     ):
         exact = [c for c in constraints if isinstance(c, ExactConstraint)]
         # Cheap exact checks first; any other judge only sees what they accept.
@@ -118,6 +119,10 @@ class Judges:
         self.differentiable = [c for c in constraints if isinstance(c, DifferentiableConstraint)]
         self.decode = decode
         self.fixed_positions = fixed_positions
+        # Where the language has a syntax: a sequence it cannot read is rejected unjudged
+        # (no judge of a molecule accepts what RDKit cannot parse; the flip search's
+        # candidates were 71% unreadable at SA tau 3.0-4.0, each 0.2 ms of RDKit to refuse).
+        self.readable = readable
 
     def accept(self, ids: list[int]) -> bool:
         return self.accept_all([ids])[0]
@@ -125,8 +130,10 @@ class Judges:
     def accept_all(self, sequences: list[list[int]]) -> list[bool]:
         """Whether every judge accepts each sequence; each judge reads, in one call, only the
         texts the judges before it accepted."""
-        texts = [self.decode(ids) for ids in sequences]
-        ok = [True] * len(texts)
+        ok = [True] * len(sequences)
+        if self.readable is not None:
+            ok = [self.readable(ids) for ids in sequences]
+        texts = [self.decode(ids) if good else "" for ids, good in zip(sequences, ok, strict=True)]
         for c in self.order:
             pending = [k for k, good in enumerate(ok) if good]
             if not pending:
@@ -488,7 +495,7 @@ class FlipSearch:
         # Before the final prediction the search serves the exact constraints alone (the ALM
         # serves the others at those steps): QM9, PAINS + rule of five + SA <= 3.5, 64
         # samples: SA's rejections searched at steps 29-31 too had cost 107,451 nodes.
-        self.exact_judges = Judges(exact, judges.decode, judges.fixed_positions)
+        self.exact_judges = Judges(exact, judges.decode, judges.fixed_positions, judges.readable)
 
     def due(self, step: Step) -> bool:
         if step.final and self.repair:

@@ -162,6 +162,7 @@ class Generation:
                 self.reporter.alm,
                 self.reporter.stage,
                 draws[0].attempts + 1 >= (spec.repair.surrogates_from or 1),
+                continuation.readable if continuation.check is not None else None,
             )
             hook = self.method.engine(job, spec.projection, spec.search)
         started = time.perf_counter()

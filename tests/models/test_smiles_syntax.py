@@ -125,3 +125,45 @@ def test_decode_plain_reads_the_argmax_and_the_records_say_which():
     assert all(by_decoding["well-formed"]) and not all(by_decoding["plain"])
     bad = runner.invoke(app, [*args, "--decode", "greedy"])
     assert bad.exit_code == 2 and "--decode must be one of well-formed, plain" in bad.stderr
+
+
+def test_readable_is_necessary_for_rdkit_as_decode_reads_a_sequence():
+    """`SmilesTokenizer.readable` lets the judges skip what RDKit cannot parse: it must never
+    refuse a sequence whose decoded text RDKit reads (here: training molecules with 1-3
+    random tokens flipped, read as `decode` reads them: padding skipped, the first `<eos>`
+    ends the text)."""
+    loaded = registry.load("default-molecules", "molecules", "cpu")
+    tokenizer, length = loaded.tokenizer, loaded.config.model_length
+    with gzip.open(loaded.directory / "reference.smi.gz", "rt") as lines:
+        smiles = [s.strip() for s in itertools.islice(lines, 1, 801)]
+    generator = torch.Generator().manual_seed(0)
+    verdicts = {(True, True): 0, (False, False): 0, (True, False): 0}
+    for s in smiles:
+        ids = tokenizer.encode(s, length)
+        if ids is None:
+            continue
+        for _ in range(4):
+            flipped = list(ids)
+            for _ in range(int(torch.randint(1, 4, (1,), generator=generator))):
+                at = int(torch.randint(0, length, (1,), generator=generator))
+                flipped[at] = int(torch.randint(0, len(tokenizer.vocab), (1,), generator=generator))
+            text = tokenizer.decode(flipped)
+            parses = bool(text) and Chem.MolFromSmiles(text, sanitize=False) is not None
+            readable = tokenizer.readable(flipped)
+            assert readable or not parses, text
+            verdicts[readable, parses] += 1
+    # Both verdicts occur: the check refuses most of what RDKit refuses, none it reads.
+    assert verdicts[False, False] > verdicts[True, False] > 0 and verdicts[True, True] > 500
+
+
+def test_readable_reads_a_ring_bond_after_a_branch_which_the_sampler_never_writes(
+    tokenizer: SmilesTokenizer, syntax: SmilesSyntax
+):
+    ids = tokenizer.encode("CC1CC(CO)=1", LENGTH)
+    assert Chem.MolFromSmiles("CC1CC(CO)=1") is not None
+    assert tokenizer.readable(ids) and syntax.accepts(torch.tensor([ids])) == [False]
+    padded = [ids[0], tokenizer.pad_id, *ids[1:-1]]  # decode skips padding anywhere
+    assert tokenizer.readable(padded)
+    for smiles in ILL_FORMED:
+        assert not tokenizer.readable(tokenizer.encode(smiles, LENGTH)), smiles
+    assert not tokenizer.readable([tokenizer.bos_id, tokenizer.eos_id])  # the empty text

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,7 @@ from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.methods import CDD_SHARED, METHODS
 from cdd_cli.models import registry
 from cdd_cli.models.surrogate import Tokens, token_mass
-from cdd_cli.projection import engine
+from cdd_cli.projection import engine, stages
 from cdd_cli.projection.alm import project
 from cdd_cli.settings import ALMSettings, SearchSettings
 from cdd_cli.spec import Spec, load_spec
@@ -555,7 +555,6 @@ def test_the_look_ahead_redraws_a_decision_that_leaves_the_judge_nothing_to_read
 def test_the_ladder_takes_on_a_final_prediction_the_judge_cannot_read(monkeypatch):
     """At the final prediction a sample whose argmax does not parse (judge value None) is the
     ladder's, as one its judge scores outside the bound would be; the parsed one is not."""
-    import cdd_cli.projection.stages as stages
 
     tokenizer = make_tokenizer()
     ids = torch.tensor([tokenizer.encode("CCO", 12), tokenizer.encode("CC(C", 12)])
@@ -1060,3 +1059,26 @@ def test_two_constraints_have_their_own_multipliers_and_both_must_hold():
         stuck, both, settings, fixed, gens, multipliers=Multipliers(torch.zeros(2, 2), mu)
     )
     assert run.outer_iters.tolist() == [2, 6]
+
+
+@dataclass(frozen=True)
+class CountedParses(Parses):
+    """`Parses`, counting the texts it was asked to judge."""
+
+    judged: list = field(default_factory=list, compare=False)
+
+    def judge(self, texts: list[str]) -> list[float | None]:
+        self.judged.extend(texts)
+        return super().judge(texts)
+
+
+def test_a_sequence_the_syntax_cannot_read_is_refused_unjudged():
+    tokenizer = make_tokenizer()
+    good, bad = (tokenizer.encode(s, 12) for s in ("CC(C)O", "CC(CO"))
+    judge = CountedParses()
+    plain = stages.Judges([judge], tokenizer.decode, lambda x: x == -1)
+    checked = stages.Judges([judge], tokenizer.decode, lambda x: x == -1, tokenizer.readable)
+    assert plain.accept_all([good, bad]) == [True, False] and len(judge.judged) == 2
+    judge.judged.clear()
+    assert checked.accept_all([good, bad]) == [True, False]
+    assert judge.judged == ["CC(C)O"]  # the unreadable one never reached the judge
