@@ -25,6 +25,26 @@ mode; the argmax of the projection is the most probable sequence along the drawn
 Every step re-draws the path given the tokens decided so far; those were drawn from the last
 path's sets, so that path still fits them and some path always exists (an edge the model
 gives no mass keeps a tiny weight, so it is found).
+
+What one projection draws from. Write p_i for the step's prediction at position i (the rows
+the step's shaping, temperature and nucleus, then cuts). Drawing every undecided position from
+the projection (the path, then each position from its renormalised row) draws a continuation
+x with probability
+
+    P(x) = prod_i p_i(x_i) [x's text, up to its first end-of-text, fullmatches] / Z
+
+with the decided positions held and the positions after an end-of-text summed out (their
+rows are the model's): the prediction's product of rows conditioned on matching, exactly. The
+token automaton is deterministic, so x follows one path, of weight prod_i m_i (m_i: the mass
+of its edge's set), and P(x) = (prod_i m_i / Z) prod_i p_i(x_i) / m_i; an edge the model gives
+no mass weighs 1e-30 instead of 0. A step that decides only some positions draws them from
+this law's marginals. `tests/constraints/test_closed_form_distribution.py` checks the law
+against enumeration (three positions, six tokens, `(cat|dog)( (cat|dog))*`). Over a whole run
+the samples are the model's distribution conditioned on the pattern only up to the
+independence of positions within one prediction: a path is weighed by the later positions'
+marginal masses, not by their mass given the earlier choice, so where the model ties the
+positions together (a word, then the end of the text) the choice drifts from the model's:
+`bench/fidelity_text.py`, setting `structured`, measures it against the sampler's exact law.
 """
 
 from __future__ import annotations

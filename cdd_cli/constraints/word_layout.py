@@ -24,13 +24,34 @@ ways to scatter it than to end early), and a line break is followed by " And" as
 
 The projection draws a layout with probability proportional to that weight (exact forward
 filtering, backward sampling over (position, includes placed, previous role, words so far)),
-then renormalises each position's distribution over its role's tokens. Sampling tokens from the
-result samples the model's distribution conditioned on the constraints, restricted to these
-roles and up to these approximations: the lifts stand in for the dependence between undecided
-positions; the positions after the end weigh as free text; a paragraph break followed by the
-end can be read as either role; and with positions from the end but no exact word count, each
-sample's number of words is drawn once, without those positions' weights. It keeps the
-model's own punctuation and sentence ends where the constraints leave room.
+then renormalises each position's distribution over its role's tokens (a placed word's and
+the end-of-text after the end: one-hot; hidden positions: the model's row as it is).
+
+What one projection draws from. Write p_i for the step's prediction at position i (the rows
+the step's shaping, temperature and nucleus, then cuts). Drawing every undecided position from
+the projection (the layout, then each position from its row) draws a continuation x with
+probability
+
+    P(x) = (1/Z) sum over the layouts L that read x of  prod_{i up to the end} p_i(x_i)
+           x prod_{neighbouring undecided roles} ROLE_LIFTS[role, next role] (the end unlifted)
+           x F_e x prod_{hidden positions h} F_h p_h(x_h)
+
+where "read x" means the roles fit x's tokens, the grammar lets each role follow the one
+before, and the constraints hold (the word count, the placed words, no excluded spelling); e
+is the end-of-text pinned after the end, and F_i the mass free text (word and punctuation
+roles) holds at i. Where a token fits one role only, x has one layout and P(x) is the
+prediction's product of rows restricted to the texts the constraints accept, each weighted by
+its roles' lifts; a line break fits a break and, last, the end, so it sums two layouts. A step
+that decides only some positions draws them from this law's marginals (the layout is drawn
+again, given them, at the next step). `tests/constraints/test_closed_form_distribution.py`
+checks the law against enumeration on three positions (two words, a comma or a line break).
+Over a whole run this is the model's distribution conditioned on the constraints up to these
+approximations: the lifts stand in for the dependence between undecided positions (the model
+predicts them independently); the positions after the end weigh as free text (F), not as
+their own tokens; a paragraph break followed by the end can be read as either role; with
+positions from the end but no exact word count, each sample's number of words is drawn once,
+without those positions' weights. It keeps the model's own punctuation and sentence ends
+where the constraints leave room.
 
 Every step re-draws the layout conditioned on the tokens already decided, so the layout follows
 the model as the text forms; the tokens decided so far fit the previous layout, so some layout
