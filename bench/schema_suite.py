@@ -2,7 +2,7 @@ r"""The official JSON-Schema-Test-Suite (draft 2020-12, vendored in
 tests/constraints/data/json_schema_test_suite/) through cdd's schema compiler, and through
 llguidance's where it is installed (an optional bench dependency: `pip install llguidance`).
 
-    python bench/schema_suite.py [--refusals] [--missed]
+    python bench/schema_suite.py [--refusals] [--missed] [--whitespace compact|flexible]
 
 For each schema: accepted (compiled) or refused; for each accepted one, the instances the
 suite marks valid that the compiled constraint matches, and those it marks invalid that it
@@ -13,12 +13,15 @@ compact writing is in both languages. Soundness is judged on more writings for c
 keys in the instance's or sorted order). Matching is by byte automata (llguidance: its matcher
 over a byte tokenizer). For cdd, "valid matched" is by its patterns' language (Python's
 `re.fullmatch`), "by automaton" by the byte automaton its token automaton is built from
-(outlines-core 0.2.14 drops a move out of an accepting state into one that is not, so some
-texts of the language are lost: `1.5` of `[0-9]+(?:\.[0-9]+)?`); an instance either
-matches is unsound.
+(`automaton.pattern_moves`: outlines-core's index of the pattern with an end, since its index
+of the bare pattern loses texts that go on past a match); an instance either matches is
+unsound.
 
 `--refusals` counts the refusals by keyword; `--missed` lists the accepted schemas with a valid
-instance their constraint does not match.
+instance their constraint does not match. `--whitespace flexible` compiles cdd's patterns with
+JSON's whitespace (`schema_regex.WRITINGS`): soundness is then also judged on the instances
+written with `indent=2`, and "spaced" counts the valid instances matched compactly, with
+", "/": " and with `indent=2` (keys in the schema's order), by pattern and byte automaton.
 """
 
 from __future__ import annotations
@@ -104,23 +107,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--refusals", action="store_true")
     parser.add_argument("--missed", action="store_true")
+    parser.add_argument("--whitespace", choices=("compact", "flexible"), default="compact")
     args = parser.parse_args()
     suite = list(cases())
-    rows = {"cdd": [cdd_outcome(case) for case in suite]}
+    rows = {"cdd": [cdd_outcome(case, args.whitespace) for case in suite]}
     guided = llguidance_outcomes(suite)
     if guided is not None:
         from importlib.metadata import version
 
         rows[f"llguidance {version('llguidance')}"] = guided
+    flexible = args.whitespace == "flexible"
     instances = sum(len(c.tests) for c in suite)
     valid = sum(v for c in suite for _, v in c.tests)
     print(
         f"JSON-Schema-Test-Suite draft 2020-12: {len(suite)} schemas, {instances} instances "
-        f"({valid} valid)"
+        f"({valid} valid); cdd's whitespace: {args.whitespace}"
     )
     print(
         f"{'compiler':<18} {'accepted':>9} {'unsound':>8} {'valid matched':>14} "
-        f"{'by automaton':>13} {'broken':>7}"
+        f"{'by automaton':>13} {'broken':>7}" + (f" {'spaced':>7}" if flexible else "")
     )
     for name, outcomes in rows.items():
         t = Table.of(outcomes)
@@ -128,6 +133,7 @@ def main() -> None:
         print(
             f"{name:<18} {t.accepted:>9} {t.unsound:>8} {t.valid_matched:>14} "
             f"{by_automaton:>13} {t.broken:>7}"
+            + (f" {t.valid_matched_spaced if name == 'cdd' else '-':>7}" if flexible else "")
         )
     if guided is None:
         print("(llguidance is not installed: its row is left out)")

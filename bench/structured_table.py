@@ -3,7 +3,8 @@ pattern's projection costs against the model's forward pass.
 
     python bench/structured_table.py [-n 8] [--baseline-n 4] [--steps 32] [--max-attempts 4]
         [--model default-text] [--only NAME,...] [--no-perplexity] [--timing-only]
-        [--vocabularies-only] [--out bench/results/structured]
+        [--lengths 32,64,120] [--rounds 3] [--no-vocabularies] [--vocabularies-only]
+        [--out bench/results/structured]
 
 Validity: for each of 23 regexes (dates, times, e-mail, phone numbers, IPv4, UUIDs,
 enumerations, bounded repetitions, ...) and 22 JSON schemas of increasing size (flat and nested
@@ -16,12 +17,23 @@ under SmolLM2-135M of the free text: a JSON record's string values (the rest of 
 context, not scored), a regex record's whole text; for unconstrained sampling once per
 prompt (its texts do not depend on the pattern).
 
-Timing (`--timing-only` runs it alone): per pattern, the automaton's build time (empty cache)
-and load time (from the disk cache), and one projection step (`plan` + `apply`) against one
-forward pass of the model (`Sampler.predict`) at batch 64 for continuation lengths 32, 64 and
-120, on the same masked input with half of the positions decided; then the projection step
-alone on a random prediction for each vocabulary at hand (`vocabularies`). Rows go to
-`OUT/structured.jsonl`, `OUT/timing.jsonl` and `OUT/vocabularies.jsonl`.
+Products (issue 46): schemas whose keywords intersect (sibling keywords beside `anyOf`,
+`allOf`, a format with a pattern: one automaton or the product of several) and jobs of two
+and three constraints (a regex and a schema, two regexes and a schema: the product of their
+automata), judged by each constraint's judge, all of which must hold (`PRODUCTS`).
+
+Timing (`--timing-only` runs it alone): per pattern or product, the automaton's build time
+(empty cache; a product: its parts' and the product's) and load time (from the disk cache),
+its states and transitions, and one projection step (`plan` + `apply`, the DP over the
+product's states) against one forward pass of the model (`Sampler.predict`) at batch 64 for
+continuation lengths 32, 64 and 120 (`--lengths`), on the same masked input with half of the
+positions decided; then the projection step alone on a random prediction for each
+vocabulary at hand (`vocabularies`). Rows go to `OUT/structured.jsonl`, `OUT/timing.jsonl`
+and `OUT/vocabularies.jsonl`.
+
+The JSON judge is the `jsonschema` package's Draft 2020-12 validator with cdd's exact format
+checks (`schema_regex.format_checker`: jsonschema's own skip time and date-time without
+rfc3339-validator and take any text with an '@' as an e-mail address).
 """
 
 from __future__ import annotations
@@ -125,20 +137,64 @@ SCHEMAS: dict[str, dict] = {
         "minItems": 1, "maxItems": 2}}, "required": ["id", "fields"]}},
         "required": ["version", "kind", "payload"]},
 }  # fmt: skip
+CONTACT = {
+    "type": "object",
+    "properties": {
+        "name": NAME,
+        "email": {"type": "string", "format": "email"},
+        "phone": {"type": "string", "pattern": "^[0-9]{3}-[0-9]{4}$"},
+    },
+    "required": ["name"],
+    "anyOf": [{"required": ["email"]}, {"required": ["phone"]}],
+}
+ITEM = {
+    "allOf": [
+        {"type": "object", "properties": {"id": {"type": "integer", "minimum": 1}},
+         "required": ["id"]},
+        {"properties": {"id": {"maximum": 99}, "label": NAME}, "required": ["label"]},
+    ]
+}  # fmt: skip
+# Jobs whose constraint is an intersection: of a schema's keywords (one automaton, or the
+# product of several), or of several constraints (the product of their automata). Each
+# part is judged by its own judge; a record is valid where all hold.
+PRODUCTS: dict[str, list[tuple[str, object]]] = {
+    "sibling-anyOf": [("json_schema", CONTACT)],
+    "allOf": [("json_schema", ITEM)],
+    "format-pattern": [
+        ("json_schema", {"type": "string", "format": "date", "pattern": "^20[0-9]{2}-0[1-6]"})
+    ],
+    "regex+schema": [("json_schema", SCHEMAS["person"]), ("regex", r"[^0-4]{0,40}")],
+    "regex+regex+schema": [
+        ("json_schema", SCHEMAS["person-city"]),
+        ("regex", r"[^0-4]{0,48}"),
+        ("regex", r'.*"age": ?[5-9][0-9].*'),
+    ],
+}
 METHODS = ("unconstrained", "reject", "cdd")
 
 
 def judge(kind: str, target, text: str) -> bool:
+    """The exact judge, independent of the projection: `re.fullmatch`, or jsonschema's
+    Draft 2020-12 validator with cdd's strict format checks."""
     if kind == "regex":
         return re.fullmatch(target, text, re.I if target in IGNORE else 0) is not None
     import jsonschema
+
+    from cdd_cli.constraints.schema_regex import format_checker
 
     try:
         value = json.loads(text)
     except ValueError:
         return False
-    cls = jsonschema.validators.validator_for(target)
-    return cls(target, format_checker=cls.FORMAT_CHECKER).is_valid(value)
+    cls = jsonschema.Draft202012Validator
+    return cls(target, format_checker=format_checker(cls.FORMAT_CHECKER)).is_valid(value)
+
+
+def value_of(kind: str, target, name: str = ""):
+    """The API's constraint value of one part."""
+    if kind == "regex":
+        return cdd.Regex(target, ignore_case=name in IGNORE_CASE or None)
+    return cdd.JsonSchema(target)
 
 
 def string_value_spans(text: str) -> list[tuple[int, int]] | None:
@@ -165,21 +221,17 @@ def validity(args: argparse.Namespace, out: Path) -> None:
         from cdd_cli.evaluate.text import Perplexity
 
         scorer = Perplexity()
-    jobs = [("regex", k, v) for k, v in REGEXES.items()] + [
-        ("json_schema", k, v) for k, v in SCHEMAS.items()
-    ]
+    jobs = [("regex", k, [("regex", v)]) for k, v in REGEXES.items()]
+    jobs += [("json_schema", k, [("json_schema", v)]) for k, v in SCHEMAS.items()]
+    jobs += [("product", k, parts) for k, parts in PRODUCTS.items()]
     only = set(args.only.split(",")) if args.only else None
     scored_baselines: set[str] = set()
     with (out / "structured.jsonl").open("a") as rows:
-        for kind, name, target in jobs:
+        for kind, name, parts in jobs:
             if only and name not in only:
                 continue
-            if kind == "regex":
-                constraint = cdd.Regex(target, ignore_case=name in IGNORE_CASE or None)
-                prompt, length = "Answer:", 32
-            else:
-                constraint = cdd.JsonSchema(target)
-                prompt, length = "JSON:", 64
+            constraints = [value_of(k, t, name) for k, t in parts]
+            prompt, length = ("Answer:", 32) if kind == "regex" else ("JSON:", 64)
             row: dict = {"kind": kind, "name": name, "n": args.n, "length": length}
             for method in METHODS:
                 started = time.perf_counter()
@@ -187,12 +239,12 @@ def validity(args: argparse.Namespace, out: Path) -> None:
                 records = list(
                     cdd.generate(
                         prompt, n=n, length=length, steps=args.steps, seed=0,
-                        constraints=[constraint], method=method, spec=spec, device="cpu",
+                        constraints=constraints, method=method, spec=spec, device="cpu",
                         model=args.model,
                     )
                 )  # fmt: skip
                 seconds = (time.perf_counter() - started) / len(records)
-                valid = [judge(kind, target, r["text"]) for r in records]
+                valid = [all(judge(k, t, r["text"]) for k, t in parts) for r in records]
                 row[method] = {
                     "valid_pct": round(100 * sum(valid) / len(valid), 1),
                     "false_claims": sum(
@@ -203,9 +255,9 @@ def validity(args: argparse.Namespace, out: Path) -> None:
                 }
                 # Free text is scored for cdd, and once per prompt for unconstrained sampling
                 # (its texts are the same whatever the pattern: same prompt, same seeds).
-                baseline = method == "unconstrained" and kind not in scored_baselines
+                baseline = method == "unconstrained" and prompt not in scored_baselines
                 if scorer is not None and (method == "cdd" or baseline):
-                    scored_baselines.add(kind)
+                    scored_baselines.add(prompt)
                     texts = [r["text"] for r in records]
                     given = [string_value_spans(t) if kind != "regex" else [] for t in texts]
                     scored = [
@@ -239,31 +291,43 @@ def timing(args: argparse.Namespace, out: Path) -> None:
     loaded = registry.load(args.model, "text", "cpu")
     tok = loaded.tokenizer
     sampler = Sampler(loaded.model, MaskedProcess(loaded.config.vocab_size, tok.mask_id), 64, False)
+
+    def part(kind: str, target) -> RegexConstraint | JsonSchemaConstraint:
+        if kind == "regex":
+            return RegexConstraint(pattern=target)
+        return JsonSchemaConstraint(schema_text=load_schema(target, "b")[0])
+
     cases = {
-        "date": RegexConstraint(pattern=REGEXES["date"]),
-        "email": RegexConstraint(pattern=REGEXES["email"]),
-        "sentence": RegexConstraint(pattern=REGEXES["sentence"]),
-        "person-city": JsonSchemaConstraint(
-            schema_text=load_schema(SCHEMAS["person-city"], "b")[0]
-        ),
-        "profile": JsonSchemaConstraint(schema_text=load_schema(SCHEMAS["profile"], "b")[0]),
+        "date": [RegexConstraint(pattern=REGEXES["date"])],
+        "email": [RegexConstraint(pattern=REGEXES["email"])],
+        "sentence": [RegexConstraint(pattern=REGEXES["sentence"])],
+        "person-city": [part("json_schema", SCHEMAS["person-city"])],
+        "profile": [part("json_schema", SCHEMAS["profile"])],
+        **{name: [part(k, t) for k, t in parts] for name, parts in PRODUCTS.items()},
     }
+    only = set(args.only.split(",")) if args.only else None
     prompt = tok.encode("JSON:")
     with tempfile.TemporaryDirectory() as cache, (out / "timing.jsonl").open("a") as rows:
         os.environ["XDG_CACHE_HOME"] = cache
-        for name, constraint in cases.items():
+        for name, constraints in cases.items():
+            if only and name not in only:
+                continue
+            patterns = tuple(dict.fromkeys(p for c in constraints for p in c.automaton_patterns()))
             automaton.compile_pattern.cache_clear()
+            automaton.compile_patterns.cache_clear()
             started = time.perf_counter()
-            table = automaton.compile_pattern(constraint.automaton_pattern(), tok)
+            table = automaton.compile_patterns(patterns, tok)
             build = time.perf_counter() - started
             automaton.compile_pattern.cache_clear()
+            automaton.compile_patterns.cache_clear()
             started = time.perf_counter()
-            automaton.compile_pattern(constraint.automaton_pattern(), tok)
-            load = time.perf_counter() - started
-            for length in (32, 64, 120):
+            automaton.compile_patterns(patterns, tok)
+            load = time.perf_counter() - started  # a product: its parts loaded, then made
+            parts = [automaton.compile_pattern(p, tok).states for p in patterns]
+            for length in args.lengths:
                 b = 64
                 total = len(prompt) + length
-                layout = pattern_layout([constraint], tok, len(prompt), length)
+                layout = pattern_layout(constraints, tok, len(prompt), length)
                 gen = torch.Generator().manual_seed(0)
                 x = torch.full((b, total), tok.mask_id)
                 x[:, : len(prompt)] = torch.tensor(prompt)
@@ -288,7 +352,9 @@ def timing(args: argparse.Namespace, out: Path) -> None:
                     layout.apply(probs, plans, fixed)
                     project.append(time.perf_counter() - started)
                 row = {
-                    "pattern": name, "states": table.states, "transitions": len(table.src),
+                    "pattern": name, "constraints": len(constraints), "patterns": len(patterns),
+                    "part_states": parts, "states": table.states,
+                    "transitions": len(table.src),
                     "build_s": round(build, 3), "load_s": round(load, 4), "batch": b,
                     "length": length, "forward_s": round(statistics.median(forward), 3),
                     "projection_s": round(statistics.median(project), 3),
@@ -390,9 +456,13 @@ def main() -> None:
     parser.add_argument("--model", default="default-text")
     parser.add_argument("--only", default="")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--lengths", type=lambda t: [int(v) for v in t.split(",")], default=[32, 64, 120]
+    )
     parser.add_argument("--no-perplexity", action="store_true")
     parser.add_argument("--timing-only", action="store_true")
     parser.add_argument("--vocabularies-only", action="store_true")
+    parser.add_argument("--no-vocabularies", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("bench/results/structured"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -404,7 +474,8 @@ def main() -> None:
     if not args.timing_only:
         validity(args, args.out)
     timing(args, args.out)
-    vocabularies(args, args.out)
+    if not args.no_vocabularies:
+        vocabularies(args, args.out)
 
 
 if __name__ == "__main__":

@@ -259,21 +259,26 @@ def check_spec(path: str | Path, length: int | None = None) -> tuple[Spec, str]:
     return resolved, f"{len(resolved.constraints)} constraint(s), model {loaded.name}{note}"
 
 
-def schema_to_patterns(schema: dict | str | Path) -> list[str]:
+def schema_to_patterns(schema: dict | str | Path, whitespace: str = "compact") -> list[str]:
     """The regular expressions a `json_schema` constraint enforces for `schema` (a mapping,
     or a .json file's path): every text that matches all of them whole is a valid instance,
-    written as compact JSON with the properties in the schema's order (the supported subset:
-    `cdd_cli.constraints.schema_regex`). Most schemas are one; keywords no single regex joins
-    (two string patterns, a format with a length) add more, which a run intersects.
-    InputError naming every unsupported keyword, with where it is."""
-    text, _ = load_schema(schema if isinstance(schema, dict) else str(schema), "schema")
-    return list(schema_text_patterns(text))
+    written with the properties in the schema's order as compact JSON (`whitespace`
+    "compact": one optional space after `,` and `:`) or with JSON's whitespace ("flexible":
+    a space, or a line break and indentation, around every `{ } [ ] , :`; the supported
+    subset: `cdd_cli.constraints.schema_regex`). Most schemas are one; keywords no single
+    regex joins (two string patterns, a format with a length) add more, which a run
+    intersects. InputError naming every unsupported keyword, with where it is."""
+    if whitespace not in ("compact", "flexible"):
+        raise InputError(f"schema: whitespace must be 'compact' or 'flexible', got {whitespace!r}")
+    where = "schema"
+    text, _ = load_schema(schema if isinstance(schema, dict) else str(schema), where, whitespace)
+    return list(schema_text_patterns(text, whitespace))
 
 
-def schema_to_regex(schema: dict | str | Path) -> str:
+def schema_to_regex(schema: dict | str | Path, whitespace: str = "compact") -> str:
     """The one regular expression a `json_schema` constraint enforces for `schema`
     (`schema_to_patterns`); InputError where the schema takes several."""
-    patterns = schema_to_patterns(schema)
+    patterns = schema_to_patterns(schema, whitespace)
     if len(patterns) > 1:
         raise InputError(
             f"schema: it is the intersection of {len(patterns)} regexes, not one; "

@@ -39,8 +39,7 @@ def check_value(where: str, key: str, value: Any, types: tuple[type, ...]) -> No
     if ok and float in types and isinstance(value, int) and abs(value) > FLOAT32_MAX:
         # Settings and thresholds become floats (tensors of float32): 10**400 has none.
         raise InputError(
-            f"{where}: option '{key}': a {value.bit_length()}-bit integer is beyond float32's "
-            "range"
+            f"{where}: option '{key}': a {value.bit_length()}-bit integer is beyond float32's range"
         )
     if not ok:
         names = "number" if float in types else " or ".join(t.__name__ for t in types)
@@ -118,7 +117,13 @@ def Regex(pattern: str, ignore_case: bool | None = None) -> ConstraintSpec:
     return constraint("regex", pattern=pattern, ignore_case=ignore_case)
 
 
-def JsonSchema(schema: dict | str | Path) -> ConstraintSpec:
+def JsonSchema(schema: dict | str | Path, whitespace: str | None = None) -> ConstraintSpec:
     """The continuation is JSON valid under `schema` (a mapping, or a .json file's path), in
-    the supported subset of JSON Schema (`cdd_cli.constraints.schema_regex`)."""
-    return constraint("json_schema", schema=schema if isinstance(schema, dict) else str(schema))
+    the supported subset of JSON Schema (`cdd_cli.constraints.schema_regex`); `whitespace`:
+    "compact" (the default: one optional space after `,` and `:`) or "flexible" (a space or
+    a line break and indentation around every `{ } [ ] , :`)."""
+    return constraint(
+        "json_schema",
+        schema=schema if isinstance(schema, dict) else str(schema),
+        whitespace=whitespace,
+    )

@@ -1,4 +1,4 @@
-"""A regular expression compiled against a model's vocabulary: which token leads from which
+r"""A regular expression compiled against a model's vocabulary: which token leads from which
 state to which, as arrays a dynamic program can read.
 
 The automaton comes from outlines-core (its `Index`: the pattern's byte-level DFA walked with
@@ -12,6 +12,23 @@ safetensors, so a second run loads it in milliseconds.
 Tokens are read as the bytes they stand for (`TextTokenizer.token_bytes`), never as their
 display text: a token holding half of a UTF-8 character is still a valid step of the byte
 DFA.
+
+outlines-core 0.2.14's `Index` loses texts once the whole pattern has matched: it keeps a
+token's move only where its DFA (the `regex-automata` crate's, leftmost-first, a match
+reported one byte late) is not in a match state after it or matches at the end there, so a
+move out of an accepting state into one that is not is dropped (`a(?:bc)?` does not take
+"abc", `[0-9]+(?:\.[0-9]+)?` not "1.5"), and leftmost-first drops the longer branches once a
+shorter one has matched (`1|10` does not take "10"). Fixed after that release, not released.
+So the index is built of the pattern between `START` and `END`, characters that open and
+close it, spelled by tokens of their own (`pattern_moves`): no text matches before `END` is
+read, and the pattern's accepting states are those the `END` token leads from into an
+accepting state. `START`: the library's DFA also searches for the pattern anywhere in a
+text, and without it that search costs exponential time and memory for some patterns once
+they have an end (a host name's 4 labels, `[a-z0-9](?:[a-z0-9-]{0,28}[a-z0-9])?` each); with
+it, for a pattern that may read `START` itself (`.`, `[^0-4]{0,40}`: a search may begin at
+every one of its characters), so such a pattern is built with `END` only (`may_read`). Only
+a text that holds one of the two characters (U+10FFFE, U+10FFFF: noncharacters) itself may
+still be lost.
 """
 
 from __future__ import annotations
@@ -26,7 +43,7 @@ from outlines_core import Index, Vocabulary
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from cdd_cli.constraints.pattern_limits import pattern_problem
+from cdd_cli.constraints.pattern_limits import may_read, pattern_problem
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.reference import cache_dir
 from cdd_cli.models.tokenizers import TextTokenizer
@@ -80,9 +97,71 @@ class TokenAutomaton:
         return None
 
 
+# The characters that open and close every pattern the index is built of (the module's
+# docstring says why), and how `Index` reads them.
+START, END = "\U0010fffe", "\U0010ffff"
+START_REGEX, END_REGEX = "\\x{10FFFE}", "\\x{10FFFF}"
+
+
+@dataclass(frozen=True)
+class Moves:
+    """A pattern's DFA over token ids: `moves[state][token] = next state`, only among the
+    states from which an accepting one can be reached (and the start)."""
+
+    start: int
+    moves: dict[int, dict[int, int]]
+    final: frozenset[int]
+
+
+def pattern_moves(pattern: str, pieces: dict[bytes, list[int]], eos_id: int) -> Moves:
+    """The DFA of `pattern` over the tokens `pieces` (each byte string's ids), by
+    outlines-core's `Index` of the pattern between `START` and `END` (the module's docstring
+    says why); ValueError, RuntimeError or TypeError where the library cannot build it."""
+    start_id = 1 + max([eos_id, *(i for ids in pieces.values() for i in ids)])
+    end_id = start_id + 1
+    spelled = dict(pieces)
+    for text, i in ((START, start_id), (END, end_id)):
+        spelled[text.encode()] = [*spelled.get(text.encode(), []), i]
+    opened = not may_read(pattern, ord(START))
+    regex = f"{START_REGEX if opened else ''}(?:{pattern}){END_REGEX}"
+    index = Index(regex, Vocabulary(eos_id, spelled))
+    transitions = index.get_transitions()
+    start = index.get_initial_state()
+    if opened:
+        start = transitions.get(start, {}).get(start_id)
+    if start is None:  # nothing matches
+        return Moves(-1, {}, frozenset())
+    ended = set(index.get_final_states())
+    moves = {
+        s: {t: d for t, d in out.items() if t not in (start_id, end_id, eos_id)}
+        for s, out in transitions.items()
+    }
+    final = {s for s, out in transitions.items() if out.get(end_id) in ended}
+    # Back from the accepting states, then on from the start: the rest (before START,
+    # inside or after END) lead nowhere.
+    back: dict[int, set[int]] = {}
+    for s, out in moves.items():
+        for d in out.values():
+            back.setdefault(d, set()).add(s)
+    alive, todo = set(final), list(final)
+    while todo:
+        for s in back.get(todo.pop(), ()):
+            if s not in alive:
+                alive.add(s)
+                todo.append(s)
+    kept: dict[int, dict[int, int]] = {}
+    todo = [start]
+    while todo:
+        s = todo.pop()
+        kept[s] = {t: d for t, d in moves.get(s, {}).items() if d in alive}
+        todo += [d for d in set(kept[s].values()) if d not in kept]
+    final &= kept.keys()
+    return Moves(start, kept, frozenset(final))
+
+
 @functools.lru_cache(maxsize=8)
-def _vocabulary(tokenizer: TextTokenizer) -> tuple[object, str]:
-    """outlines-core's Vocabulary for `tokenizer`, and a digest of what it holds."""
+def _vocabulary(tokenizer: TextTokenizer) -> tuple[dict[bytes, list[int]], str]:
+    """The tokens' bytes (each byte string's ids), and a digest of them."""
     pieces: dict[bytes, list[int]] = {}
     for i, b in enumerate(tokenizer.token_bytes()):
         if b:
@@ -90,7 +169,7 @@ def _vocabulary(tokenizer: TextTokenizer) -> tuple[object, str]:
     digest = hashlib.sha256(
         repr(sorted((b, ids) for b, ids in pieces.items())).encode()
     ).hexdigest()[:16]
-    return Vocabulary(tokenizer.eos_id, pieces), digest
+    return pieces, digest
 
 
 @functools.lru_cache(maxsize=32)
@@ -103,9 +182,10 @@ def compile_pattern(pattern: str, tokenizer: TextTokenizer) -> TokenAutomaton:
     problem = pattern_problem(pattern, backtracked=False)
     if problem:
         raise InputError(f"the pattern cannot be compiled: {problem}")
-    vocabulary, digest = _vocabulary(tokenizer)
+    pieces, digest = _vocabulary(tokenizer)
     version = metadata.version("outlines_core")
-    key = hashlib.sha256(f"{version}\0{digest}\0{pattern}".encode()).hexdigest()[:24]
+    # "ended": built with `END` (tables cached before it lost texts).
+    key = hashlib.sha256(f"{version}\0ended\0{digest}\0{pattern}".encode()).hexdigest()[:24]
     path = cache_dir() / "automata" / f"{key}.safetensors"
     if path.is_file():
         try:
@@ -113,12 +193,12 @@ def compile_pattern(pattern: str, tokenizer: TextTokenizer) -> TokenAutomaton:
         except (OSError, ValueError, KeyError, SafetensorError):
             pass  # a torn or foreign file: built again below
     try:
-        index = Index(pattern, vocabulary)
+        moves = pattern_moves(pattern, pieces, tokenizer.eos_id)
     except (ValueError, RuntimeError, TypeError) as exc:
         raise InputError(
             f"the pattern cannot be compiled: {str(exc).splitlines()[0][:160]}"
         ) from None
-    arrays = _arrays(index, tokenizer.eos_id)
+    arrays = _arrays(moves)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".partial")
@@ -129,25 +209,15 @@ def compile_pattern(pattern: str, tokenizer: TextTokenizer) -> TokenAutomaton:
     return _automaton(arrays)
 
 
-def _arrays(index, eos_id: int) -> dict[str, torch.Tensor]:
-    """outlines-core's transitions renumbered from 0 (the start) as int64 arrays."""
-    transitions = index.get_transitions()
-    start = index.get_initial_state()
-    finals = index.get_final_states()
-    names = {start: 0}
-    for s in sorted(
-        set(transitions) | set(finals) | {d for m in transitions.values() for d in m.values()}
-    ):
+def _arrays(moves: Moves) -> dict[str, torch.Tensor]:
+    """The moves renumbered from 0 (the start) as int64 arrays."""
+    names = {moves.start: 0}
+    for s in sorted(set(moves.moves) | {d for out in moves.moves.values() for d in out.values()}):
         names.setdefault(s, len(names))
-    rows = [
-        (names[s], t, names[d])
-        for s, moves in transitions.items()
-        for t, d in moves.items()
-        if t != eos_id
-    ]
+    rows = [(names[s], t, names[d]) for s, out in moves.moves.items() for t, d in out.items()]
     table = torch.tensor(rows, dtype=torch.int64).reshape(-1, 3)
     final = torch.zeros(len(names), dtype=torch.bool)
-    final[[names[s] for s in finals]] = True
+    final[[names[s] for s in moves.final if s in names]] = True
     return {
         "src": table[:, 0].contiguous(),
         "token": table[:, 1].contiguous(),

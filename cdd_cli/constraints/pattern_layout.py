@@ -224,13 +224,19 @@ class PatternLayout:
         # to the rest (float32 flushed it to 0, and the path was lost).
         mass = self.set_mass(probs, x, fixed).double()
         b = len(mass)
-        free = torch.ones(b, self.length, 1, dtype=mass.dtype)
-        weight = torch.cat([mass, free], dim=-1)[:, :, self.edge_set]  # [B, L, E]; FREE = last
+        # Each edge's weight at each position: its set's mass (FREE: the last column, 1).
+        # Read one position at a time: [B, L, E] at once is 0.6 GB for a product of three
+        # patterns (17,800 edges), and writing it costs more than the dynamic programme.
+        mass = torch.cat([mass, torch.ones(b, self.length, 1, dtype=mass.dtype)], dim=-1)
+
+        def weight(i: int) -> torch.Tensor:  # [B, E]
+            return mass[:, i, self.edge_set]
+
         # Forward filtering, each position's state weights rescaled to sum 1 (no underflow).
         alpha = torch.zeros(self.length + 1, b, self.states, dtype=torch.float64)
         alpha[0, :, 0] = 1.0
         for i in range(self.length):
-            moved = alpha[i][:, self.src] * weight[:, i]
+            moved = alpha[i][:, self.src] * weight(i)
             nxt = torch.zeros(b, self.states, dtype=torch.float64).index_add_(1, self.dst, moved)
             alpha[i + 1] = nxt / nxt.sum(-1, keepdim=True).clamp_min(1e-300)
         last = alpha[self.length] * self.accepting
@@ -243,7 +249,7 @@ class PatternLayout:
         state = _pick(last, u[:, self.length])
         chosen = torch.empty(b, self.length, dtype=torch.int64)
         for i in reversed(range(self.length)):
-            scores = alpha[i][:, self.src] * weight[:, i] * (self.dst == state[:, None])
+            scores = alpha[i][:, self.src] * weight(i) * (self.dst == state[:, None])
             edge = _pick(scores, u[:, i])
             chosen[:, i] = edge
             state = self.src[edge]

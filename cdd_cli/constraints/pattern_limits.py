@@ -442,3 +442,19 @@ def pattern_problem(pattern: str, backtracked: bool = True) -> str | None:
             "not match; write it so that each character has one place, e.g. a+ for (a+)+"
         )
     return None
+
+
+def may_read(pattern: str, code: int) -> bool:
+    """Whether some character class of `pattern` admits the character `code` (categories
+    such as `\\w` count every non-ASCII character in): True also where Python's parser cannot
+    read the pattern or it is past the limits (it may)."""
+    try:
+        builder = _Builder()
+        builder.items(list(sre_parse.parse(pattern)))
+    except Exception:  # unreadable, past the limits, nested too deeply: it may
+        return True
+    for ranges in builder.auto.chars:
+        k = bisect.bisect_right(ranges, (code, TOP)) - 1
+        if k >= 0 and ranges[k][0] <= code <= ranges[k][1]:
+            return True
+    return False

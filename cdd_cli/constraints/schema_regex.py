@@ -6,12 +6,16 @@ exact checks of the formats cdd writes (`format_checker`). The patterns describe
 of the valid instances, in one writing convention:
 
 - compact JSON: no whitespace except one optional space after each `,` and `:` (what
-  `json.dumps` writes by default, and what `separators=(",", ":")` writes);
+  `json.dumps` writes by default, and what `separators=(",", ":")` writes); or, with
+  `whitespace="flexible"`, JSON's whitespace, bounded: before and after each `{ } [ ] , :`
+  and the whole value, one space, or a line break and any spaces and tabs (`WRITINGS`);
 - an object's properties in the order the schema lists them, the required ones always, the
   optional ones where the path takes them; no other properties (`additionalProperties` is
   never needed); an object with no `properties` is `{}`;
 - strings without `\\u` escapes; `format` date (years 1000-9999, February's days 1-28),
-  time, date-time, uuid, email or ipv4; `pattern` (a regex the string's characters must
+  time, date-time, uuid, email (1-3 dot-separated atoms), ipv4, hostname (1-4 labels of at
+  most 32 characters, no `??--` label), ipv6 (the full 8-group form), uri (`http(s)://`, a
+  host name, a path) or duration; `pattern` (a regex the string's characters must
   match whole, anchors allowed) when it cannot match a quote, backslash or control character;
 - integers with any `minimum` / `maximum` / `exclusiveMinimum` / `exclusiveMaximum`; numbers
   with such bounds where the bounds are whole numbers (written without exponent then);
@@ -40,12 +44,14 @@ import math
 import re
 import urllib.parse
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import idna
 import jsonschema
-from outlines_core import Index, Vocabulary
 
+from cdd_cli.constraints.automaton import Moves, pattern_moves
 from cdd_cli.constraints.pattern_limits import pattern_problem
 from cdd_cli.errors import InputError
 
@@ -90,27 +96,90 @@ FORMATS = {
     "time": TIME,
     "date-time": f"{DATE}T{TIME}",
     "uuid": "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
-    "email": r"[a-z0-9](?:[a-z0-9._+-]{0,30}[a-z0-9])?@[a-z0-9](?:[a-z0-9-]{0,20}[a-z0-9])?"
-    r"(?:\.[a-z]{2,6}){1,2}",
+    # 1 to 3 dot-separated atoms (never two dots running: `a..b@x.io` is no address).
+    "email": r"[a-z0-9][a-z0-9_+-]{0,15}(?:\.[a-z0-9][a-z0-9_+-]{0,15}){0,2}"
+    r"@[a-z0-9](?:[a-z0-9-]{0,20}[a-z0-9])?(?:\.[a-z]{2,6}){1,2}",
     "ipv4": r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}"
     r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])",
 }
 
 
+def _host_label(most: int) -> str:
+    """A host name label of 1 to `most` lower-case letters, digits and inner hyphens, its
+    third character no hyphen (so never the reserved `??--` form of an IDNA A-label)."""
+    return f"[a-z0-9](?:[a-z0-9]|[a-z0-9-][a-z0-9](?:[a-z0-9-]{{0,{most - 4}}}[a-z0-9])?)?"
+
+
+# Host names of 1 to 4 labels of at most 32 characters (131 in all, of the 253 allowed).
+HOSTNAME = f"{_host_label(32)}(?:\\.{_host_label(32)}){{0,3}}"
+# RFC 3339's duration (its appendix A), exactly.
+DURATION = (
+    "P(?:(?:[0-9]+D|[0-9]+M(?:[0-9]+D)?|[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?)(?:T{time})?"
+    "|T{time}|[0-9]+W)"
+).format(time="(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)")
+FORMATS.update(
+    {
+        "hostname": HOSTNAME,
+        # The full form: eight groups, no `::` and no dotted quad.
+        "ipv6": "[0-9a-f]{1,4}(?::[0-9a-f]{1,4}){7}",
+        # http(s), a host name, a path of unreserved characters, no query or fragment.
+        "uri": f"https?://{HOSTNAME}(?:/[A-Za-z0-9._~-]+)*/?",
+        "duration": DURATION,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Writing:
+    """How the patterns write JSON's punctuation, with the whitespace they allow around it."""
+
+    comma: str
+    colon: str
+    open_object: str
+    close_object: str
+    open_array: str
+    close_array: str
+    around: str  # before and after the whole value
+
+
+# `whitespace: compact` (the default): one optional space after each `,` and `:`, nothing
+# else (what `json.dumps` writes, with or without `separators=(",", ":")`). `flexible`:
+# before and after each `{ } [ ] , :` and the whole value, at most one space, or one line
+# break and then any spaces and tabs (an indentation: what `json.dumps(..., indent=2)`
+# writes); bounded so, each place costs the automaton two states, not a loop of any
+# whitespace.
+FLEXIBLE_SPACE = r"(?:[ ]|\n[ \t]*)?"
+WRITINGS = {
+    "compact": Writing(f",{SPACE}", f":{SPACE}", r"\{", r"\}", r"\[", r"\]", ""),
+    "flexible": Writing(
+        f"{FLEXIBLE_SPACE},{FLEXIBLE_SPACE}",
+        f"{FLEXIBLE_SPACE}:{FLEXIBLE_SPACE}",
+        rf"\{{{FLEXIBLE_SPACE}",
+        rf"{FLEXIBLE_SPACE}\}}",
+        rf"\[{FLEXIBLE_SPACE}",
+        rf"{FLEXIBLE_SPACE}\]",
+        FLEXIBLE_SPACE,
+    ),
+}
+COMPACT = WRITINGS["compact"]
+
+
 # An instance of the schema `true`: any JSON value, nested at most one deep (an array or
 # object of scalars): deeper ones make every schema with a `{}` in it past the automaton's
 # limits (`pattern_limits.py`).
-def _any_value(depth: int) -> str:
+@functools.lru_cache(maxsize=4)
+def any_value(w: Writing, depth: int = 1) -> str:
     if depth == 0:
         return SCALAR
-    inner = _any_value(depth - 1)
+    inner = any_value(w, depth - 1)
     return (
-        f"(?:{SCALAR}|\\[(?:{inner}(?:,{SPACE}{inner})*)?\\]"
-        f"|\\{{(?:{STRING}:{SPACE}{inner}(?:,{SPACE}{STRING}:{SPACE}{inner})*)?\\}})"
+        f"(?:{SCALAR}|{w.open_array}(?:{inner}(?:{w.comma}{inner})*)?{w.close_array}"
+        f"|{w.open_object}(?:{STRING}{w.colon}{inner}(?:{w.comma}{STRING}{w.colon}{inner})*)?"
+        f"{w.close_object})"
     )
 
 
-ANY = _any_value(1)
+ANY = any_value(COMPACT)
 # The complement of each bound (minimum 3: below 3 is exclusiveMaximum 3) and of each count.
 OPPOSITE = {
     "minimum": "exclusiveMaximum", "exclusiveMaximum": "minimum",
@@ -182,13 +251,16 @@ Member = tuple[Any, str, tuple[str, ...]]
 Patterns = tuple[str, ...]
 
 
-def schema_patterns(schema: dict, pattern_safe=None, validator: Any = None) -> Patterns:
+def schema_patterns(
+    schema: dict, pattern_safe=None, validator: Any = None, whitespace: str = "compact"
+) -> Patterns:
     """The patterns of `schema`: every text all of them match whole is a valid instance.
     Most schemas are one pattern; sibling keywords or `allOf` branches that no single
     regex can join (two string `pattern`s, a `format` with a length) make several, which the
     automaton intersects. `pattern_safe(regex) -> bool` says whether a string `pattern` keeps
     to characters a JSON string holds unescaped (the caller asks the automaton);
-    `validator`: a jsonschema validator of `schema` (its `enum` values are filtered by it)."""
+    `validator`: a jsonschema validator of `schema` (its `enum` values are filtered by it);
+    `whitespace`: "compact" or "flexible" (`WRITINGS`)."""
     problems = unsupported(schema)
     if problems:
         named = "; ".join(problems[:12]) + ("; ..." if len(problems) > 12 else "")
@@ -196,12 +268,16 @@ def schema_patterns(schema: dict, pattern_safe=None, validator: Any = None) -> P
     if validator is None:
         cls = jsonschema.validators.validator_for(schema)
         validator = cls(schema, format_checker=format_checker(cls.FORMAT_CHECKER))
-    return _Compiler(schema, pattern_safe, validator).patterns([(schema, "#", ())])
+    if whitespace not in WRITINGS:
+        raise UnsupportedSchema(f"whitespace {whitespace!r} (one of: {', '.join(WRITINGS)})")
+    w = WRITINGS[whitespace]
+    patterns = _Compiler(schema, pattern_safe, validator, w).patterns([(schema, "#", ())])
+    return tuple(f"{w.around}{p}{w.around}" if w.around else p for p in patterns)
 
 
-def schema_regex(schema: dict, pattern_safe=None) -> str:
+def schema_regex(schema: dict, pattern_safe=None, whitespace: str = "compact") -> str:
     """The one regex of `schema`; UnsupportedSchema where it takes several (`schema_patterns`)."""
-    patterns = schema_patterns(schema, pattern_safe)
+    patterns = schema_patterns(schema, pattern_safe, whitespace=whitespace)
     if len(patterns) > 1:
         raise UnsupportedSchema(
             f"#: the schema is the intersection of {len(patterns)} patterns, not one regex"
@@ -248,8 +324,8 @@ class _Compiler:
     parts is the product of its parts' patterns over the same JSON: each value's text is
     delimited by the JSON around it, so `{"a": X1} ∩ {"a": X2}` is `{"a": X1 ∩ X2}`."""
 
-    def __init__(self, root: dict, pattern_safe, validator: Any):
-        self.root, self.pattern_safe, self.validator = root, pattern_safe, validator
+    def __init__(self, root: dict, pattern_safe, validator: Any, w: Writing = COMPACT):
+        self.root, self.pattern_safe, self.validator, self.w = root, pattern_safe, validator, w
 
     def patterns(self, members: list[Member]) -> Patterns:
         where = members[0][1] if members else "#"
@@ -491,7 +567,7 @@ class _Compiler:
     def written(self, members: list[Member]) -> Patterns:
         members = self.flattened(members)
         if not members:  # true, {}, or only annotations
-            return (ANY,)
+            return (any_value(self.w),)
         for k, (schema, _, _) in enumerate(members):
             if "anyOf" in schema:
                 return self.any_of(members, k)
@@ -534,7 +610,7 @@ class _Compiler:
         kept = [v for v in values if all(j.is_valid(v) for j in judges)]
         if not kept:
             raise EmptySchema(f"{where}: no value of its enum or const satisfies the schema")
-        literals = list(dict.fromkeys(_literal(v) for v in kept))
+        literals = list(dict.fromkeys(_literal(v, self.w) for v in kept))
         return (literals[0] if len(literals) == 1 else "(?:" + "|".join(literals) + ")",)
 
     def typed(self, members: list[Member]) -> Patterns:
@@ -621,7 +697,7 @@ class _Compiler:
                 if needed:
                     raise
                 continue
-            written.append((f"{_literal(name)}:{SPACE}", value, needed, name))
+            written.append((f"{_literal(name)}{self.w.colon}", value, needed, name))
         # Other properties are written where the schema speaks of them (patternProperties,
         # additionalProperties as a schema) or lists none: each costs the automaton states.
         speaks = any(
@@ -638,7 +714,7 @@ class _Compiler:
             entries = [
                 (key + _pick(value, i), needed, name) for key, value, needed, name in written
             ]
-            regex = _object(entries, extra, low, high, dependent, where)
+            regex = _object(entries, extra, low, high, dependent, where, self.w)
             if regex is None:
                 raise EmptySchema(
                     f"{where}: no set of its properties meets minProperties/maxProperties/"
@@ -698,12 +774,12 @@ class _Compiler:
         """`key: value` as one regex, or none where the value is empty or several patterns;
         a value under no schema is a scalar (cheaper than any value, for the automaton)."""
         if not [m for m in value if m[0] is not True and m[0] != {}]:
-            return [f"{key}:{SPACE}{SCALAR}"]
+            return [f"{key}{self.w.colon}{SCALAR}"]
         try:
             patterns = self.patterns(value)
         except EmptySchema:
             return []
-        return [f"{key}:{SPACE}{patterns[0]}"] if len(patterns) == 1 else []
+        return [f"{key}{self.w.colon}{patterns[0]}"] if len(patterns) == 1 else []
 
     def key_pattern(self, regex: str, where: str) -> str | None:
         """The names a `patternProperties` regex matches (searched, as the standard says),
@@ -762,6 +838,7 @@ class _Compiler:
                 None if item is None else _pick(item, i),
                 low,
                 high,
+                self.w,
             )
             for i in range(count)
         ]
@@ -782,8 +859,9 @@ class _Compiler:
                 raise UnsupportedSchema(f"{at}/contains: its schema takes several patterns")
             # The other items: as the array's items where they are all one pattern (fewer
             # automaton states than any value; the array's own pattern holds them anyway).
-            other = item[0] if item is not None and len(item) == 1 and not slots else ANY
-            out.append(_containing(contained[0], least, other))
+            any_item = any_value(self.w)
+            other = item[0] if item is not None and len(item) == 1 and not slots else any_item
+            out.append(_containing(contained[0], least, other, self.w))
         return tuple(dict.fromkeys(out))
 
     def string(self, members: list[Member], where: str) -> Patterns:
@@ -835,16 +913,16 @@ def _meet(a: str, b: str) -> bool:
         first, second = _byte_index(a), _byte_index(b)
     except (ValueError, RuntimeError, TypeError):
         return True
-    moves_a, moves_b = first.get_transitions(), second.get_transitions()
-    start = (first.get_initial_state(), second.get_initial_state())
+    moves_a, moves_b = first.moves, second.moves
+    start = (first.start, second.start)
     seen, todo = {start}, [start]
     while todo:
         x, y = todo.pop()
-        if first.is_final_state(x) and second.is_final_state(y):
+        if x in first.final and y in second.final:
             return True
         for byte, x2 in moves_a.get(x, {}).items():
             y2 = moves_b.get(y, {}).get(byte)
-            if byte < 256 and y2 is not None and (x2, y2) not in seen:
+            if y2 is not None and (x2, y2) not in seen:
                 seen.add((x2, y2))
                 todo.append((x2, y2))
     return False
@@ -980,6 +1058,7 @@ def _object(
     high: int | None,
     dependent: dict[str, set[str]],
     where: str,
+    w: Writing = COMPACT,
 ) -> str | None:
     """An object of these members (text, required, name) in this order, each optional one
     where the path takes it, then any number of `extra` members (None: none); with between
@@ -996,8 +1075,8 @@ def _object(
             return ""
         upto = "" if most is None else most - 1
         if written:
-            return f"(?:,{SPACE}{extra}){{{least},{'' if most is None else most}}}"
-        body = f"{extra}(?:,{SPACE}{extra}){{0,{upto}}}"
+            return f"(?:{w.comma}{extra}){{{least},{'' if most is None else most}}}"
+        body = f"{extra}(?:{w.comma}{extra}){{0,{upto}}}"
         return body if least else f"(?:{body})?"
 
     if low == 0 and high is None and not dependent:
@@ -1005,7 +1084,7 @@ def _object(
         # comma); Some(i): the same where at least one is written (the first, no comma).
         def after(i: int) -> str:
             return "".join(
-                f",{SPACE}{text}" if needed else f"(?:,{SPACE}{text})?"
+                f"{w.comma}{text}" if needed else f"(?:{w.comma}{text})?"
                 for text, needed, _ in members[i:]
             )
 
@@ -1025,7 +1104,7 @@ def _object(
             body = listed + then
         else:
             body = f"(?:{listed}{then}|{alone})" if alone else f"(?:{listed}{then})?"
-        return r"\{" + body + r"\}"
+        return w.open_object + body + w.close_object
 
     optional = sum(not needed for _, needed, _ in members)
     if optional > MAX_OPTIONAL_COMBINED:
@@ -1040,7 +1119,7 @@ def _object(
                 return None
             return extras(len(present), bool(present))
         text, needed, name = members[i]
-        lead = f",{SPACE}" if present else ""
+        lead = w.comma if present else ""
         options = []
         taken = walk(i + 1, present | {name})
         if taken is not None:
@@ -1054,39 +1133,41 @@ def _object(
         return options[0] if len(options) == 1 else "(?:" + "|".join(options) + ")"
 
     body = walk(0, frozenset())
-    return None if body is None else r"\{" + body + r"\}"
+    return None if body is None else w.open_object + body + w.close_object
 
 
-def _array(slots: list[str], item: str | None, low: int, high: int | None) -> str:
+def _array(
+    slots: list[str], item: str | None, low: int, high: int | None, w: Writing = COMPACT
+) -> str:
     """An array of the `slots` (the first items, one pattern each) and then `item`s (None:
     no more), between `low` and `high` items."""
 
     def rest(j: int) -> str:
         if high is not None and j >= high:
             return ""
-        lead = f",{SPACE}" if j else ""
+        lead = w.comma if j else ""
         if j >= len(slots):
             if item is None:
                 return ""
             least = max(low - j, 0)
             most = "" if high is None else high - j
             if j:
-                return f"(?:,{SPACE}{item}){{{least},{most}}}"
+                return f"(?:{w.comma}{item}){{{least},{most}}}"
             upto = "" if high is None else high - 1
-            body = f"{item}(?:,{SPACE}{item}){{{max(least - 1, 0)},{upto}}}"
+            body = f"{item}(?:{w.comma}{item}){{{max(least - 1, 0)},{upto}}}"
             return body if least else f"(?:{body})?"
         body = lead + slots[j] + rest(j + 1)
         return body if j < low else f"(?:{body})?"
 
-    return r"\[" + rest(0) + r"\]"
+    return w.open_array + rest(0) + w.close_array
 
 
-def _containing(contained: str, least: int, other: str) -> str:
+def _containing(contained: str, least: int, other: str, w: Writing = COMPACT) -> str:
     """Arrays with at least `least` items matching `contained`, the others `other`."""
-    others = f"(?:{other},{SPACE})*"
-    more = f"(?:,{SPACE}{other})*"
-    body = others + contained + f"(?:{more},{SPACE}{contained}){{{least - 1}}}" + more
-    return r"\[" + body + r"\]"
+    others = f"(?:{other}{w.comma})*"
+    more = f"(?:{w.comma}{other})*"
+    body = others + contained + f"(?:{more}{w.comma}{contained}){{{least - 1}}}" + more
+    return w.open_array + body + w.close_array
 
 
 def strip_anchors(pattern: str) -> str:
@@ -1098,8 +1179,16 @@ def strip_anchors(pattern: str) -> str:
     return pattern
 
 
-def _literal(value) -> str:
-    return re.escape(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+def _literal(value: Any, w: Writing = COMPACT) -> str:
+    """A JSON value exactly (an `enum` or `const` value, a property's name), an array's or
+    object's punctuation written as `w` writes it (with its whitespace)."""
+    if not isinstance(value, (dict, list)):
+        return re.escape(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    if isinstance(value, list):
+        items = w.comma.join(_literal(v, w) for v in value)
+        return w.open_array + items + w.close_array
+    members = w.comma.join(f"{_literal(k)}{w.colon}{_literal(v, w)}" for k, v in value.items())
+    return w.open_object + members + w.close_object
 
 
 # The longest regex one `multipleOf` may take (divisibility by 7 is already long).
@@ -1307,11 +1396,13 @@ def _same_length(low: str, high: str) -> str:
 
 
 @functools.lru_cache(maxsize=32)
-def schema_text_patterns(schema_text: str) -> Patterns:
-    """The patterns of a schema given as canonical JSON (`schema_patterns`); InputError
-    naming what cannot be compiled."""
+def schema_text_patterns(schema_text: str, whitespace: str = "compact") -> Patterns:
+    """The patterns of a schema given as canonical JSON (`schema_patterns`), in the
+    `whitespace` writing; InputError naming what cannot be compiled."""
     try:
-        patterns = schema_patterns(json.loads(schema_text), pattern_safe=json_string_safe)
+        patterns = schema_patterns(
+            json.loads(schema_text), pattern_safe=json_string_safe, whitespace=whitespace
+        )
     except UnsupportedSchema as exc:
         raise InputError(f"json_schema: {exc}") from None
     except RecursionError:
@@ -1324,10 +1415,10 @@ def schema_text_patterns(schema_text: str) -> Patterns:
     return patterns
 
 
-def schema_pattern(schema_text: str) -> str:
+def schema_pattern(schema_text: str, whitespace: str = "compact") -> str:
     """The one regex of a schema given as canonical JSON; InputError where it is the
     intersection of several (`schema_text_patterns`)."""
-    patterns = schema_text_patterns(schema_text)
+    patterns = schema_text_patterns(schema_text, whitespace)
     if len(patterns) > 1:
         raise InputError(
             f"json_schema: the schema is the intersection of {len(patterns)} patterns, not one "
@@ -1337,8 +1428,9 @@ def schema_pattern(schema_text: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------
-# The judge's formats: exact checks of RFC 3339 (date, time, date-time), RFC 5321 (email),
-# RFC 4122 (uuid) and dotted-quad ipv4, for every format cdd writes. jsonschema's own
+# The judge's formats: exact checks of RFC 3339 (date, time, date-time, duration), RFC 5321
+# (email), RFC 4122 (uuid), dotted-quad ipv4, RFC 1123 with IDNA 2008 A-labels (hostname),
+# RFC 4291 (ipv6) and RFC 3986 (uri), for every format cdd writes. jsonschema's own
 # checker skips time and date-time unless rfc3339-validator is installed, and takes any text
 # with an '@' for an e-mail address.
 
@@ -1353,6 +1445,24 @@ _ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
 _LOCAL = re.compile(rf'{_ATOM}(?:\.{_ATOM})*|"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*"')
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _DOMAIN = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
+_LABEL_ASCII = re.compile(_LABEL)
+_IPV6_CHARACTERS = re.compile(r"[0-9A-Fa-f:.]+")
+_DURATION = re.compile(DURATION)
+# RFC 3986: its unreserved characters and sub-delimiters, a percent-encoded byte, a path's
+# character; the URI's authority (user, host, port), then its path, query and fragment.
+_UNRESERVED = r"A-Za-z0-9\-._~"
+_SUB_DELIMS = r"!$&'()*+,;="
+_PCT = r"%[0-9A-Fa-f]{2}"
+_PCHAR = rf"(?:[{_UNRESERVED}{_SUB_DELIMS}:@]|{_PCT})"
+_URI = re.compile(
+    rf"[A-Za-z][A-Za-z0-9+.\-]*:"
+    rf"(?://(?:(?:[{_UNRESERVED}{_SUB_DELIMS}:]|{_PCT})*@)?"
+    rf"(?P<host>\[[^\]/?#@]*\]|(?:[{_UNRESERVED}{_SUB_DELIMS}]|{_PCT})*)(?::[0-9]*)?"
+    rf"(?:/{_PCHAR}*)*"
+    rf"|/?(?:{_PCHAR}+(?:/{_PCHAR}*)*)?)"
+    rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
+)
+_IPVFUTURE = re.compile(rf"v[0-9A-Fa-f]+\.[{_UNRESERVED}{_SUB_DELIMS}:]+")
 
 
 def is_date(text: str) -> bool:
@@ -1400,6 +1510,49 @@ def is_email(text: str) -> bool:
     return len(domain) <= 253 and _DOMAIN.fullmatch(domain) is not None
 
 
+def is_hostname(text: str) -> bool:
+    """RFC 1123 host names: dot-separated labels of letters, digits and inner hyphens, 1 to
+    63 characters each, 253 in all; a label with `--` third and fourth is an IDNA A-label
+    (`xn--`) that decodes under IDNA 2008's rules (the `idna` package)."""
+    if not text or len(text) > 253:
+        return False
+    for label in text.split("."):
+        if not _LABEL_ASCII.fullmatch(label):
+            return False
+        if label[2:4] == "--":
+            if label[:4].lower() != "xn--":
+                return False
+            try:
+                idna.decode(label)
+            except (idna.IDNAError, UnicodeError):
+                return False
+    return True
+
+
+def is_ipv6(text: str) -> bool:
+    """RFC 4291's text forms (a dotted quad last allowed, no leading zero in it); no zone."""
+    if not _IPV6_CHARACTERS.fullmatch(text):
+        return False
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def is_uri(text: str) -> bool:
+    """RFC 3986's URI (absolute: a scheme), character by character; a bracketed host is
+    an IPv6 address or an IPvFuture."""
+    match = _URI.fullmatch(text)
+    if not match:
+        return False
+    host = match["host"]
+    if host is not None and host.startswith("["):
+        inner = host[1:-1]
+        return is_ipv6(inner) or _IPVFUTURE.fullmatch(inner) is not None
+    return True
+
+
 STRICT_FORMATS = {
     "date": is_date,
     "time": is_time,
@@ -1407,6 +1560,10 @@ STRICT_FORMATS = {
     "email": is_email,
     "uuid": lambda text: _UUID.fullmatch(text) is not None,
     "ipv4": lambda text: _IPV4.fullmatch(text) is not None,
+    "hostname": is_hostname,
+    "ipv6": is_ipv6,
+    "uri": is_uri,
+    "duration": lambda text: _DURATION.fullmatch(text) is not None,
 }
 
 
@@ -1424,15 +1581,14 @@ def _strings_only(check):
     return lambda value: not isinstance(value, str) or check(value)
 
 
-@functools.lru_cache(maxsize=1)
-def _single_bytes() -> Vocabulary:
-    return Vocabulary(256, {bytes([b]): [b] for b in range(256)})
+# The 256 single bytes, each a token of its own (the end of text: 256).
+SINGLE_BYTES = {bytes([b]): [b] for b in range(256)}
 
 
 @functools.lru_cache(maxsize=256)
-def _byte_index(pattern: str) -> Index:
-    """The byte automaton of `pattern` (outlines-core's, over the 256 single bytes)."""
-    return Index(pattern, _single_bytes())
+def _byte_index(pattern: str) -> Moves:
+    """The byte automaton of `pattern` (built as the token automaton is, `pattern_moves`)."""
+    return pattern_moves(pattern, SINGLE_BYTES, 256)
 
 
 @functools.lru_cache(maxsize=64)
@@ -1445,13 +1601,13 @@ def json_string_safe(pattern: str) -> bool:
     except (ValueError, RuntimeError, TypeError):
         return False
     forbidden = {*range(0x20), ord('"'), ord("\\")}
-    return not any(forbidden & moves.keys() for moves in index.get_transitions().values())
+    return not any(forbidden & moves.keys() for moves in index.moves.values())
 
 
-def load_schema(value: Any, where: str) -> tuple[str, str]:
+def load_schema(value: Any, where: str, whitespace: str = "compact") -> tuple[str, str]:
     """A spec's `schema` (an inline mapping, or the path of a .json file) as canonical JSON,
     and where it came from; InputError naming what is wrong (unreadable, not a schema, or a
-    keyword the projection does not support)."""
+    keyword the projection does not support in the `whitespace` writing)."""
     source = "inline"
     if isinstance(value, str):
         path = Path(value).expanduser()
@@ -1486,7 +1642,7 @@ def load_schema(value: Any, where: str) -> tuple[str, str]:
         ) from None
     text = json.dumps(value, sort_keys=False, separators=(",", ":"))
     try:
-        schema_text_patterns(text)
+        schema_text_patterns(text, whitespace)
     except InputError as exc:
         raise InputError(f"{where}: {exc}") from None
     return text, source

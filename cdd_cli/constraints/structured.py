@@ -96,6 +96,7 @@ class RegexConstraint(PatternConstraint):
 class JsonSchemaConstraint(PatternConstraint):
     schema_text: str = "{}"  # the schema as canonical JSON (a frozen dataclass's field)
     source: str = "inline"
+    whitespace: str = "compact"  # or "flexible" (`schema_regex.WRITINGS`)
     name: str = "json_schema"
     judge_name: str = "jsonschema"
     # The schema's patterns, compiled when the entry was checked (empty: compiled when asked).
@@ -129,10 +130,10 @@ class JsonSchemaConstraint(PatternConstraint):
 
     def automaton_pattern(self) -> str:
         """The schema's one regex (InputError where it is the intersection of several)."""
-        return schema_pattern(self.schema_text)
+        return schema_pattern(self.schema_text, self.whitespace)
 
     def automaton_patterns(self) -> tuple[str, ...]:
-        return self.patterns or schema_text_patterns(self.schema_text)
+        return self.patterns or schema_text_patterns(self.schema_text, self.whitespace)
 
     def label(self) -> str:
         return f"JSON valid under {self.source}"
@@ -222,8 +223,9 @@ def prepared_schema(c: ConstraintSpec) -> tuple[str, str, tuple[str, ...]]:
     checked and compiled once for the entry (an unreadable, invalid or unsupported one:
     InputError)."""
     if "schema" not in c.prepared:
-        text, source = load_schema(c.options["schema"], c.where)
-        c.prepared["schema"] = (text, source, schema_text_patterns(text))
+        whitespace = c.options.get("whitespace") or "compact"
+        text, source = load_schema(c.options["schema"], c.where, whitespace)
+        c.prepared["schema"] = (text, source, schema_text_patterns(text, whitespace))
     return c.prepared["schema"]
 
 
@@ -248,7 +250,12 @@ def build_json_schema(
     entry: ConstraintSpec, model: LoadedModel, device: str, words: str
 ) -> list[JsonSchemaConstraint]:
     text, source, patterns = prepared_schema(entry)
-    return [JsonSchemaConstraint(schema_text=text, source=source, patterns=patterns)]
+    whitespace = entry.options.get("whitespace") or "compact"
+    return [
+        JsonSchemaConstraint(
+            schema_text=text, source=source, whitespace=whitespace, patterns=patterns
+        )
+    ]
 
 
 DESCRIPTORS = (
@@ -265,8 +272,13 @@ DESCRIPTORS = (
     Descriptor(
         name="json_schema",
         domain="text",
-        description="the continuation is JSON valid under the schema (a mapping or .json file)",
-        keys={"schema": Key((dict, str), required=True)},
+        description="the continuation is JSON valid under the schema (a mapping or .json "
+        "file); whitespace: compact (default) or flexible (spaces, line breaks, indentation)",
+        keys={
+            "schema": Key((dict, str), required=True),
+            "whitespace": Key((str,), choices=("compact", "flexible")),
+        },
+        defaults={"whitespace": "compact"},
         spec_only=True,
         check=check_json_schema,
         build=build_json_schema,

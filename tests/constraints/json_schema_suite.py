@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from outlines_core import Index, Vocabulary
-
-from cdd_cli.constraints.schema_regex import load_schema, schema_text_patterns
+from cdd_cli.constraints.automaton import Moves, pattern_moves
+from cdd_cli.constraints.schema_regex import SINGLE_BYTES, load_schema, schema_text_patterns
 from cdd_cli.errors import InputError
 
 SUITE = Path(__file__).parent / "data" / "json_schema_test_suite" / "draft2020-12"
@@ -50,6 +49,9 @@ class Outcome:
     broken: str | None = None  # compiled, but a pattern the automaton library cannot build
     valid_matched: int = 0
     valid_lost: int = 0  # matched, but not by the byte automaton (`automaton_matches`)
+    # Flexible whitespace: matched compactly and also as `json.dumps` writes it with
+    # `indent=2` and with its default separators (", " and ": ").
+    valid_matched_spaced: int = 0
     unsound: list[str] = field(default_factory=list)
 
     @property
@@ -94,33 +96,35 @@ def reordered(value: Any, rank: Callable[[str, int], Any]) -> Any:
     return value
 
 
-def schema_text(instance: Any, schema: Any, compact: bool = True) -> str:
-    """The instance as cdd writes it: keys in the schema's order, compact (or spaced)."""
+def schema_text(instance: Any, schema: Any, compact: bool = True, indent: int | None = None) -> str:
+    """The instance as cdd writes it: keys in the schema's order, compact (or spaced, or
+    indented)."""
     order = {name: k for k, name in enumerate(key_order(schema))}
     value = reordered(instance, lambda key, at: (order.get(key, len(order)), at))
-    return _dumps(value, compact)
+    return _dumps(value, compact, indent)
 
 
-def writings(instance: Any, schema: Any) -> set[str]:
-    """Every writing soundness is judged on."""
+def writings(instance: Any, schema: Any, indented: bool = False) -> set[str]:
+    """Every writing soundness is judged on (`indented`: those with `indent=2` too)."""
     out = set()
-    for compact in (True, False):
-        out.add(schema_text(instance, schema, compact))
-        out.add(_dumps(instance, compact))
-        out.add(_dumps(reordered(instance, lambda key, at: key), compact))
+    for compact, indent in [(True, None), (False, None), *([(True, 2)] if indented else [])]:
+        out.add(schema_text(instance, schema, compact, indent))
+        out.add(_dumps(instance, compact, indent))
+        out.add(_dumps(reordered(instance, lambda key, at: key), compact, indent))
     return out
 
 
-def _dumps(value: Any, compact: bool) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":") if compact else (", ", ": "))
-
-
-BYTES = Vocabulary(256, {bytes([b]): [b] for b in range(256)})
+def _dumps(value: Any, compact: bool, indent: int | None = None) -> str:
+    # With an indent, json.dumps writes "," and ": ".
+    spaced = (",", ": ") if indent is not None else (", ", ": ")
+    separators = (",", ":") if compact and indent is None else spaced
+    return json.dumps(value, ensure_ascii=False, separators=separators, indent=indent)
 
 
 @functools.lru_cache(maxsize=4096)
-def byte_automaton(pattern: str) -> Index:
-    return Index(pattern, BYTES)
+def byte_automaton(pattern: str) -> Moves:
+    """The pattern's automaton over single bytes, built as the token automaton is."""
+    return pattern_moves(pattern, SINGLE_BYTES, 256)
 
 
 def matches(patterns: tuple[str, ...], text: str) -> bool:
@@ -129,34 +133,34 @@ def matches(patterns: tuple[str, ...], text: str) -> bool:
 
 
 def automaton_matches(patterns: tuple[str, ...], text: str) -> bool:
-    """Whether the text matches every pattern whole by their byte automata (outlines-core's
-    `Index` over single bytes, what the token automaton is built from). Fewer texts than
-    `matches`: outlines-core 0.2.14 drops a move out of an accepting state into one that is
-    not (`a(?:bc)?` does not take "abc", `[0-9]+(?:\\.[0-9]+)?` not "1.5")."""
+    """Whether the text matches every pattern whole by their byte automata (built as the
+    token automaton is: `automaton.pattern_moves`, outlines-core's `Index` of the pattern
+    with an end)."""
     data = text.encode()
     for pattern in patterns:
         index = byte_automaton(pattern)
-        state = index.get_initial_state()
+        state: int | None = index.start
         for byte in data:
-            state = index.get_next_state(state, byte)
+            state = index.moves.get(state, {}).get(byte)
             if state is None:
                 return False
-        if not index.is_final_state(state):
+        if state not in index.final:
             return False
     return True
 
 
-def cdd_patterns(schema: Any) -> tuple[str, ...] | str:
+def cdd_patterns(schema: Any, whitespace: str = "compact") -> tuple[str, ...] | str:
     """The schema's patterns as cdd compiles a spec's `schema`, or the one-line refusal."""
     try:
-        text, _ = load_schema(schema, "suite")
-        return schema_text_patterns(text)
+        text, _ = load_schema(schema, "suite", whitespace)
+        return schema_text_patterns(text, whitespace)
     except InputError as exc:
         return str(exc)
 
 
-def cdd_outcome(case: Case) -> Outcome:
-    compiled = cdd_patterns(case.schema)
+def cdd_outcome(case: Case, whitespace: str = "compact") -> Outcome:
+    compiled = cdd_patterns(case.schema, whitespace)
+    flexible = whitespace == "flexible"
     if isinstance(compiled, str):
         return Outcome(case, refused=compiled)
     outcome = Outcome(case)
@@ -172,9 +176,16 @@ def cdd_outcome(case: Case) -> Outcome:
             if matches(compiled, text):
                 outcome.valid_matched += 1
                 outcome.valid_lost += not automaton_matches(compiled, text)
+                spaced = (
+                    schema_text(instance, case.schema, compact=False),
+                    schema_text(instance, case.schema, indent=2),
+                )
+                outcome.valid_matched_spaced += flexible and all(
+                    matches(compiled, t) and automaton_matches(compiled, t) for t in spaced
+                )
         elif any(
             matches(compiled, text) or automaton_matches(compiled, text)
-            for text in writings(instance, case.schema)
+            for text in writings(instance, case.schema, indented=flexible)
         ):
             outcome.unsound.append(schema_text(instance, case.schema))
     return outcome
@@ -191,6 +202,7 @@ class Table:
     valid_matched: int
     valid_lost: int
     valid: int
+    valid_matched_spaced: int
 
     @classmethod
     def of(cls, outcomes: list[Outcome]) -> Table:
@@ -202,4 +214,5 @@ class Table:
             valid_matched=sum(o.valid_matched for o in outcomes),
             valid_lost=sum(o.valid_lost for o in outcomes),
             valid=sum(o.valid for o in outcomes),
+            valid_matched_spaced=sum(o.valid_matched_spaced for o in outcomes),
         )
