@@ -41,7 +41,7 @@ from cdd_cli.constraint_values import (  # the API's constraint values
 )
 from cdd_cli.constraints.base import closed_forms
 from cdd_cli.constraints.lexical import Count as CountConstraint
-from cdd_cli.constraints.schema_regex import load_schema, schema_text_patterns
+from cdd_cli.constraints.schema_regex import load_schema, schema_pattern, schema_text_patterns
 from cdd_cli.diffusion.schedule import LogLinearSchedule
 from cdd_cli.errors import InputError
 from cdd_cli.models import registry
@@ -268,23 +268,20 @@ def schema_to_patterns(schema: dict | str | Path, whitespace: str = "compact") -
     subset: `cdd_cli.constraints.schema_regex`). Most schemas are one; keywords no single
     regex joins (two string patterns, a format with a length) add more, which a run
     intersects. InputError naming every unsupported keyword, with where it is."""
-    if whitespace not in ("compact", "flexible"):
-        raise InputError(f"schema: whitespace must be 'compact' or 'flexible', got {whitespace!r}")
-    where = "schema"
-    text, _ = load_schema(schema if isinstance(schema, dict) else str(schema), where, whitespace)
-    return list(schema_text_patterns(text, whitespace))
+    return list(schema_text_patterns(schema_text(schema, whitespace), whitespace))
 
 
 def schema_to_regex(schema: dict | str | Path, whitespace: str = "compact") -> str:
     """The one regular expression a `json_schema` constraint enforces for `schema`
     (`schema_to_patterns`); InputError where the schema takes several."""
-    patterns = schema_to_patterns(schema, whitespace)
-    if len(patterns) > 1:
-        raise InputError(
-            f"schema: it is the intersection of {len(patterns)} regexes, not one; "
-            "schema_to_patterns gives them"
-        )
-    return patterns[0]
+    return schema_pattern(schema_text(schema, whitespace), whitespace, "schema")
+
+
+def schema_text(schema: dict | str | Path, whitespace: str) -> str:
+    """`schema` (a mapping or a .json file's path) as the canonical JSON the compiler reads."""
+    if whitespace not in ("compact", "flexible"):
+        raise InputError(f"schema: whitespace must be 'compact' or 'flexible', got {whitespace!r}")
+    return load_schema(schema if isinstance(schema, dict) else str(schema), "schema", whitespace)[0]
 
 
 def molecules(

@@ -1415,14 +1415,16 @@ def schema_text_patterns(schema_text: str, whitespace: str = "compact") -> Patte
     return patterns
 
 
-def schema_pattern(schema_text: str, whitespace: str = "compact") -> str:
+def schema_pattern(
+    schema_text: str, whitespace: str = "compact", where: str = "json_schema"
+) -> str:
     """The one regex of a schema given as canonical JSON; InputError where it is the
     intersection of several (`schema_text_patterns`)."""
     patterns = schema_text_patterns(schema_text, whitespace)
     if len(patterns) > 1:
         raise InputError(
-            f"json_schema: the schema is the intersection of {len(patterns)} patterns, not one "
-            "regex"
+            f"{where}: it is the intersection of {len(patterns)} regexes, not one; "
+            "schema_to_patterns gives them"
         )
     return patterns[0]
 
