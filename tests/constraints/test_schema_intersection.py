@@ -32,12 +32,6 @@ TOKENIZER = Gpt2Tokenizer()
 SUITE = Path(__file__).parent / "data" / "json_schema_test_suite"
 
 
-@pytest.fixture(autouse=True)
-def own_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
-    """Automata are cached in a folder of the tests' own, not the user's."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 def judge(schema: dict) -> JsonSchemaConstraint:
     text, source = load_schema(schema, "test")
     return JsonSchemaConstraint(schema_text=text, source=source)
