@@ -62,6 +62,7 @@ from cdd_cli.errors import InputError
 TINY = 1e-30  # the weight of an edge the model gives no mass: unlikely, still possible (float32)
 FREE = -1  # a hidden position's set: every token
 SMALL_ATOM = 2048  # atoms of at most this many tokens are gathered, larger ones multiplied
+ROWS = 8  # positions renormalised at once: their rows and masks (3 MB at 50,257 tokens) cached
 
 
 @dataclass
@@ -150,6 +151,9 @@ class PatternLayout:
         self.src = torch.tensor(edge_src)
         self.dst = torch.tensor(edge_dst)
         self.edge_set = torch.tensor(edge_set)
+        # Each edge's column of the plan's masses [.., U + 1] (FREE: the last one, of ones).
+        self.edge_column = torch.where(self.edge_set == FREE, len(token_sets), self.edge_set)
+        self.incoming_edges()
         self.accepting = torch.zeros(self.states, dtype=torch.bool)
         self.accepting[:s] = automaton.final
         self.accepting[self.end] = True
@@ -160,6 +164,18 @@ class PatternLayout:
         # By (dtype, device); one dict shared by every placed copy.
         self._multipliers: dict[tuple, torch.Tensor] = {}
         self.mass_by_atoms()
+
+    def incoming_edges(self) -> None:
+        """`incoming` [S, K]: each state's incoming edges in edge order, padded to the largest
+        in-degree K with the index E, one past the last edge (a product of three patterns:
+        17,800 edges, K = 168), so that the backward pass reads a state's own edges only."""
+        edges = len(self.dst)
+        order = torch.argsort(self.dst, stable=True)  # by target state, in edge order within
+        degree = torch.bincount(self.dst, minlength=self.states)
+        first = degree.cumsum(0) - degree
+        rank = torch.arange(edges) - first[self.dst[order]]
+        self.incoming = torch.full((self.states, int(degree.max())), edges, dtype=torch.int64)
+        self.incoming[self.dst[order], rank] = order
 
     def mass_by_atoms(self) -> None:
         """The sets' masses are read through *atoms*: the classes of tokens that belong to
@@ -228,17 +244,22 @@ class PatternLayout:
         # Read one position at a time: [B, L, E] at once is 0.6 GB for a product of three
         # patterns (17,800 edges), and writing it costs more than the dynamic programme.
         mass = torch.cat([mass, torch.ones(b, self.length, 1, dtype=mass.dtype)], dim=-1)
-
-        def weight(i: int) -> torch.Tensor:  # [B, E]
-            return mass[:, i, self.edge_set]
+        # The forward pass runs over [S, B] and [E, B]: a state's or an edge's weights in the
+        # batch are one contiguous row, so gathering them and adding each edge's row into its
+        # target's are row copies (the sums are taken in the same order, edge after edge, as
+        # over [B, S]: the same numbers to the bit).
+        by_set = mass.permute(1, 2, 0).contiguous()  # [L, U + 1, B]
 
         # Forward filtering, each position's state weights rescaled to sum 1 (no underflow).
         alpha = torch.zeros(self.length + 1, b, self.states, dtype=torch.float64)
         alpha[0, :, 0] = 1.0
+        here = alpha[0].T.contiguous()  # [S, B]
         for i in range(self.length):
-            moved = alpha[i][:, self.src] * weight(i)
-            nxt = torch.zeros(b, self.states, dtype=torch.float64).index_add_(1, self.dst, moved)
+            moved = here.index_select(0, self.src) * by_set[i].index_select(0, self.edge_column)
+            reached = torch.zeros(self.states, b, dtype=torch.float64)
+            nxt = reached.index_add_(0, self.dst, moved).T.contiguous()  # [B, S]
             alpha[i + 1] = nxt / nxt.sum(-1, keepdim=True).clamp_min(1e-300)
+            here = alpha[i + 1].T.contiguous()
         last = alpha[self.length] * self.accepting
         if not bool((last.sum(-1) > 0).all()):
             raise InputError("no continuation of this length follows the pattern")
@@ -248,9 +269,19 @@ class PatternLayout:
         )
         state = _pick(last, u[:, self.length])
         chosen = torch.empty(b, self.length, dtype=torch.int64)
+        # Over the state's incoming edges only, in edge order: the other edges weighed 0 in
+        # a draw over all of them, adding 0 to the cumulative sums, so the same edge is drawn.
+        e = len(self.src)
+        src = torch.cat([self.src, self.src.new_zeros(1)])  # the padding edge: weight 0
+        column = torch.cat([self.edge_column, self.edge_column.new_zeros(1)])
         for i in reversed(range(self.length)):
-            scores = alpha[i][:, self.src] * weight(i) * (self.dst == state[:, None])
-            edge = _pick(scores, u[:, i])
+            edges = self.incoming[state]  # [B, K]
+            weight = mass[:, i].gather(1, column[edges])
+            scores = alpha[i].gather(1, src[edges]) * weight * (edges < e)
+            pick = _pick(scores, u[:, i])
+            # None weighs (never seen): the last edge, as the draw over all edges took.
+            edge = edges.gather(1, pick.clamp_min(0)[:, None]).squeeze(1)
+            edge = torch.where(pick < 0, e - 1, edge)
             chosen[:, i] = edge
             state = self.src[edge]
         return [PathPlan(row) for row in self.edge_set[chosen].tolist()]
@@ -271,12 +302,20 @@ class PatternLayout:
         # Each position's row of `masks`: its edge's set, or the row of ones where it stays.
         chosen = torch.where(open_, sets, keep).to(probs.device)
         open_ = open_.to(probs.device)
+        total = torch.empty(self.length, 1, dtype=probs.dtype, device=probs.device)
+        step = ROWS if probs.device.type == "cpu" else max(self.length, 1)
         for k in range(len(plans)):  # one sample at a time: contiguous rows, no copies
-            rows = out[k, span]
-            torch.mul(probs[k, span], masks.index_select(0, chosen[k]), out=rows)
-            total = rows.sum(-1, keepdim=True)
-            rows.div_(torch.where(open_[k, :, None], total, 1.0).clamp_min(1e-30))
+            # A few positions at a time on a CPU, so that the gathered masks and the rows
+            # written stay in the cache for the sum and the division (one sample's rows: 13
+            # MB); all at once elsewhere (a GPU: 4 kernels a sample, not 4 a few positions).
+            for a in range(0, self.length, step):
+                at = slice(a, a + step)
+                rows = out[k, span][at]
+                torch.mul(probs[k, span][at], masks.index_select(0, chosen[k, at]), out=rows)
+                torch.sum(rows, -1, keepdim=True, out=total[at])
+                rows.div_(torch.where(open_[k, at, None], total[at], 1.0).clamp_min(1e-30))
             for i in (open_[k] & (total[:, 0] <= 0)).nonzero().squeeze(-1).tolist():
+                rows = out[k, span]
                 rows[i] = masks[chosen[k, i]] / masks[chosen[k, i]].sum()  # nothing left: uniform
         return out
 
