@@ -46,6 +46,7 @@ class SmilesTokenizer:
         self.vocab = list(SPECIALS) + [t for t in tokens if t not in SPECIALS]
         self.index = {t: i for i, t in enumerate(self.vocab)}
         self.bos_id, self.eos_id, self.mask_id, self.pad_id, self.unk_id = range(5)
+        self.automaton: SmilesSyntax | None = None
 
     @classmethod
     def from_corpus(cls, smiles: Iterable[str]) -> SmilesTokenizer:
@@ -93,16 +94,16 @@ class SmilesTokenizer:
         return "".join(out)
 
     def syntax(self) -> SmilesSyntax:
-        """The automaton of well-formed SMILES over this vocabulary (for the sampler)."""
-        return SmilesSyntax(self.vocab)
-
-    @functools.cached_property
-    def checker(self) -> SmilesSyntax:
-        return self.syntax()
+        """The automaton of well-formed SMILES over this vocabulary (for the sampler and
+        `readable`): one per tokenizer, its transitions cached as they are reached."""
+        if self.automaton is None:
+            self.automaton = SmilesSyntax(self.vocab)
+        return self.automaton
 
     def readable(self, ids: Iterable[int]) -> bool:
         """Whether `decode(ids)` is well-formed SMILES (`SmilesSyntax.reads`): False means
         RDKit cannot parse it, so no judge of a molecule can accept it."""
+        syntax = self.syntax()
         classes = []
         for position, i in enumerate(ids):
             i = int(i)
@@ -112,8 +113,8 @@ class SmilesTokenizer:
                 continue
             if i in (self.bos_id, self.unk_id):
                 return False  # decoded as "?"
-            classes.append(self.checker.token_class[i])
-        return self.checker.reads(classes)
+            classes.append(syntax.token_class[i])
+        return syntax.reads(classes)
 
     def decode_batch(self, ids: torch.Tensor) -> list[str]:
         return [self.decode(row) for row in ids.tolist()]
