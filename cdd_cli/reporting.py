@@ -5,6 +5,7 @@ the reporter without paying for torch at start-up."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import median
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -137,12 +138,6 @@ class Measured:
         return self.stepping * ratio * size / self.size, self.final * rest, self.after * rest
 
 
-def median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
 def residual(measured: list[float], elapsed: float) -> float:
     """Seconds a part of the batch at hand (its last step, or its judging and redraws)
     still needs when it has run `elapsed`, from what the batches done took for it (at the
@@ -169,11 +164,7 @@ class Pace:
     built from whole batches: the batches not begun cost what the batches done cost on
     average (a sum over several batches: the mean is its best guess), and the batch at hand
     its steps left, then its last step and what follows as the batches done took them from
-    the same point on (`residual`), so its share shrinks as each part ends. (The estimate it
-    replaces scaled each part's mean cost by the time the batch at hand took to reach its
-    latest step against the time the batches done took: where the first batch's first steps
-    had been slow, it said 8 s left of 83; and it showed nothing while a last step outran
-    the mean.)
+    the same point on (`residual`), so its share shrinks as each part ends.
 
     A busy machine's load moves several-fold within a run (on two cores beside other work, a
     batch's steps took 0.07 s in one batch and 0.8 s in the next), and it slows every part:
