@@ -1,11 +1,12 @@
 """Issue 50: is the progress line's time left within a factor of 2 of the truth on a busy
 machine? Runs `cdd ARGS` with stderr a pipe (plain lines every 10 s), a CPU hog beside it for
-the whole run, stamps each stderr line as it arrives, and compares each line's "about M:SS
-left" after the first batch's records are written with the time the run really still took
-(the closing line's arrival minus the line's). The child also writes each reporter event with
-its time (`TRACE.events.jsonl`), so that `--replay TRACE.events.jsonl` can rerun the estimator
-of this checkout (`reporting.Pace`) on a measured run's timeline, every second of it from the
-second batch on, as a line then would say it (the last 10 s left out: no ratio holds there).
+the whole run (--no-hog: none of its own, e.g. where hogs run already), stamps each stderr line
+as it arrives, and compares each line's "about M:SS left" after the sampler's first pass with
+the time the run really still took (the closing line's arrival minus the line's). The child
+also writes each reporter event with its time (`TRACE.events.jsonl`), so that `--replay
+TRACE.events.jsonl` can rerun the estimator of this checkout (`reporting.Pace`) on a measured
+run's timeline, every second of it from the second pass on, as a line then would say it (the
+last 10 s left out: no ratio holds there), and `--passes` prints each pass's size and times.
 
     .venv/bin/python bench/eta_check.py --trace /tmp/eta1 -- molecules -n 256 -c sa \
         --tau 3.5 -o /tmp/eta_run.jsonl
@@ -15,6 +16,7 @@ second batch on, as a line then would say it (the last 10 s left out: no ratio h
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -45,9 +47,9 @@ def child(trace: str, argv: list[str]) -> None:
 
         setattr(cls, name, wrapped)
 
-    wrap("run_started", lambda label, total: [total])
-    wrap("batch_started", lambda *a: list(a))
-    wrap("redraw_started", lambda *a: list(a))
+    wrap("run_started", lambda label, total, batch_size: [total, batch_size])
+    wrap("resumed", lambda present: [present])
+    wrap("pass_started", lambda *a: list(a))
     wrap("step", lambda info: [info.index, info.steps])
     wrap("records_done", lambda done, info: [done])
     wrap("stage", lambda p: [p.stage, p.step, p.steps, p.samples, p.settled, p.touched, p.ended])
@@ -64,16 +66,16 @@ def seconds(match: re.Match) -> int:
 
 
 def table(stamped: list[tuple[float, str]], end: float) -> tuple[int, int]:
-    """Print said against true for each line after the first batch; (within 2x, lines)."""
+    """Print said against true for each line after the first pass; (within 2x, lines)."""
     within = lines = 0
-    first_batch_done = False
+    first_pass_done = False
     for at, line in stamped:
         done = DONE.match(line)
         if not done or "elapsed" not in line:
             continue
-        batch = re.search(r"batch (\d+) of", line)
-        first_batch_done = first_batch_done or (batch is not None and int(batch.group(1)) > 1)
-        if not first_batch_done:
+        number = re.search(r"pass (\d+), ", line)
+        first_pass_done = first_pass_done or (number is not None and int(number.group(1)) > 1)
+        if not first_pass_done:
             continue
         true = end - at
         said = LEFT.search(line)
@@ -85,10 +87,10 @@ def table(stamped: list[tuple[float, str]], end: float) -> tuple[int, int]:
             ok = 0.5 <= ratio <= 2.0
             within += ok
             verdict, text = f"{ratio:.2f}x {'ok' if ok else 'MISS'}", str(seconds(said))
-        where = re.search(r"batch \d+ of \d+[^;]*?(?=, its steps|;|$)", line)
+        where = re.search(r"pass \d+, [^;]*?(?=, its steps|;|$)", line)
         print(f"{at - stamped[0][0]:7.1f}  said {text:>5}  true {true:6.1f}  {verdict:10}  "
               f"{where.group(0) if where else ''}")  # fmt: skip
-    print(f"within 2x: {within} of {lines} lines after the first batch")
+    print(f"within 2x: {within} of {lines} lines after the first pass")
     return within, lines
 
 
@@ -121,7 +123,7 @@ def parent(trace: str, argv: list[str], hog: bool) -> None:
 
 def replay(path: str, every: float = 1.0, pace_class=None, show: float = 0) -> tuple[int, int]:
     """Rerun this checkout's Pace on a recorded timeline; query it every `every` seconds
-    after the first batch's records (what a line then says), against the true time left."""
+    after the first pass (what a line then says), against the true time left."""
     from cdd_cli.reporting import Pace
 
     pace_class = pace_class or Pace
@@ -136,22 +138,22 @@ def replay(path: str, every: float = 1.0, pace_class=None, show: float = 0) -> t
         while i < len(events) and events[i][0] <= t:
             at, name, *args = events[i]
             if name == "run_started":
-                pace = pace_class(args[0], 0, at)
-            elif name == "batch_started":
-                pace.begin_batch(*args, at)
-            elif name == "redraw_started":
+                pace = pace_class(args[0], args[1], at)
+            elif name == "resumed":
+                pace = pace_class(pace.total, pace.batch_size, at, args[0])
+            elif name == "pass_started":
                 pace.begin_pass(*args, at)
             elif name == "step":
                 pace.stepped(*args, at)
             elif name == "records_done":
                 pace.finished(args[0])
             i += 1
-        if pace is not None and pace.measured and pace.done < pace.total:
+        if pace is not None and pace.passes_done and pace.done < pace.total:
             left = pace.left(t)
             lines += end - t >= 10
             if show and round((t - start) / every) % round(show / every) == 0:
                 text = "-" if left is None else f"{left:6.1f}"
-                where = f"batch {pace.batch} pass {pace.attempt} step {pace.step}"
+                where = f"pass {pace.passes} ({pace.samples}) step {pace.step}"
                 print(f"{t - start:6.0f} said {text:>6} true {end - t:6.1f}  {where}")
             if end - t < 10:  # the last line's 10 s: no ratio holds as the truth nears 0
                 pass
@@ -168,6 +170,29 @@ def replay(path: str, every: float = 1.0, pace_class=None, show: float = 0) -> t
     return within, lines
 
 
+def passes(path: str) -> None:
+    """Print each pass of a recorded run: when it began, its samples (redrawn ones), the
+    median and the sum of its regular steps, its last step, and what came after it until
+    the next pass (judging, records)."""
+    events = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    start = events[0][0]
+    table = []  # per pass: began, samples, redraws, each step's end
+    for at, name, *args in events:
+        if name == "pass_started":
+            table.append((at, args[0], args[1], [at]))
+        elif name == "step" and table:
+            table[-1][3].append(at)
+    ends = [began for began, *_ in table[1:]] + [events[-1][0]]
+    print("  began  samples redrawn  step(median)  steps  last step  after")
+    for (began, samples, redraws, stamps), end in zip(table, ends, strict=True):
+        durations = [b - a for a, b in itertools.pairwise(stamps)]
+        regular = durations[:-1]
+        middle = sorted(regular)[len(regular) // 2] if regular else 0.0
+        final = durations[-1] if durations else 0.0
+        print(f"{began - start:7.1f}  {samples:7d} {redraws:7d}  {middle:12.3f}  "
+              f"{sum(regular):5.1f}  {final:9.2f}  {end - stamps[-1]:5.2f}")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--child")
@@ -175,10 +200,13 @@ def main() -> None:
     parser.add_argument("--no-hog", action="store_true")
     parser.add_argument("--replay", nargs="*")
     parser.add_argument("--show", type=float, default=0, help="with --replay: every so many s")
+    parser.add_argument("--passes", help="a trace's events: print each pass's size and times")
     parser.add_argument("argv", nargs="*")
     args = parser.parse_args()
     if args.child:
         child(args.child, args.argv)
+    elif args.passes:
+        passes(args.passes)
     elif args.replay:
         for path in args.replay:
             replay(path, show=args.show)

@@ -4,11 +4,12 @@
         [--threads 1,2] [--repeats 2]
 
 Runs what a new user runs (`cdd molecules -n 256 --seed 21` with and without `-c sa --tau
-3.5`, the shipped model, batches of 64) in one process, at each thread count, the two arms
-interleaved batch by batch and repeated. Prints, per thread count: each arm's wall seconds,
-the ratio, and the cdd arm's seconds per engine stage (summed over batches; wall time of the
-stage's calls, which includes the judges it asks) and in whole redraw passes (those include
-their own stages' time again).
+3.5`, the shipped model, passes of 64) in one process, at each thread count, each arm a whole
+run (the redraws ride in later passes, as in `cdd molecules`), the arms alternating which
+goes first, repeated. Prints, per thread count: each arm's wall seconds, the ratio, and the
+cdd arm's seconds per engine stage (summed over passes; wall time of the stage's calls, which
+includes the judges it asks), "redraws": the redrawn samples' share of the passes' wall time
+(it includes their share of the stages' time again), and the passes and draws.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import torch
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.constraints.sa import rdkit_sa
 from cdd_cli.models import registry
+from cdd_cli.reporting import Reporter
 from cdd_cli.run.defaults import fill_defaults
 from cdd_cli.run.generation import Generation
 from cdd_cli.spec import Spec, constraint_from_flags
@@ -36,6 +38,15 @@ def generation(loaded, method: str, tau: float, batch_size: int, seed: int) -> G
     fill_defaults(spec, loaded)
     constraints = build_constraints(specs, loaded, "cpu")
     return Generation(spec, loaded, constraints)
+
+
+class Passes(Reporter):
+    """Counts the sampler's passes and the draws in them."""
+
+    passes = draws = 0
+
+    def pass_started(self, samples: int, redraws: int, steps: int) -> None:
+        self.passes, self.draws = self.passes + 1, self.draws + samples
 
 
 def main() -> None:
@@ -53,17 +64,19 @@ def main() -> None:
         torch.set_num_threads(threads)
         walls = {"unconstrained": 0.0, "cdd": 0.0}
         stages: dict[str, float] = {}
-        for _ in range(args.repeats):
+        passes = draws = 0
+        for repeat in range(args.repeats):
             arms = {m: generation(loaded, m, args.tau, args.batch_size, args.seed) for m in walls}
-            for start in range(0, args.samples, args.batch_size):
-                indices = range(start, min(start + args.batch_size, args.samples))
-                for method, arm in arms.items():
-                    rdkit_sa.cache_clear()  # no arm profits from another's verdicts
-                    started = time.perf_counter()
-                    arm.run(indices)
-                    walls[method] += time.perf_counter() - started
+            counter = Passes()
+            arms["cdd"].reporter = counter
+            for method in sorted(arms, reverse=bool(repeat % 2)):  # alternate which goes first
+                rdkit_sa.cache_clear()  # no arm profits from another's verdicts
+                started = time.perf_counter()
+                arms[method].run(range(args.samples))
+                walls[method] += time.perf_counter() - started
             for name, seconds in arms["cdd"].stage_seconds.items():
                 stages[name] = stages.get(name, 0.0) + seconds
+            passes, draws = passes + counter.passes, draws + counter.draws
         n = args.repeats
         row = {
             "threads": threads,
@@ -71,16 +84,19 @@ def main() -> None:
             "cdd_s": round(walls["cdd"] / n, 2),
             "ratio": round(walls["cdd"] / walls["unconstrained"], 3),
             "stages_s": {k: round(v / n, 3) for k, v in stages.items()},
+            "passes": passes / n,
+            "draws": draws / n,
         }
         results.append(row)
         print(json.dumps(row), flush=True)
     print(json.dumps({"machine": platform.machine(), "torch": torch.__version__}))
-    print("\n| threads | unconstrained s | cdd s | ratio | " + " | ".join(results[0]["stages_s"]))
-    print("|---" * (4 + len(results[0]["stages_s"])) + "|")
+    stage_names = " | ".join(results[0]["stages_s"])
+    print(f"\n| threads | unconstrained s | cdd s | ratio | passes | draws | {stage_names} |")
+    print("|---" * (6 + len(results[0]["stages_s"])) + "|")
     for r in results:
         cells = " | ".join(str(v) for v in r["stages_s"].values())
         head = f"| {r['threads']} | {r['unconstrained_s']} | {r['cdd_s']} | {r['ratio']} |"
-        print(f"{head} {cells} |")
+        print(f"{head} {r['passes']:g} | {r['draws']:g} | {cells} |")
 
 
 if __name__ == "__main__":

@@ -84,7 +84,7 @@ def clock_text(seconds: float) -> str:
 class EtaColumn(ProgressColumn):
     """The time left, estimated when the row is drawn (task field `eta`: a function giving
     seconds, or None while nothing measures them; no function: an empty cell). Rich's own
-    column divides by a recent rate, which records that come out a batch at a time make
+    column divides by a recent rate, which records that come out a pass at a time make
     meaningless."""
 
     def render(self, task: Task) -> Text:
@@ -191,12 +191,12 @@ class ProjectionNews:
 
 class RichReporter(Display):
     """The progress of a sampling run on stderr. On a terminal, a live view: the run's row
-    (records, rate, time left), the batch's denoising row (steps, and the redraw passes of
-    the samples the judges rejected) and, while the projection works, its row (its stages,
-    in words, and the ALM's rounds). Without one (a log file, a pipe): a plain line as the
-    run begins, then at least every LOG_EVERY_S seconds from a ticker thread (a step or the
-    final projection can take minutes without a callback), and one at the end. `clock`: where
-    times are read (a test passes its own)."""
+    (records, rate, time left), the denoising row of the sampler's pass at hand (its samples,
+    how many of them the judges rejected in the pass before, its steps) and, while the
+    projection works, its row (its stages, in words, and the ALM's rounds). Without one (a
+    log file, a pipe): a plain line as the run begins, then at least every LOG_EVERY_S
+    seconds from a ticker thread (a step or the final projection can take minutes without a
+    callback), and one at the end. `clock`: where times are read (a test passes its own)."""
 
     LOG_EVERY_S = 10.0
     LOADING_NOTE_S = 5.0  # loading past this long is told (see __init__)
@@ -266,12 +266,12 @@ class RichReporter(Display):
         """Loading is over (the run begins, or it ended in an error): no note of it now."""
         self.loading.cancel()
 
-    def run_started(self, label: str, total: int) -> None:
+    def run_started(self, label: str, total: int, batch_size: int) -> None:
         self.loaded()
         now = self.clock()
         with self.lock:
-            self.label, self.pace = label, Pace(total, 0, now)
-        # The run's row first, its batch's rows under it.
+            self.label, self.pace = label, Pace(total, batch_size, now)
+        # The run's row first, its pass's rows under it.
         self.overall = self.progress.add_task(label, total=total, info="", eta=self.eta)
         self.denoise = self.progress.add_task("  denoising", total=None, info="", eta=self.step_eta)
         self.fresh_projection()
@@ -286,31 +286,22 @@ class RichReporter(Display):
     def resumed(self, present: int) -> None:
         with self.lock:
             assert self.pace is not None
-            self.pace = Pace(self.pace.total, present, self.clock())
+            self.pace = Pace(self.pace.total, self.pace.batch_size, self.clock(), present)
         self.progress.update(self.overall, completed=present)
 
-    def batch_started(self, batch: int, batches: int, size: int, steps: int) -> None:
+    def pass_started(self, samples: int, redraws: int, steps: int) -> None:
         with self.lock:
-            assert self.pace is not None
-            self.pace.begin_batch(batch, batches, size, steps, self.clock())
+            if self.pace is None:  # a Generation driven without a run (tests)
+                return
+            self.pace.begin_pass(samples, redraws, steps, self.clock())
             self.news = ProjectionNews()
-            info = self.batch_text()
+            info = self.pass_text()
         self.progress.reset(self.denoise, total=steps, info=info, eta=self.step_eta)
         self.fresh_projection()
         if self.plain and self.ticker is None:
             self.say(self.line())  # the first line at once, then the ticker's
             self.ticker = threading.Thread(target=self.tick, name="cdd-progress", daemon=True)
             self.ticker.start()
-
-    def redraw_started(self, samples: int, attempt: int) -> None:
-        with self.lock:
-            if self.pace is None:  # a Generation driven without a run (tests)
-                return
-            self.pace.begin_pass(samples, attempt, self.clock())
-            self.news = ProjectionNews()
-            info = self.batch_text()
-        self.progress.reset(self.denoise, info=info, eta=self.step_eta)
-        self.fresh_projection()
 
     def records_done(self, done: int, info: str) -> None:
         with self.lock:
@@ -326,7 +317,7 @@ class RichReporter(Display):
             if self.pace is None:  # a Generation driven without a run (tests)
                 return
             self.pace.stepped(info.index, info.steps, self.clock())
-            text = self.batch_text()
+            text = self.pass_text()
         self.progress.update(
             self.denoise, total=info.steps, completed=min(info.index + 1, info.steps), info=text
         )
@@ -357,16 +348,17 @@ class RichReporter(Display):
         with self.lock:
             return self.pace.step_eta(self.clock()) if self.pace else None
 
-    def batch_text(self, steps: bool = False) -> str:
-        """The batch at hand, its pass (a redraw of the samples the judges rejected), and with
-        `steps` the step it is at; the last step (the noise removal, and the projection of
-        the final prediction) is said to be under way until it ends."""
+    def pass_text(self, steps: bool = False) -> str:
+        """The pass at hand: its number in the run, its samples and how many of them are
+        redrawn (the judges rejected them in the pass before), and with `steps` the step it
+        is at; the last step (the noise removal, and the projection of the final prediction)
+        is said to be under way until it ends."""
         pace = self.pace
-        if pace is None or not pace.batch:
+        if pace is None or not pace.passes:
             return ""
-        text = f"batch {pace.batch} of {pace.batches}"
-        if pace.attempt > 1:
-            text += f", redrawing {pace.samples} (draw {pace.attempt})"
+        text = f"pass {pace.passes}, {pace.samples} sample{'s' if pace.samples != 1 else ''}"
+        if pace.redraws:
+            text += f" ({pace.redraws} redrawn)"
         if steps and pace.in_final_step:
             return f"{text}, step {pace.steps} of {pace.steps} under way"
         if steps:
@@ -375,7 +367,7 @@ class RichReporter(Display):
 
     def line(self) -> str:
         """A plain progress line: records, time, rate and what is left (once measured); the
-        batch, its step and what its steps still need; the records' tally; the projection's
+        pass, its step and what its steps still need; the records' tally; the projection's
         news."""
         now = self.clock()
         with self.lock:
@@ -390,8 +382,8 @@ class RichReporter(Display):
                 parts.append(f"{rate:.2f}/s")
             if left is not None:  # (under a second: what was measured is used up)
                 parts.append(f"about {clock_text(left)} left" if left >= 1 else "finishing")
-            if pace.batch:
-                parts.append(self.batch_text(steps=True))
+            if pace.passes:
+                parts.append(self.pass_text(steps=True))
                 steps = pace.step_eta(now)
                 if steps is not None and pace.step < pace.steps:
                     parts.append(f"its steps done in about {clock_text(steps)}")
@@ -444,9 +436,7 @@ def training_progress(quiet: bool, label: str, total: int, log_every: int):
 
 # Characters that end a line on a terminal or to str.splitlines: a message quoting what a
 # user gave (a model name, a word) shows them escaped, so that it stays one line.
-LINE_BREAKS = str.maketrans(
-    {c: repr(c)[1:-1] for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
-)
+LINE_BREAKS = str.maketrans({c: repr(c)[1:-1] for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"})
 
 
 def one_line(message: str) -> str:

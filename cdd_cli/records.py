@@ -320,14 +320,12 @@ class Share:
         index, shards = self.shard
         return len(range(first + (index - first) % shards, stop, shards))
 
-    def batches(self, first: int, n: int, prompt: str, size: int) -> Iterator[list[int]]:
+    def samples(self, first: int, n: int, prompt: str) -> Iterator[int]:
         """The prompt's samples this process writes (the run's samples first .. first +
-        n - 1, record ids PROMPT-i), `size` at a time, never all held at once."""
+        n - 1, record ids PROMPT-i), in order, as they are asked for."""
         index, shards = self.shard
         start = (index - first) % shards
-        wanted = (i for i in range(start, n, shards) if f"{prompt}-{i}" not in self.ids)
-        while batch := list(itertools.islice(wanted, size)):
-            yield batch
+        return (i for i in range(start, n, shards) if f"{prompt}-{i}" not in self.ids)
 
 
 def resume_from(

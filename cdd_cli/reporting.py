@@ -4,6 +4,8 @@ the reporter without paying for torch at start-up."""
 
 from __future__ import annotations
 
+import math
+from collections import deque
 from dataclasses import dataclass
 from statistics import median
 from typing import TYPE_CHECKING
@@ -17,24 +19,23 @@ if TYPE_CHECKING:
 class Reporter:
     """Every method does nothing here: the CLI's live display overrides them
     (`console.RichReporter`), and so may any caller of the Python API. A run calls
-    `run_started`, then `resumed` (only where records were already written), then per batch
-    `batch_started`, its steps, stages and ALM iterations, its `redraw_started` passes, and
-    `records_done` as each record is final."""
+    `run_started`, then `resumed` (only where records were already written), then per pass
+    of the sampler `pass_started`, its steps, stages and ALM iterations, and `records_done`
+    as each record is final."""
 
-    def run_started(self, label: str, total: int) -> None:
-        """A run of `total` records of `label` ("molecules", "samples") begins."""
+    def run_started(self, label: str, total: int, batch_size: int) -> None:
+        """A run of `total` records of `label` ("molecules", "samples") begins; its passes
+        draw at most `batch_size` samples together."""
 
     def resumed(self, present: int) -> None:
         """`present` of the `total` records were already written (--resume); `records_done`
         counts them."""
 
-    def batch_started(self, batch: int, batches: int, size: int, steps: int) -> None:
-        """Batch `batch` (from 1) of `batches` begins: `size` samples drawn together, each
-        through `steps` denoising steps."""
-
-    def redraw_started(self, samples: int, attempt: int) -> None:
-        """`samples` of the batch at hand that the judges rejected are drawn again (`attempt`:
-        their draw, 2 for the first redraw); the pass's steps follow, from index 0."""
+    def pass_started(self, samples: int, redraws: int, steps: int) -> None:
+        """A pass of the sampler begins: `samples` draws denoised together, each through
+        `steps` steps, `redraws` of them samples the judges rejected in the pass before (a
+        pass takes every such sample first, then samples not yet begun, up to the batch size;
+        samples of different prompts never share a pass)."""
 
     def records_done(self, done: int, info: str) -> None:
         """`done` records are final; `info`: a short tally (valid, violating)."""
@@ -113,149 +114,207 @@ class Tally:
 
 @dataclass
 class Measured:
-    """A batch done, as it went (seconds): one measurement of what a batch costs."""
+    """A pass done, as it went (seconds): one measurement of what a pass costs."""
 
-    size: int
-    step: float  # one regular step of its first pass, per sample: their median
-    stepping: float  # its first pass's regular steps, at that median
-    final: float  # its first pass's last step: the noise removal and the final projection
-    after: float  # judging, records and redraw passes
+    samples: int
+    rows: float  # what its steps cost, in samples (`Pace.rows`)
+    step: float  # one regular step per row: the median of its regular steps
+    stepping: float  # its regular steps, at that median
+    final: float  # its last step: the noise removal and the projection of the final prediction
+    after: float  # its judging and records, until the next pass began
 
     # How the last step and judging follow the machine's step speed: as its 0.75th power.
     # On a busy two-core machine, torch's steps (every core, in lockstep) ran 8 to 11 times
-    # slower in some batches than in others, the last steps (RDKit, one core) about 6 times
-    # and the judging and redraws about 9 (bench/eta_check.py's traces); a step speed 8
-    # times slower scales them by 4.8. Replaying three such runs: 171 of 230 estimates within
-    # 2x, against 170 at the square root, 165 at the full ratio and 150 at none.
+    # slower in some stretches of a run than in others, the last steps (RDKit, one core)
+    # about 6 times and the judging about 9 (bench/eta_check.py's traces): a step speed 8
+    # times slower scales them by 4.8.
     REST_FOLLOWS = 0.75
 
-    def parts(self, speed: float, size: int) -> tuple[float, float, float]:
-        """Its steps, last step and what came after, for `size` samples when a regular step
-        costs `speed` seconds per sample (bounded to 1/8..8 of its own: a burst of other
-        work is not the machine's pace)."""
+    def parts(self, speed: float) -> tuple[float, float, float]:
+        """Its steps, last step and what came after, had a regular step cost `speed` seconds
+        per row (bounded to 1/8..8 of its own: a burst of other work is not the machine's
+        pace)."""
         ratio = min(max(speed / self.step, 1 / 8), 8.0) if self.step else 1.0
-        rest = ratio**self.REST_FOLLOWS * size / self.size
-        return self.stepping * ratio * size / self.size, self.final * rest, self.after * rest
+        rest = ratio**self.REST_FOLLOWS
+        return self.stepping * ratio, self.final * rest, self.after * rest
 
 
 def residual(measured: list[float], elapsed: float) -> float:
-    """Seconds a part of the batch at hand (its last step, or its judging and redraws)
-    still needs when it has run `elapsed`, from what the batches done took for it (at the
-    speed now): of those that ran longer, what they had left then, the geometric mean of
-    the least and the most. A batch's last step varies several-fold with which samples it
-    must move (10 to 40 s beside a CI run, then 12) and nothing tells which before it ends:
-    a point between the extremes errs by the same factor either way (the mean of 10, 25 and
-    40 is 25, twice a 12 s one; their geometric middle, 20, is 1.7 times it and half of 40).
-    Once the part outlasts the shorter ones, it follows the longer ones, never a stale mean
-    minus the time spent (0, and there it sits). Past all of them nothing measured says how
-    long it goes on: a quarter of what it took so far, which grows as it runs on."""
+    """Seconds a part of the pass at hand (its last step, or its judging) still needs when
+    it has run `elapsed`, from what the passes done took for it (at its size and the speed
+    now): of those that ran longer, the median of what they had left then. A pass's last
+    step varies several-fold with which samples it must move, and nothing tells which before
+    it ends: the median is the typical pass, and one slowed by a burst of other work does
+    not move it. Once the part outlasts the shorter ones it follows the longer ones, never a
+    stale mean minus the time spent (0, and there it sits). Past all of them nothing measured
+    says how long it goes on: a quarter of what it took so far, which grows as it runs on."""
     longer = [m - elapsed for m in measured if m > elapsed]
-    return (min(longer) * max(longer)) ** 0.5 if longer else elapsed / 4
+    return median(longer) if longer else elapsed / 4
 
 
 class Pace:
     """How far a sampling run is and how long its rest should take, from what it measured.
 
-    A run's work is its batches, each `steps` denoising steps: the regular steps, then the
-    last one, the noise removal, which carries the projection of the final prediction, then
-    the judging and any redraw passes. Before a batch is done nothing says what its last step
-    and the rest cost (most of a batch of `-c sa --tau 3.5`), so there is no estimate; after,
-    each batch done is one measurement of the three parts (`Measured`), and the estimate is
-    built from whole batches: the batches not begun cost what the batches done cost on
-    average (a sum over several batches: the mean is its best guess), and the batch at hand
-    its steps left, then its last step and what follows as the batches done took them from
-    the same point on (`residual`), so its share shrinks as each part ends.
+    A run is a stream of passes of the sampler, each of at most `batch_size` samples: those
+    the judges rejected in the pass before, then samples not yet begun. A pass is its regular
+    steps, its last step (the noise removal, which carries the projection of the final
+    prediction), then the judging and its records until the next pass begins. Each pass done
+    is one measurement of those three parts (`Measured`). Before the first is done nothing
+    says what the last step and the judging cost (most of a pass of `-c sa --tau 3.5`), so
+    there is no estimate.
 
-    A busy machine's load moves several-fold within a run (on two cores beside other work, a
-    batch's steps took 0.07 s in one batch and 0.8 s in the next), and it slows every part:
-    each batch done is taken at the speed the machine steps now, the median of the batch at
-    hand's latest regular steps against the median of that batch's (a median: the first
-    steps of a run warm up, and a burst of other work slows a step or two several-fold;
-    neither is the machine's pace). Until the batch at hand has TRUST_STEPS steps there is
-    no estimate (`fresh`). The estimate never falls below the time the denoising steps left
-    need alone, at the lowest per-sample step cost seen. What it cannot foresee: a load that
-    changes after it spoke, and a batch whose judges reject more or fewer samples than the
-    batches done (each redraw pass is a pass of all the steps). Pure bookkeeping: every
-    event passes the clock's reading `now`."""
+    The rest of the run is the pass at hand's remainder (`here`) and the passes to come.
+    Their number and sizes come from the share of a pass's samples the judges reject
+    (`rejected`) by running the pool forward (`ahead`): the pass at hand leaves that share
+    of its samples rejected, each later pass takes them and fresh samples up to the batch
+    size and leaves its own share, until no fresh sample is left and hardly any rejected one
+    is expected; so after the full passes comes a tail of shrinking ones. A pass of the tail
+    may not come at all (its judges may reject no sample): one of `size` samples expected
+    comes with the chance that a count of that mean is not 0, 1 - e^-size as for a Poisson
+    count, and its fixed cost (FIXED_ROWS) counts by that chance. With several prompts, whose
+    samples never share a pass, the run is taken as one pool: each prompt's own tail (a few
+    small passes) is not foreseen.
 
-    RECENT_STEPS = 9  # the batch at hand's latest steps, whose median is the speed now
-    TRUST_STEPS = 3  # its steps before that median is trusted (one may carry a burst)
+    A pass to come costs what the passes done cost: their steps per row (`rows`: a step has
+    a cost whatever the size), their last steps and judging per sample (the projection and
+    the judges work sample by sample: a last step of 1 molecule took 0.02 s where one of 64
+    took 1.5), each summed over the passes done and divided by their rows or samples summed,
+    so that a full pass tells more than a small one, and a small one slowed by a burst of
+    other work counts for little.
 
-    def __init__(self, total: int, present: int, now: float):
-        self.total, self.present, self.done = total, present, present
+    A busy machine's load moves several-fold within a run (on two cores beside other work,
+    a pass's steps took 0.06 s in one pass and 2 s in another), and it slows every part: the
+    pass at hand is taken at the speed the machine steps now, the median of the latest
+    RECENT_STEPS regular steps per row, whichever passes they were in (a median: a pass's
+    first step also sets the pass up, and a burst of other work slows a step or two
+    several-fold; neither is the machine's pace), against the median of each pass done's
+    own. Whether a slow-down lasts nothing tells: beside other work, a stretch 4 times
+    slower than the run's usual pace lasted 50 s of a 190 s run, then one 2.5 times slower
+    60 s, and another run's last 80 s were 10 times slower. So where the machine steps slower
+    than the run's typical pace (the median of the passes done's own), the passes to come
+    are taken at the geometric middle of the two speeds, which errs by the same factor
+    whether the slow-down ends at once or lasts (its square root: within 2 times up to a
+    4-fold one); where it steps faster, at the speed now (what slowed the passes before has
+    ended, e.g. a burst of other work during the first pass, all that the typical pace knows
+    then). The estimate never falls below the time the denoising steps left need alone
+    (`floor`). What it cannot foresee: a load that changes after it spoke, and judges that
+    reject a larger or smaller share from now on than so far. Pure bookkeeping: every event
+    passes the clock's reading `now`."""
+
+    RECENT_STEPS = 9  # the latest regular steps, whose median is the machine's speed now
+    # A step costs a part per sample and a part whatever the size (Python, torch's calls,
+    # the threads meeting): on two cores a step of 64 molecules took 0.06 s, of 6 0.015 s and
+    # of 1 0.008 s, as if every pass had 8 samples more. The tail of small passes costs that.
+    FIXED_ROWS = 8
+    # The share rejected, bounded below 1 so that the pool runs dry: at 0.95, a pass takes
+    # 5% fresh samples and the forecast is some hundred passes (a method's cap on a sample's
+    # draws, 16 for molecules, ends the real run sooner).
+    MOST_REJECTED = 0.95
+    MOST_PASSES = 1000  # passes forecast at most
+    LEAST_PENDING = 0.01  # rejected samples expected that no longer count
+
+    def __init__(self, total: int, batch_size: int, now: float, present: int = 0):
+        self.total, self.batch_size = total, max(batch_size, 1)
+        self.present = self.done = present
         self.started = now
-        self.batch = self.batches = self.size = self.steps = 0
-        self.batch_started = now
-        self.batch_done = 0  # records of the batch at hand already final
-        self.begin_pass(0, 1, now)
-        # When the first pass's regular steps ended, and its last step (None: not yet).
-        self.rest_started: float | None = None
-        self.final_ended: float | None = None
-        self.batches_done: list[Measured] = []
-        self.measured = 0  # records of the batches done
-        self.step_cost: float | None = None  # lowest seconds of one regular step per sample
-        # The first pass's regular steps of the batch at hand: each one's seconds.
-        self.durations: list[float] = []
+        self.passes = 0  # passes begun
+        self.begun = 0  # samples begun: drawn once at least, or in the pass at hand
+        self.redrawn = 0  # the redraws of the passes begun
+        self.judged = 0  # the samples of the passes done
+        self.passes_done: list[Measured] = []
+        self.latest: deque[float] = deque(maxlen=self.RECENT_STEPS)  # seconds per row
+        self.step_cost: float | None = None  # lowest seconds of one regular step per row
+        self.begin(0, 0, 0, now)
 
-    def begin_batch(self, batch: int, batches: int, size: int, steps: int, now: float) -> None:
-        if self.batch:  # the batch before is done: what it cost is measured
+    def begin(self, samples: int, redraws: int, steps: int, now: float) -> None:
+        """The pass at hand's own bookkeeping, afresh."""
+        self.samples, self.redraws, self.steps = samples, redraws, steps
+        self.pass_started = self.last_step = now
+        self.step = 0  # its steps done
+        self.step_time: float | None = None  # seconds of one of its regular steps so far
+        self.durations: list[float] = []  # each regular step's seconds
+        # When its regular steps ended, and its last step (None: not yet).
+        self.rest_started: float | None = None if steps > 1 else now
+        self.final_ended: float | None = None
+
+    def begin_pass(self, samples: int, redraws: int, steps: int, now: float) -> None:
+        if self.passes:  # the pass before is done: what it cost is measured
             steps_ended = now if self.rest_started is None else self.rest_started
             final_ended = now if self.final_ended is None else self.final_ended
-            if self.durations:
-                step = median(self.durations) / max(self.size, 1)
-                stepping = step * self.size * max(self.steps - 1, 0)
-            else:  # one step: no regular ones
-                step, stepping = 0.0, 0.0
-            self.batches_done.append(
-                Measured(self.size, step, stepping, final_ended - steps_ended, now - final_ended)
-            )
-            self.measured += self.size
-        self.batch, self.batches, self.size, self.steps = batch, batches, size, steps
-        self.batch_started, self.batch_done = now, 0
-        self.rest_started = None if steps > 1 else now  # one step: it is the last
-        self.final_ended = None
-        self.durations = []
-        self.begin_pass(size, 1, now)
-
-    def begin_pass(self, samples: int, attempt: int, now: float) -> None:
-        self.samples, self.attempt = samples, attempt
-        self.pass_started = self.last_step = now
-        self.step = 0  # steps of the pass at hand done
-        self.step_time: float | None = None  # seconds of one regular step of the pass
+            rows = self.rows(self.samples)
+            step = median(self.durations) / rows if self.durations else 0.0
+            stepping = step * rows * max(self.steps - 1, 0)
+            final, after = final_ended - steps_ended, now - final_ended
+            self.passes_done.append(Measured(self.samples, rows, step, stepping, final, after))
+            self.judged += self.samples
+        self.passes += 1
+        self.redrawn += redraws
+        self.begun += samples - redraws
+        self.begin(samples, redraws, steps, now)
 
     def stepped(self, index: int, steps: int, now: float) -> None:
         previous = self.last_step
         self.steps, self.step, self.last_step = steps, min(index + 1, steps), now
-        regular = steps - 1
-        if index < regular:
+        if index < steps - 1:
+            rows = self.rows(self.samples)
+            self.durations.append(now - previous)
+            self.latest.append((now - previous) / rows)
             self.step_time = (now - self.pass_started) / self.step
-            per_sample = self.step_time / max(self.samples, 1)
-            self.step_cost = min(self.step_cost or per_sample, per_sample)
-            if self.attempt == 1:
-                self.durations.append(now - previous)
-            if index == regular - 1 and self.attempt == 1:
+            per_row = self.step_time / rows
+            self.step_cost = min(self.step_cost or per_row, per_row)
+            if index == steps - 2:
                 self.rest_started = now
-        elif self.attempt == 1:
+        else:
             self.final_ended = now
 
     def finished(self, done: int) -> None:
-        self.batch_done += done - self.done
         self.done = done
+
+    def rows(self, samples: float) -> float:
+        """What a pass of `samples` costs a step, in samples (see FIXED_ROWS)."""
+        return samples + self.FIXED_ROWS
 
     @property
     def in_final_step(self) -> bool:
-        """The pass at hand's regular steps are done: its last step (in a first pass, with
-        the projection of the final prediction) is under way."""
-        return self.batch > 0 and self.steps - 1 <= self.step < self.steps
+        """The pass at hand's regular steps are done: its last step (with the projection of
+        the final prediction) is under way."""
+        return self.passes > 0 and self.steps - 1 <= self.step < self.steps
 
     def rate(self, now: float) -> float | None:
         """Records written per second by this run (None before the first)."""
         written = self.done - self.present
         return written / (now - self.started) if written and now > self.started else None
 
-    def later(self) -> int:
-        """Records of the batches not begun."""
-        return max(self.total - self.done - (self.size - self.batch_done), 0)
+    def fresh(self) -> int:
+        """Samples not yet begun."""
+        return max(self.total - self.present - self.begun, 0)
+
+    def rejected(self) -> float:
+        """The share of a pass's samples its judges reject: every rejected sample is drawn
+        again in the very next pass, so the redraws of the passes begun over the samples of
+        the passes before them."""
+        return min(self.redrawn / self.judged, self.MOST_REJECTED) if self.judged else 0.0
+
+    def ahead(self) -> tuple[float, float]:
+        """The rows and the samples of the passes after the one at hand, the pool run
+        forward (see the class)."""
+        share = self.rejected()
+        pending, fresh = self.samples * share, float(self.fresh())
+        rows = samples = 0.0
+        for _ in range(self.MOST_PASSES):
+            if fresh <= 0 and pending < self.LEAST_PENDING:
+                break
+            size = min(self.batch_size, pending + fresh)
+            fresh -= size - pending
+            rows += size + self.FIXED_ROWS * (1 - math.exp(-size))
+            samples += size
+            pending = size * share
+        return rows, samples
+
+    def speed(self) -> float:
+        """Seconds of one regular step per row at the machine's pace now: the median of the
+        latest RECENT_STEPS regular steps."""
+        return median(self.latest) if self.latest else 0.0
 
     def pass_left(self, now: float) -> float | None:
         """Seconds the pass at hand's regular steps still need (None before one is measured,
@@ -271,89 +330,68 @@ class Pace:
         left = steps * max(self.step_time, current) - current
         return left if left > 0 else None
 
-    def speed(self) -> float:
-        """Seconds of one regular step per sample at the machine's pace now: the median of
-        the batch at hand's latest first-pass steps (TRUST_STEPS at least), else the latest
-        batch done's."""
-        recent = self.durations[-self.RECENT_STEPS :]
-        if len(recent) >= self.TRUST_STEPS:
-            return median(recent) / max(self.size, 1)
-        return self.batches_done[-1].step if self.batches_done else 0.0
-
-    def expected(self, size: int) -> list[tuple[float, float, float]]:
-        """Each batch done's steps, last step and what came after, for `size` samples at the
-        machine's speed now."""
-        speed = self.speed()
-        return [m.parts(speed, size) for m in self.batches_done]
+    def scaled(self, speed: float) -> tuple[list[float], list[float]]:
+        """Each pass done's last step, and what came after it, for the pass at hand's
+        samples at the speed now."""
+        finals, afters = [], []
+        for m in self.passes_done:
+            _, final, after = m.parts(speed)
+            finals.append(final * self.samples / m.samples)
+            afters.append(after * self.samples / m.samples)
+        return finals, afters
 
     def step_eta(self, now: float) -> float | None:
         """Seconds the pass at hand's steps still need: its regular steps, then the last one
-        as the batches done took theirs on average (None where nothing measures it, and once
-        past that average: the row's countdown is not a guess)."""
+        as the passes done took theirs (None where nothing measures it, and once past that:
+        the row's countdown is not a guess)."""
         if not self.in_final_step:
             return self.pass_left(now)
-        if not self.measured or self.attempt != 1 or self.rest_started is None:
+        if not self.passes_done or self.rest_started is None:
             return None
-        parts = self.expected(self.size)
-        left = sum(final for _, final, _ in parts) / len(parts) - (now - self.rest_started)
+        finals, _ = self.scaled(self.speed())
+        left = median(finals) - (now - self.rest_started)
         return left if left > 0 else None  # overdue: unknown, not a stale zero
 
     def floor(self, now: float) -> float:
         """Seconds the denoising steps left need alone: the pass at hand's regular steps, and
-        every later batch's at the lowest per-sample step cost measured."""
-        here = self.pass_left(now) or 0.0
-        return here + self.later() * max(self.steps - 1, 0) * (self.step_cost or 0.0)
-
-    @property
-    def fresh(self) -> bool:
-        """A batch's first pass has not yet taken TRUST_STEPS steps: nothing says how fast
-        the machine is now (on a busy two-core machine a batch's steps ran 12 to 30 times
-        slower or faster than the batch before's; at that batch's speed a new batch was said
-        to have 236 s left of 41)."""
-        steps = len(self.durations)
-        return self.attempt == 1 and self.rest_started is None and steps < self.TRUST_STEPS
+        those of as few passes as the samples not begun need (none redrawn), at the lowest
+        per-row step cost measured."""
+        fresh = self.fresh()
+        rows = fresh + self.FIXED_ROWS * -(-fresh // self.batch_size)
+        later = rows * max(self.steps - 1, 0) * (self.step_cost or 0.0)
+        return (self.pass_left(now) or 0.0) + later
 
     def left(self, now: float) -> float | None:
-        """Seconds the run should still take: the batch at hand's remainder (see `here`) and
-        the batches not begun at the mean cost of the batches done, per sample. None until a
-        batch is done (nothing measured) and while `fresh`: unknown, not a stale number."""
-        if not self.measured or self.fresh:
+        """Seconds the run should still take: the pass at hand's remainder (`here`) and the
+        passes to come (`ahead`) at what the passes done cost per row and per sample, at the
+        speed now or, where slower than the run's typical pace, between the two (see the
+        class). None until a pass is done: unknown, not a guess."""
+        if not self.passes_done:
             return None
-        later = self.later()
-        whole = sum(sum(p) for p in self.expected(1)) / len(self.batches_done)
-        return max(self.here(now) + later * whole, self.floor(now))
-
-    def here(self, now: float) -> float:
-        """Seconds the batch at hand still needs: its regular steps at the speed now, then
-        its last step and what follows as the batches done took them from the same point on
-        (`residual`: once a part has run long, as the longer ones did)."""
-        size = self.size
-        if self.batch_done >= size:  # the batch at hand is written: nothing of it left
+        if self.done >= self.total:
             return 0.0
-        parts = self.expected(size)
-        count = len(parts)
-        after = [a for _, _, a in parts]
-        if self.rest_started is None:  # the regular steps of the batch's first pass
+        speed = self.speed()
+        typical = median(m.step for m in self.passes_done)
+        # Slower than the run's typical pace: the passes to come at the geometric middle.
+        coming = math.sqrt(speed * typical) if speed > typical else speed
+        parts = [m.parts(coming) for m in self.passes_done]
+        per_row = sum(p[0] for p in parts) / sum(m.rows for m in self.passes_done)
+        per_sample = sum(p[1] + p[2] for p in parts) / sum(m.samples for m in self.passes_done)
+        rows, samples = self.ahead()
+        later = rows * per_row + samples * per_sample
+        return max(self.here(now, speed) + later, self.floor(now))
+
+    def here(self, now: float, speed: float) -> float:
+        """Seconds the pass at hand still needs: its regular steps at `speed`, then its last
+        step and what follows as the passes done took them from the same point on
+        (`residual`: once a part has run long, as the longer ones did)."""
+        finals, afters = self.scaled(speed)
+        if self.rest_started is None:
             steps = max(self.steps - 1 - self.step, 0)
             current = now - self.last_step
-            step = self.speed() * size
+            step = speed * self.rows(self.samples)
             regular = max(steps * max(step, current) - current, 0.0)
-            final = residual([f for _, f, _ in parts], 0.0)
-            return regular + final + sum(after) / count
+            return regular + residual(finals, 0.0) + residual(afters, 0.0)
         if self.final_ended is None:
-            final = residual([f for _, f, _ in parts], now - self.rest_started)
-            return final + sum(after) / count
-        return max(residual(after, now - self.final_ended), self.redraw_left(now))
-
-    def redraw_left(self, now: float) -> float:
-        """Seconds the redraw pass under way still needs for its regular steps at least (0
-        outside one): the batches done may have had none, or fewer samples to redraw, and
-        a pass of 32 steps is no short wait. At its own step time once it has one, else at
-        the first pass's per-sample speed."""
-        if self.attempt == 1 or self.in_final_step:
-            return 0.0
-        left = self.pass_left(now)
-        if left is None:
-            steps = max(self.steps - 1 - self.step, 0)
-            left = steps * self.speed() * self.samples - (now - self.last_step)
-        return max(left, 0.0)
+            return residual(finals, now - self.rest_started) + residual(afters, 0.0)
+        return residual(afters, now - self.final_ended)

@@ -121,7 +121,7 @@ def test_a_reporter_hears_records_and_steps():
     heard: list[tuple] = []
 
     class Listener(cdd.Reporter):
-        def run_started(self, label: str, total: int) -> None:
+        def run_started(self, label: str, total: int, batch_size: int) -> None:
             heard.append(("start", label, total))
 
         def records_done(self, done: int, info: str) -> None:

@@ -368,7 +368,7 @@ def test_without_a_terminal_progress_is_plain_lines(uniform_model_dir: Path):
     lines = result.stderr.splitlines()
     clock = r"\d+:\d\d:\d\d"  # from the run's start: a loaded machine may take minutes
     first = next(line for line in lines if "loading the model" not in line)  # (a slow load)
-    assert re.fullmatch(rf"molecules 0/4, {clock} elapsed, batch 1 of 2, step 0 of 8", first)
+    assert re.fullmatch(rf"molecules 0/4, {clock} elapsed, pass 1, 2 samples, step 0 of 8", first)
     assert lines[-2].startswith("molecules 4/4 in ") and "/s); valid " in lines[-2]
     assert lines[-1].startswith("4 molecules in ")  # the summary
     quiet = runner.invoke(app, [*args, "-q"])
@@ -498,7 +498,7 @@ def test_the_live_view_on_a_terminal_shows_rate_eta_and_no_stale_rows(tmp_path: 
 
 def test_without_a_terminal_progress_is_plain_log_lines():
     """A log file or a pipe gets no live view but plain lines: as the run begins, then at
-    least every 10 s (tests/test_progress.py), and at its end: records done, batch, step,
+    least every 10 s (tests/test_progress.py), and at its end: records done, pass, step,
     the rate and what the records say so far."""
     import re
 
@@ -507,7 +507,7 @@ def test_without_a_terminal_progress_is_plain_log_lines():
     assert result.exit_code in (0, 3), result.stderr
     lines = [line for line in result.stderr.splitlines() if "loading the model" not in line]
     clock = r"\d+:\d\d:\d\d"  # from the run's start: a loaded machine may take minutes
-    assert re.fullmatch(rf"molecules 0/3, {clock} elapsed, batch 1 of 3, step 0 of 4", lines[0])
+    assert re.fullmatch(rf"molecules 0/3, {clock} elapsed, pass 1, 1 sample, step 0 of 4", lines[0])
     assert re.fullmatch(r"molecules 3/3 in \d:\d\d:\d\d \(\d+\.\d\d/s\); valid \d/3, violating \d",
                         lines[-2]), lines[-2]  # fmt: skip
     assert "\x1b[" not in result.stderr  # no control codes in a log

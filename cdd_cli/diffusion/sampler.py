@@ -56,6 +56,14 @@ class StepInfo:
     # probabilities, so a hook can see what the step would decide before it does; None where
     # every token may still change.
     decide: Callable[[torch.Tensor], torch.Tensor] | None = None
+    # This step for rows a:b of the batch alone (views: a hook's edits of their `changing`
+    # are the batch's), so that parts of a batch can be projected apart; None: nothing
+    # row-wise to cut (the final prediction).
+    cut: Callable[[int, int], StepInfo] | None = None
+
+    def rows(self, a: int, b: int) -> StepInfo:
+        """This step as rows a:b of the batch see it."""
+        return self.cut(a, b) if self.cut is not None else self
 
 
 StepHook = Callable[[torch.Tensor, torch.Tensor, StepInfo], torch.Tensor]
@@ -163,15 +171,27 @@ class Sampler:
                 changing[:, :keep] = False
 
             def draw(
-                probs: torch.Tensor, x=x, t=t, s=s, uniforms=uniforms, changing=changing
+                probs: torch.Tensor,
+                a: int = 0,
+                b: int = len(generators),
+                x=x,
+                t=t,
+                s=s,
+                uniforms=uniforms,
+                changing=changing,
             ) -> torch.Tensor:
-                x_s = self.process.step(probs, x, t, s, uniforms, changing)
+                """The step's draw of rows a:b from their `probs` (each row its own)."""
+                x_s = self.process.step(probs, x[a:b], t, s, uniforms[a:b], changing[a:b])
                 if keep:  # prompt tokens never change (uniform noise would resample them)
-                    x_s[:, :keep] = prefix
+                    x_s[:, :keep] = prefix[a:b]
                 return x_s
 
+            def cut(a: int, b: int, i=i, t=t, s=s, changing=changing, draw=draw) -> StepInfo:
+                part = Remembered(lambda p: draw(p, a, b)) if self.process.keeps_decided else None
+                return StepInfo(i, self.steps, t, s, changing[a:b], part, cut)
+
             decide = Remembered(draw) if self.process.keeps_decided else None
-            info = StepInfo(i, self.steps, t, s, changing, decide)
+            info = StepInfo(i, self.steps, t, s, changing, decide, cut)
             projected = hook(probs, x, info) if hook is not None else probs
             x_next = (decide or draw)(projected)
             cached = probs if self.cacheable and torch.equal(x_next, x) else None

@@ -24,7 +24,8 @@ sample not idle, or not accepted at the final prediction).
                       prediction every sample a judge still rejects (surrogate error repaired)
 
 After sampling, a record the judges still reject is redrawn whole with the surrogates aiming
-further inside (`methods.py`, `repair`), at most `repair.max_redraws` times.
+further inside (`methods.py`, `repair`), at most `repair.max_redraws` times, in the next pass
+beside other samples: `Parts` projects each kind of draw of a pass by its own engine.
 
 `paper`: the paper's algorithm with its settings (`methods.py`): ClosedForms, the ALM at
 every step over the whole vocabulary, FlipSearch for exact constraints only, no look-ahead,
@@ -145,6 +146,43 @@ class Engine:
     def reports(self) -> list[dict]:
         """Every sample's `report`, in order."""
         return [self.accounts.report(i) for i in range(len(self.accounts.steps))]
+
+
+class Parts:
+    """One batch projected in contiguous parts, each by its own engine: draws of a pass that
+    differ in how the projection treats them (a redraw's surrogates aim further inside than
+    a first draw's) share the model's passes and nothing else. Each engine sees its rows as
+    a batch of their own; a sample's projection does not depend on its batch-mates (the
+    model's products pad to a fixed row count, `models/rows.py`), so it is what it would
+    be in a pass of its own."""
+
+    def __init__(self, parts: Sequence[tuple[int, int, Engine]]):
+        self.parts = list(parts)
+
+    def __call__(self, probs: torch.Tensor, x: torch.Tensor, info: StepInfo) -> torch.Tensor:
+        if len(self.parts) == 1:
+            return self.parts[0][2](probs, x, info)
+        for a, b, engine in self.parts:
+            rows = probs[a:b]  # a view: an engine's edits in place are the batch's
+            projected = engine(rows, x[a:b], info.rows(a, b))
+            if projected.data_ptr() != rows.data_ptr():
+                rows.copy_(projected)
+        return probs
+
+    @property
+    def stage_seconds(self) -> dict[str, float]:
+        seconds: dict[str, float] = {}
+        for _, _, engine in self.parts:
+            for name, value in engine.stage_seconds.items():
+                seconds[name] = seconds.get(name, 0.0) + value
+        return seconds
+
+    @property
+    def seconds(self) -> list[float]:
+        return [s for _, _, engine in self.parts for s in engine.seconds]
+
+    def reports(self) -> list[dict]:
+        return [r for _, _, engine in self.parts for r in engine.reports()]
 
 
 @dataclass

@@ -10,9 +10,10 @@ only when every judge accepts it.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -24,7 +25,7 @@ from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.methods import METHODS
 from cdd_cli.models.registry import LoadedModel
 from cdd_cli.models.tokenizers import Continuation, SmilesTokenizer
-from cdd_cli.projection.engine import Job
+from cdd_cli.projection.engine import Job, Parts
 from cdd_cli.reporting import Reporter
 from cdd_cli.spec import Spec
 
@@ -93,6 +94,12 @@ def surrogate_scores(
     return [{k: v[i] for k, v in scores.items()} for i in range(len(ids))]
 
 
+def runs(items: Sequence[Draw], key: Callable[[Draw], int]) -> list[tuple[int, int]]:
+    """The ranges a:b of neighbours in `items` with one `key`."""
+    bounds = [0] + [i for i in range(1, len(items)) if key(items[i]) != key(items[i - 1])]
+    return list(zip(bounds, [*bounds[1:], len(items)], strict=True))
+
+
 class Generation:
     """Draws batches of samples with the spec's method and certifies them with the judges.
     The spec's settings are already filled in (`run.defaults.fill_defaults`)."""
@@ -126,12 +133,13 @@ class Generation:
         )
         self.length = length or loaded.config.model_length  # tokens after the prompt
         self.molecules = isinstance(loaded.tokenizer, SmilesTokenizer)
-        # Where the time went, summed over batches: each engine stage's wall seconds, and
-        # "redraws": the whole passes that redrew samples the judges rejected.
+        # Where the time went, summed over passes: each engine stage's wall seconds, and
+        # "redraws": the redrawn samples' share of the passes (of their wall seconds).
         self.stage_seconds: dict[str, float] = {}
 
     def draw(self, draws: list[Draw], prompt: Prompt) -> None:
-        """One more draw for each of `draws` (in one batch), judged; updates them in place."""
+        """One more draw for each of `draws` (in one pass, ordered by their draws so far),
+        judged; updates them in place."""
         spec = self.spec
         generators = [
             sample_generator(spec.sampling.seed, prompt.index, d.index, d.attempts) for d in draws
@@ -146,25 +154,29 @@ class Generation:
 
         hook = None
         if self.constraints:
-            # All draws of one pass share their attempt count; redraws aim further inside.
-            margin = self.method.margin(spec.repair, draws[0].attempts)
-            constraints = [c.tightened(margin * c.repair_unit) for c in told]
-            job = Job(
-                constraints,
-                closed_forms(constraints, tokenizer, keep, self.length),
-                fixed_positions,
-                generators,
-                continuation,
-                tokenizer if isinstance(tokenizer, SmilesTokenizer) else None,
-                # Without a syntax there is nothing to decode (and a text model's V-wide copy
-                # of the prediction would cost more than the projection).
-                self.sampler.well_formed if self.sampler.syntax is not None else None,
-                self.reporter.alm,
-                self.reporter.stage,
-                draws[0].attempts + 1 >= (spec.repair.surrogates_from or 1),
-                continuation.readable if continuation.check is not None else None,
-            )
-            hook = self.method.engine(job, spec.projection, spec.search)
+            parts = []
+            for a, b in runs(draws, lambda d: d.attempts):
+                # A redraw's surrogates aim further inside than a first draw's.
+                attempts = draws[a].attempts
+                margin = self.method.margin(spec.repair, attempts)
+                constraints = [c.tightened(margin * c.repair_unit) for c in told]
+                job = Job(
+                    constraints,
+                    closed_forms(constraints, tokenizer, keep, self.length),
+                    fixed_positions,
+                    generators[a:b],
+                    continuation,
+                    tokenizer if isinstance(tokenizer, SmilesTokenizer) else None,
+                    # Without a syntax there is nothing to decode (and a text model's V-wide
+                    # copy of the prediction would cost more than the projection).
+                    self.sampler.well_formed if self.sampler.syntax is not None else None,
+                    self.reporter.alm,
+                    self.reporter.stage,
+                    attempts + 1 >= (spec.repair.surrogates_from or 1),
+                    continuation.readable if continuation.check is not None else None,
+                )
+                parts.append((a, b, self.method.engine(job, spec.projection, spec.search)))
+            hook = Parts(parts) if parts[0][2] is not None else None
         started = time.perf_counter()
         with torch.inference_mode(hook is None):
             ids = self.sampler.sample(generators, self.length, hook, self.reporter.step, prompt.ids)
@@ -193,28 +205,37 @@ class Generation:
         for c in self.constraints:  # e.g. novelty: later samples must differ from these
             c.remember([d.text for d in draws if d.satisfied])
 
-    def finished(self, indices: Sequence[int], prompt: Prompt | None = None) -> Iterator[Draw]:
-        """Samples `indices` (one batch), each once it is final: drawn, judged, and redrawn
-        while it violates, up to the method's attempts. The samples a pass finishes come out
-        after that pass, in index order: the batch's redraws never hold back its finished
-        samples (an interrupted run keeps them)."""
+    def finished(self, indices: Iterable[int], prompt: Prompt | None = None) -> Iterator[Draw]:
+        """Samples `indices` of one prompt, each once it is final: drawn, judged, and drawn
+        again while the judges reject it, up to the method's attempts. Each pass takes every
+        sample the pass before left rejected, then samples not yet begun, up to the batch
+        size: a redraw rides in a full pass instead of a pass of its own (a pass of a few
+        samples costs nearly what a full one does, and most of a run's time went to them),
+        and the passes stay alike, so the time a run has left can be told from the passes
+        done. A sample's draws do not depend on its pass-mates (`draw`). The samples a pass
+        finishes come out after it, in index order; a redrawn sample comes out after samples
+        begun later (an interrupted run keeps every record written)."""
         prompt = prompt or Prompt()
-        draws = [Draw(i) for i in indices]
-        pending = draws
+        fresh = iter(indices)
+        size = self.spec.sampling.batch_size
         cap = self.method.attempts(self.spec.repair, self.spec.reject)
-        while pending:
+        pending: list[Draw] = []  # rejected by the judges, to be drawn again
+        while True:
+            begun = [Draw(i) for i in itertools.islice(fresh, size - len(pending))]
+            # By their draws so far, so that draws projected alike are neighbours (`draw`).
+            batch = sorted(pending + begun, key=lambda d: -d.attempts)
+            if not batch:
+                return
             started = time.perf_counter()
-            if pending is not draws:  # a display tells this pass's steps from the first's
-                self.reporter.redraw_started(len(pending), pending[0].attempts + 1)
-            self.draw(pending, prompt)
-            if pending is not draws:
-                seconds = time.perf_counter() - started
-                self.stage_seconds["redraws"] = self.stage_seconds.get("redraws", 0.0) + seconds
-            redraw = [d for d in pending if not d.satisfied and d.attempts < cap]
-            again = {id(d) for d in redraw}
-            yield from (d for d in pending if id(d) not in again)
-            pending = redraw
+            self.reporter.pass_started(len(batch), len(pending), self.spec.sampling.steps)
+            self.draw(batch, prompt)
+            if pending:  # the redraws' share of the pass (each sample pays an equal share)
+                share = (time.perf_counter() - started) * len(pending) / len(batch)
+                self.stage_seconds["redraws"] = self.stage_seconds.get("redraws", 0.0) + share
+            pending = [d for d in batch if not d.satisfied and d.attempts < cap]
+            again = {id(d) for d in pending}
+            yield from sorted((d for d in batch if id(d) not in again), key=lambda d: d.index)
 
-    def run(self, indices: Sequence[int], prompt: Prompt | None = None) -> list[Draw]:
-        """Samples `indices` (one batch), final, in index order."""
+    def run(self, indices: Iterable[int], prompt: Prompt | None = None) -> list[Draw]:
+        """Samples `indices` of one prompt, final, in index order."""
         return sorted(self.finished(indices, prompt), key=lambda d: d.index)

@@ -112,32 +112,22 @@ class Run:
         share = share or Share()
         for c in constraints:  # novelty: the satisfied texts already written count as seen
             c.remember(share.satisfied)
-        reporter.run_started(domain.label, share.count(0, n * len(self.prompts)))
+        total = share.count(0, n * len(self.prompts))
+        reporter.run_started(domain.label, total, spec.sampling.batch_size)
         written = len(share.ids)
         if written:
             reporter.resumed(written)
         fields = domain.record_fields(loaded, spec.sampling.decode)
         self.tally = tally = domain.tally(constraints, spec.method)
-        size, steps = spec.sampling.batch_size, spec.sampling.steps
-
-        def batches(prompt: Prompt) -> Iterator[list[int]]:
-            first = prompt.index * n  # the prompt's first sample, counted over the run
-            return share.batches(first, n, str(prompt.index), size)
-
-        # Counted ahead (ids only, no sampling): a display says "batch k of N".
-        planned = sum(1 for prompt in self.prompts for _ in batches(prompt))
-        batch = 0
         for prompt in self.prompts:
             told = [c.with_prompt(prompt.text or "", len(prompt.ids)) for c in constraints]
-            for indices in batches(prompt):
-                batch += 1
-                reporter.batch_started(batch, planned, len(indices), steps)
-                for draw in generation.finished(indices, prompt):
-                    row = record(draw, told, spec, loaded, prompt, fields(draw))
-                    tally.add(row)
-                    written += 1
-                    yield row
-                    reporter.records_done(written, tally.progress())  # resumed ones counted
+            first = prompt.index * n  # the prompt's first sample, counted over the run
+            for draw in generation.finished(share.samples(first, n, str(prompt.index)), prompt):
+                row = record(draw, told, spec, loaded, prompt, fields(draw))
+                tally.add(row)
+                written += 1
+                yield row
+                reporter.records_done(written, tally.progress())  # resumed ones counted
 
     def summary(self, elapsed: float) -> str:
         """The closing line on what the records written add up to."""

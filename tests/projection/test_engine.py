@@ -15,13 +15,14 @@ from typer.testing import CliRunner
 import cdd_cli.projection.stages as stages
 from cdd_cli.cli import app
 from cdd_cli.constraints.base import DifferentiableConstraint, ExactConstraint
-from cdd_cli.diffusion.processes import UniformProcess
+from cdd_cli.diffusion.processes import UniformProcess, make_process
 from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator
 from cdd_cli.errors import InputError
 from cdd_cli.methods import METHODS, PAPER_BY_FAMILY
 from cdd_cli.models import registry
 from cdd_cli.models.surrogate import Tokens, token_mass
 from cdd_cli.projection import engine
+from cdd_cli.reporting import Reporter
 from cdd_cli.run.defaults import fill_defaults
 from cdd_cli.settings import SearchSettings
 from cdd_cli.spec import ConstraintSpec, Spec
@@ -445,3 +446,62 @@ def test_finished_samples_come_out_before_the_batch_redraws_the_rest(
     finished = generation(spec, loaded, [RejectsTheSecondOnce()], 4).finished(range(3))
     order = [(d.index, d.attempts, d.satisfied) for d in finished]
     assert order == [(0, 1, True), (2, 1, True), (1, 2, True)]
+
+
+def test_a_redraw_rides_in_the_next_pass_with_samples_not_yet_begun(
+    uniform_model_dir: Path, monkeypatch
+):
+    """A sample the judges reject is drawn again in the next pass beside fresh samples (not
+    in a pass of its own), and its record comes out once final."""
+    import cdd_cli.run.generation as generation_module
+
+    monkeypatch.setattr(generation_module, "canonical", lambda text: text)  # the toy model's SMILES
+    loaded = registry.load(str(uniform_model_dir), "molecules")
+    spec = Spec(method="reject")
+    spec.reject.max_attempts = 3
+    spec.sampling.batch_size = 3
+    RejectsTheSecondOnce.calls[0] = 0
+
+    class Passes(Reporter):
+        seen: ClassVar[list[tuple[int, int]]] = []
+
+        def pass_started(self, samples: int, redraws: int, steps: int) -> None:
+            self.seen.append((samples, redraws))
+
+    drawing = generation(spec, loaded, [RejectsTheSecondOnce()], 4)
+    drawing.reporter = Passes()
+    order = [(d.index, d.attempts, d.satisfied) for d in drawing.finished(range(5))]
+    assert Passes.seen == [(3, 0), (3, 1)]  # not (3, 0), (1, 0), (2, 0): two passes, not three
+    assert order == [(0, 1, True), (2, 1, True), (1, 2, True), (3, 1, True), (4, 1, True)]
+
+
+class Sees:
+    """An engine stand-in: records each step's rows and draw, and moves its rows' mass."""
+
+    def __init__(self, token: int):
+        self.token, self.seen = token, []
+
+    def __call__(self, probs: torch.Tensor, x: torch.Tensor, info: StepInfo) -> torch.Tensor:
+        if info.decide is not None:
+            self.seen.append((x.clone(), info.changing.clone(), info.decide(probs)))
+        moved = torch.zeros_like(probs)
+        moved[..., self.token] = 1.0
+        return moved  # a new tensor: Parts copies it into its rows
+
+
+def test_parts_project_each_range_of_a_batch_as_a_batch_of_its_own(masked_model_dir: Path):
+    loaded = registry.load(str(masked_model_dir), "molecules")
+    process = make_process("masked", loaded.config.vocab_size, loaded.tokenizer.mask_id)
+    sampler = Sampler(loaded.model, process, 4, False)
+    first, second = Sees(5), Sees(6)
+    hook = engine.Parts([(0, 2, first), (2, 3, second)])
+    ids = sampler.sample([sample_generator(1, 0, i) for i in range(3)], 8, hook)
+    assert (ids[:2] == 5).all() and (ids[2] == 6).all()  # each part's projection is its rows'
+    # Each part saw its own rows, and its draw is the batch's draw of those rows.
+    alone = Sees(6)
+    sampler.sample([sample_generator(1, 0, 2)], 8, alone)
+    assert len(second.seen) == len(alone.seen) == 3
+    for (x, changing, drawn), (x1, changing1, drawn1) in zip(second.seen, alone.seen, strict=True):
+        assert torch.equal(x, x1) and torch.equal(changing, changing1)
+        assert torch.equal(drawn, drawn1)
+    assert all(len(x) == 2 for x, _, _ in first.seen)
