@@ -628,7 +628,12 @@ def model_option(default: str) -> Any:
 
 StepsOpt = Annotated[Optional[int], typer.Option(help="Denoising steps. \\[default: the model's]")]
 BatchOpt = Annotated[
-    Optional[int], typer.Option("--batch-size", help="Samples per batch. \\[default: 64]")
+    Optional[int],
+    typer.Option(
+        "--batch-size",
+        help="Samples drawn together in one pass (rejected ones first, then new ones). "
+        "\\[default: 64]",
+    ),
 ]
 OutputOpt = Annotated[
     str, typer.Option("-o", "--output", help="JSONL file to append to, or - for stdout.")
