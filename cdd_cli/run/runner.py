@@ -99,6 +99,7 @@ class Run:
     length: int
     n: int
     tally: Tally | None = None  # what the records written so far add up to
+    generation: Generation | None = None  # the records' sampler, once they are asked for
 
     def records(
         self, reporter: Reporter | None = None, share: Share | None = None
@@ -108,7 +109,7 @@ class Run:
         spec, loaded, constraints = self.spec, self.compiled.loaded, self.constraints
         domain, n = self.compiled.domain, self.n
         reporter = reporter or Reporter()
-        generation = Generation(spec, loaded, constraints, self.length, reporter)
+        generation = self.generation = Generation(spec, loaded, constraints, self.length, reporter)
         share = share or Share()
         for c in constraints:  # novelty: the satisfied texts already written count as seen
             c.remember(share.satisfied)
@@ -134,7 +135,10 @@ class Run:
         compiled = self.compiled
         shape = Shape(len(self.prompts), self.n, self.length, self.spec.sampling.steps,
                       compiled.device)  # fmt: skip
-        return compiled.domain.summary(self.tally or Tally([], ""), elapsed, shape)
+        summary = compiled.domain.summary(self.tally or Tally([], ""), elapsed, shape)
+        if self.constraints and self.generation is not None:
+            summary += self.generation.overlap_note()
+        return summary
 
 
 def plan(
