@@ -29,6 +29,9 @@ repo=$(git rev-parse --show-toplevel)
 mutmut=${MUTMUT:-$( [ -x "$repo/.venv/bin/mutmut" ] && echo "$repo/.venv/bin/mutmut" || echo mutmut)}
 rm -rf "$work"
 git clone -q "$repo" "$work"
+# EXTRA (paths, spaces between): working-tree files copied over the clone's, e.g. tests not
+# yet committed, to check them against an earlier run's survivors with MUTANTS.
+for f in ${EXTRA:-}; do cp "$repo/$f" "$work/$f"; done
 quoted=$(printf '"%s", ' "${tests[@]}")
 cat >> "$work/pyproject.toml" <<EOF
 
