@@ -10,10 +10,8 @@ only when every judge accepts it.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +20,7 @@ import torch
 
 from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, closed_forms
 from cdd_cli.diffusion.processes import PromptFixed, Shape, make_process
-from cdd_cli.diffusion.sampler import Denoised, Sampler, sample_generator
+from cdd_cli.diffusion.sampler import Sampler, sample_generator
 from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.methods import METHODS
 from cdd_cli.models.registry import LoadedModel
@@ -96,48 +94,6 @@ def surrogate_scores(
     return [{k: v[i] for k, v in scores.items()} for i in range(len(ids))]
 
 
-@dataclass
-class Pass:
-    """One pass of the sampler: its draws, and what deciding it after its regular steps
-    needs (`Generation.begin`, `Generation.complete`)."""
-
-    draws: list[Draw]
-    redraws: int  # the first `redraws` of `draws` are samples drawn again
-    told: list[Constraint]  # the constraints, told the prompt
-    continuation: Continuation
-    hook: Parts | None
-    denoised: Denoised
-    seconds: float  # wall seconds of its sampling so far
-
-
-class Background:
-    """One call on a daemon thread (a run interrupted does not wait for it); `result` waits
-    for it and raises what it raised."""
-
-    def __init__(self, call: Callable[[], Pass]):
-        self.value: Pass | None = None
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self.run, args=(call,), daemon=True)
-        self.thread.start()
-
-    def run(self, call: Callable[[], Pass]) -> None:
-        try:
-            self.value = call()
-        except BaseException as error:  # raised where the result is asked for
-            self.error = error
-
-    def result(self) -> Pass:
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
-        assert self.value is not None
-        return self.value
-
-
-def index(draw: Draw) -> int:
-    return draw.index
-
-
 def runs(items: Sequence[Draw], key: Callable[[Draw], int]) -> list[tuple[int, int]]:
     """The ranges a:b of neighbours in `items` with one `key`."""
     bounds = [0] + [i for i in range(1, len(items)) if key(items[i]) != key(items[i - 1])]
@@ -180,13 +136,10 @@ class Generation:
         # Where the time went, summed over passes: each engine stage's wall seconds, and
         # "redraws": the redrawn samples' share of the passes (of their wall seconds).
         self.stage_seconds: dict[str, float] = {}
-        # Wall seconds of deciding passes on the worker (`complete`), and of those the passes'
-        # regular steps waited for: the rest ran beside them.
-        self.deciding = self.waited = 0.0
 
-    def begin(self, draws: list[Draw], prompt: Prompt, redraws: int) -> Pass:
-        """The regular steps of one more draw of each of `draws` (one pass, ordered by their
-        draws so far; the first `redraws` of them samples drawn again)."""
+    def draw(self, draws: list[Draw], prompt: Prompt) -> None:
+        """One more draw for each of `draws` (in one pass, ordered by their draws so far),
+        judged; updates them in place."""
         spec = self.spec
         generators = [
             sample_generator(spec.sampling.seed, prompt.index, d.index, d.attempts) for d in draws
@@ -226,27 +179,15 @@ class Generation:
             hook = Parts(parts) if parts[0][2] is not None else None
         started = time.perf_counter()
         with torch.inference_mode(hook is None):
-            denoised = self.sampler.denoise(
-                generators, self.length, hook, self.reporter.step, prompt.ids
-            )
-        seconds = time.perf_counter() - started
-        return Pass(draws, redraws, told, continuation, hook, denoised, seconds)
-
-    def complete(self, drawn: Pass) -> Pass:
-        """`begin`'s pass decided: its final prediction projected (the final judges, the flip
-        search), decoded and judged; its draws updated in place."""
-        hook, draws, told = drawn.hook, drawn.draws, drawn.told
-        started = time.perf_counter()
-        with torch.inference_mode(hook is None):
-            ids = self.sampler.finish(drawn.denoised, hook)
-        elapsed = drawn.seconds + time.perf_counter() - started
+            ids = self.sampler.sample(generators, self.length, hook, self.reporter.step, prompt.ids)
+        elapsed = time.perf_counter() - started
         for name, seconds in hook.stage_seconds.items() if hook else ():
             self.stage_seconds[name] = self.stage_seconds.get(name, 0.0) + seconds
-        # Each sample pays an equal share of the pass's sampling and its own projection time.
+        # Each sample pays an equal share of the batch's sampling and its own projection time.
         projecting = list(hook.seconds) if hook else [0.0] * len(draws)
         reports = hook.reports() if hook else []
         base = (elapsed - sum(projecting)) / len(draws)
-        texts = [drawn.continuation(row) for row in ids.tolist()]
+        texts = [continuation(row) for row in ids.tolist()]
         values = judge(told, texts)
         surrogates = surrogate_scores(ids, told)
         for i, d in enumerate(draws):
@@ -261,69 +202,39 @@ class Generation:
                 for key, value in reports[i].items():
                     # Costs add up over a sample's draws; who did the work is the last draw's.
                     d.projection[key] = value if key == "settled_by" else d.projection[key] + value
-        if drawn.redraws:  # the redraws' share of the pass (each sample pays an equal share)
-            share = elapsed * drawn.redraws / len(draws)
-            self.stage_seconds["redraws"] = self.stage_seconds.get("redraws", 0.0) + share
-        drawn.seconds = elapsed
-        self.deciding += time.perf_counter() - started
-        return drawn
+        for c in self.constraints:  # e.g. novelty: later samples must differ from these
+            c.remember([d.text for d in draws if d.satisfied])
 
     def finished(self, indices: Iterable[int], prompt: Prompt | None = None) -> Iterator[Draw]:
         """Samples `indices` of one prompt, each once it is final: drawn, judged, and drawn
-        again while the judges reject it, up to the method's attempts.
-
-        Each pass takes the samples the judges rejected, then samples not yet begun, up to
-        the batch size: a redraw rides in a full pass instead of a pass of its own (a pass of
-        a few samples costs nearly what a full one does, and most of a run's time went to
-        them), and the passes stay alike, so the time a run has left can be told from the
-        passes done. A pass's last step (the projection of its final prediction: the final
-        judges, the flip search, RDKit) and its judging run on a worker thread while the
-        next pass's regular steps run (the model's work, which releases the interpreter),
-        so the samples a pass rejects are drawn again two passes on. A sample's draws do not
-        depend on its pass-mates or on when they run (`Parts`), so the records are those of
-        any other order. The samples a pass finishes come out once it is decided, in index
-        order; a redrawn sample comes out after samples begun later (an interrupted run
-        keeps every record written)."""
+        again while the judges reject it, up to the method's attempts. Each pass takes every
+        sample the pass before left rejected, then samples not yet begun, up to the batch
+        size: a redraw rides in a full pass instead of a pass of its own (a pass of a few
+        samples costs nearly what a full one does, and most of a run's time went to them),
+        and the passes stay alike, so the time a run has left can be told from the passes
+        done. A sample's draws do not depend on its pass-mates (`draw`). The samples a pass
+        finishes come out after it, in index order; a redrawn sample comes out after samples
+        begun later (an interrupted run keeps every record written)."""
         prompt = prompt or Prompt()
         fresh = iter(indices)
-        size, steps = self.spec.sampling.batch_size, self.spec.sampling.steps
+        size = self.spec.sampling.batch_size
         cap = self.method.attempts(self.spec.repair, self.spec.reject)
         pending: list[Draw] = []  # rejected by the judges, to be drawn again
-        deciding: Background | None = None  # the pass before, decided on the worker
         while True:
             begun = [Draw(i) for i in itertools.islice(fresh, size - len(pending))]
-            # By their draws so far, so that draws projected alike are neighbours (`Parts`).
+            # By their draws so far, so that draws projected alike are neighbours (`draw`).
             batch = sorted(pending + begun, key=lambda d: -d.attempts)
-            current = None
-            if batch:
-                self.reporter.pass_started(len(batch), len(pending), steps)
-                current = self.begin(batch, prompt, len(pending))
-            pending = []
-            waiting = time.perf_counter()
-            done = deciding.result() if deciding is not None else None
-            deciding = None
-            self.waited += time.perf_counter() - waiting
-            if done is not None:
-                self.reporter.step(done.denoised.last)
-                decided = done.draws
-                for c in self.constraints:  # e.g. novelty: later samples must differ
-                    c.remember([d.text for d in decided if d.satisfied])
-                pending = [d for d in decided if not d.satisfied and d.attempts < cap]
-            if current is not None:
-                deciding = Background(functools.partial(self.complete, current))
-            if done is not None:
-                again = {id(d) for d in pending}
-                yield from sorted((d for d in decided if id(d) not in again), key=index)
-            elif current is None:
+            if not batch:
                 return
-
-    def overlap_note(self) -> str:
-        """The summary's clause on how much of deciding the passes ran beside their steps."""
-        hidden = max(self.deciding - self.waited, 0.0)
-        return (
-            f"; final projections and judging {self.deciding:.1f}s, {hidden:.1f}s of it beside "
-            "the next pass's steps"
-        )
+            started = time.perf_counter()
+            self.reporter.pass_started(len(batch), len(pending), self.spec.sampling.steps)
+            self.draw(batch, prompt)
+            if pending:  # the redraws' share of the pass (each sample pays an equal share)
+                share = (time.perf_counter() - started) * len(pending) / len(batch)
+                self.stage_seconds["redraws"] = self.stage_seconds.get("redraws", 0.0) + share
+            pending = [d for d in batch if not d.satisfied and d.attempts < cap]
+            again = {id(d) for d in pending}
+            yield from sorted((d for d in batch if id(d) not in again), key=lambda d: d.index)
 
     def run(self, indices: Iterable[int], prompt: Prompt | None = None) -> list[Draw]:
         """Samples `indices` of one prompt, final, in index order."""

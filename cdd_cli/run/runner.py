@@ -99,7 +99,6 @@ class Run:
     length: int
     n: int
     tally: Tally | None = None  # what the records written so far add up to
-    generation: Generation | None = None  # the records' sampler, once they are asked for
 
     def records(
         self, reporter: Reporter | None = None, share: Share | None = None
@@ -109,7 +108,7 @@ class Run:
         spec, loaded, constraints = self.spec, self.compiled.loaded, self.constraints
         domain, n = self.compiled.domain, self.n
         reporter = reporter or Reporter()
-        generation = self.generation = Generation(spec, loaded, constraints, self.length, reporter)
+        generation = Generation(spec, loaded, constraints, self.length, reporter)
         share = share or Share()
         for c in constraints:  # novelty: the satisfied texts already written count as seen
             c.remember(share.satisfied)
@@ -135,10 +134,7 @@ class Run:
         compiled = self.compiled
         shape = Shape(len(self.prompts), self.n, self.length, self.spec.sampling.steps,
                       compiled.device)  # fmt: skip
-        summary = compiled.domain.summary(self.tally or Tally([], ""), elapsed, shape)
-        if self.constraints and self.generation is not None:
-            summary += self.generation.overlap_note()
-        return summary
+        return compiled.domain.summary(self.tally or Tally([], ""), elapsed, shape)
 
 
 def plan(
