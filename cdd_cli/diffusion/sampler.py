@@ -145,6 +145,22 @@ class Sampler:
         """Draw one sequence per generator: `length` new tokens after the fixed `prefix` ids
         (a prompt, shared by the batch); returns ids [B, len(prefix) + length] on the model's
         device, prefix included."""
+        denoised = self.denoise(generators, length, hook, on_step, prefix)
+        ids = self.finish(denoised, hook)
+        if on_step is not None:
+            on_step(denoised.last)
+        return ids
+
+    def denoise(
+        self,
+        generators: list[torch.Generator],
+        length: int,
+        hook: StepHook | None = None,
+        on_step: Callable[[StepInfo], None] | None = None,
+        prefix: torch.Tensor | None = None,
+    ) -> Denoised:
+        """`sample` up to its last step: every regular step, then the final prediction (of
+        the best well-formed sequence, given a syntax), which `finish` projects and decides."""
         device = self.device
         x = torch.stack([self.process.prior(length, g) for g in generators]).to(device)
         keep = 0
@@ -198,28 +214,47 @@ class Sampler:
             x = x_next
             if on_step is not None:
                 on_step(info)
-        if not self.process.is_final(x):
-            t = times[last]
-            probs = cached if cached is not None else self.predict(x, t, probs)
-            probs = self.well_formed(probs)
-            for _ in range(self.process.removal_passes - 1):
-                # Uniform noise: read x as still noisy at the last step's level and replace it
-                # by the argmax of its prediction (the best well-formed sequence, given a
-                # syntax) until that stops changing it; each pass lets the model correct tokens
-                # the previous one left inconsistent (the QM9 model's validity went from 50%
-                # to 64%, and to 86.5% with the SMILES syntax, bench/README.md).
-                cleaned = probs.argmax(-1)
-                if keep:
-                    cleaned[:, :keep] = prefix
-                if torch.equal(cleaned, x):
-                    break
-                x = cleaned
-                probs = self.well_formed(self.predict(x, t))
-            if hook is not None:  # index `steps`: the noise removal, always projected
-                probs = hook(probs, x, StepInfo(self.steps, self.steps, t, 0.0))
-            x = self.process.finish(probs, x)
+        final = StepInfo(last, self.steps, times[last], 0.0)
+        if self.process.is_final(x):
+            return Denoised(x, None, final, prefix if keep else None)
+        t = times[last]
+        probs = cached if cached is not None else self.predict(x, t, probs)
+        probs = self.well_formed(probs)
+        for _ in range(self.process.removal_passes - 1):
+            # Uniform noise: read x as still noisy at the last step's level and replace it by
+            # the argmax of its prediction (the best well-formed sequence, given a syntax)
+            # until that stops changing it; each pass lets the model correct tokens the
+            # previous one left inconsistent (the QM9 model's validity went from 50% to 64%,
+            # and to 86.5% with the SMILES syntax, bench/README.md).
+            cleaned = probs.argmax(-1)
             if keep:
-                x[:, :keep] = prefix
-        if on_step is not None:
-            on_step(StepInfo(last, self.steps, times[last], 0.0))
+                cleaned[:, :keep] = prefix
+            if torch.equal(cleaned, x):
+                break
+            x = cleaned
+            probs = self.well_formed(self.predict(x, t))
+        return Denoised(x, probs, final, prefix if keep else None)
+
+    def finish(self, denoised: Denoised, hook: StepHook | None = None) -> torch.Tensor:
+        """The last step of `denoise`'s pass: its final prediction projected by the hook
+        (index `steps`: the noise removal is always projected) and decided; ids [B, L]."""
+        x, probs = denoised.x, denoised.probs
+        if probs is None:
+            return x
+        if hook is not None:
+            probs = hook(probs, x, StepInfo(self.steps, self.steps, denoised.last.t, 0.0))
+        x = self.process.finish(probs, x)
+        if denoised.prefix is not None:
+            x[:, : denoised.prefix.shape[1]] = denoised.prefix
         return x
+
+
+@dataclass
+class Denoised:
+    """A pass after its regular steps: its sequences x [B, L] and the final prediction
+    [B, L, V] that `Sampler.finish` projects and decides (None: x is final already)."""
+
+    x: torch.Tensor
+    probs: torch.Tensor | None
+    last: StepInfo  # the last step, as the step hook reports it once the pass is decided
+    prefix: torch.Tensor | None  # [B, P]: the prompt's tokens, restored after deciding

@@ -34,7 +34,7 @@ ALLOWED: dict[tuple[str, str], tuple[dict[str, int], str]] = {
     ("projection/linearized.py", "linearised_search"): ({"cpu": 1, "tolist": 5}, JUDGES),
     ("projection/search.py", "best_first"): ({"tolist": 4}, SEARCH),
     ("projection/search.py", "Reading.__init__"): ({"tolist": 2}, SEARCH),
-    ("diffusion/sampler.py", "Sampler.sample"): ({"tolist": 1}, SCALAR),
+    ("diffusion/sampler.py", "Sampler.denoise"): ({"tolist": 1}, SCALAR),
     ("diffusion/processes.py", "MaskedProcess.unmask_probability"): ({"item": 2}, SCALAR),
     ("diffusion/processes.py", "UniformProcess.posterior"): ({"item": 2}, SCALAR),
     ("constraints/word_layout.py", "WordLayout.plan"): ({"cpu": 1}, LAYOUT),
