@@ -106,8 +106,12 @@ class JsonlWriter:
         """What a stopped run leaves: how many of `total` records, each a complete line;
         `present`: those the output already held (a resumed run), counted with the ones
         written now, as the file holds them all."""
+        kept = present + self.written
+        if not kept and self.target != "-" and not os.path.exists(self.target):
+            # The file is made at the first record: none is there to keep anything "in".
+            return f"0 of {total} records written (no {self.target} yet)"
         where = "to stdout" if self.target == "-" else f"in {self.target}"
-        return f"{present + self.written} of {total} records kept {where}, each a complete line"
+        return f"{kept} of {total} records kept {where}, each a complete line"
 
     def __enter__(self) -> JsonlWriter:
         return self

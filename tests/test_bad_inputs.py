@@ -152,7 +152,7 @@ def test_a_signal_while_records_are_written_keeps_whole_ones(
     assert len(lines) == 1, stderr
     records = whole_lines(out)
     if child.returncode == code:
-        assert lines[0].startswith(f"cdd: error: {word}: {len(records)} of 400 records kept")
+        assert lines[0].startswith(f"cdd: error: {word}: {len(records)} of 400 records")
         assert lines[0].endswith("--resume"), lines[0]
 
 

@@ -51,6 +51,7 @@ def test_the_file_is_made_at_the_first_record_after_before_first(tmp_path: Path)
     calls = []
     writer = JsonlWriter(str(out), before_first=lambda: calls.append(out.exists()))
     assert not out.exists() and calls == []  # a run failing before its first record leaves none
+    assert writer.kept(5) == f"0 of 5 records written (no {out} yet)"  # not "kept in" it
     writer.write({"id": "0-0", "seed": 0})
     writer.write({"id": "0-1", "seed": 0})
     writer.close()
