@@ -13,6 +13,12 @@ from cdd_cli.errors import handle_signals
 
 handle_signals()
 
+# torch's OpenMP threads wait for work by spinning, which on a machine busy with other work
+# takes the cores that work and the other threads need: `cdd molecules -n 128 -c sa --tau
+# 3.5` (two threads, two cores at load 3.5-5) took 55-81 s spinning and 19-28 s waiting
+# passively, the same records. Read when torch loads OpenMP; a value the user set stays.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 # After the handlers, on purpose: these imports are the slow part of start-up.
 from cdd_cli.cli import main as run  # noqa: E402
 

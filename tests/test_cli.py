@@ -513,3 +513,21 @@ def test_without_a_terminal_progress_is_plain_log_lines():
     assert "\x1b[" not in result.stderr  # no control codes in a log
     quiet = runner.invoke(app, [*args, "--quiet"])
     assert quiet.exit_code == 0 and not re.search(r"molecules \d/3", quiet.stderr)
+
+
+def test_the_command_lets_torch_threads_wait_passively_unless_told(tmp_path: Path):
+    """Spinning OpenMP threads took a busy machine's cores (README, --threads): the command
+    sets OMP_WAIT_POLICY=PASSIVE before torch loads, and keeps a value the user set."""
+    import os
+    import subprocess
+    import sys
+
+    show = "import os, cdd_cli.__main__; print(os.environ['OMP_WAIT_POLICY'])"
+    for given, expected in ((None, "PASSIVE"), ("ACTIVE", "ACTIVE")):
+        env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+        if given is not None:
+            env["OMP_WAIT_POLICY"] = given
+        done = subprocess.run([sys.executable, "-c", show], env=env, capture_output=True,
+                              text=True, timeout=600, cwd=tmp_path)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == expected
