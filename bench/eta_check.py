@@ -32,6 +32,7 @@ DONE = re.compile(r"^\w+ (\d+)/(\d+)")
 
 def child(trace: str, argv: list[str]) -> None:
     """Run the command with the reporter's events recorded (time.monotonic, as its clock)."""
+    import cdd_cli.__main__  # first: the command's environment before torch loads
     from cdd_cli import console
 
     cls = console.RichReporter
@@ -54,10 +55,8 @@ def child(trace: str, argv: list[str]) -> None:
     wrap("records_done", lambda done, info: [done])
     wrap("stage", lambda p: [p.stage, p.step, p.steps, p.samples, p.settled, p.touched, p.ended])
     wrap("alm", lambda p: [p.outer, p.inner, p.violating, p.samples, p.max_outer])
-    from cdd_cli.__main__ import main
-
     sys.argv = ["cdd", *argv]
-    main()
+    cdd_cli.__main__.main()
 
 
 def seconds(match: re.Match) -> int:
