@@ -224,6 +224,8 @@ class Pace:
         self.passes_done: list[Measured] = []
         self.latest: deque[float] = deque(maxlen=self.RECENT_STEPS)  # seconds per row
         self.step_cost: float | None = None  # lowest seconds of one regular step per row
+        # The passes done's regular steps, each step's seconds per row, by their step count.
+        self.profiles: dict[int, list[list[float]]] = {}
         self.begin(0, 0, 0, now)
 
     def begin(self, samples: int, redraws: int, steps: int, now: float) -> None:
@@ -233,6 +235,9 @@ class Pace:
         self.step = 0  # its steps done
         self.step_time: float | None = None  # seconds of one of its regular steps so far
         self.durations: list[float] = []  # each regular step's seconds
+        # Each regular step's cost against the pass's mean step, as the passes done of as
+        # many steps had it (1 each where none did): see `shape`.
+        self.relative = self.shape(steps)
         # When its regular steps ended, and its last step (None: not yet).
         self.rest_started: float | None = None if steps > 1 else now
         self.final_ended: float | None = None
@@ -242,6 +247,11 @@ class Pace:
             steps_ended = now if self.rest_started is None else self.rest_started
             final_ended = now if self.final_ended is None else self.final_ended
             rows = self.rows(self.samples)
+            if self.durations:
+                profile = [d / rows for d in self.durations]
+                if self.passes == 1 and len(profile) > 1:  # the run's first step warms up
+                    profile[0] = median(profile[1:])
+                self.profiles.setdefault(self.steps, []).append(profile)
             step = median(self.durations) / rows if self.durations else 0.0
             stepping = step * rows * max(self.steps - 1, 0)
             final, after = final_ended - steps_ended, now - final_ended
@@ -269,6 +279,31 @@ class Pace:
 
     def finished(self, done: int) -> None:
         self.done = done
+
+    def shape(self, steps: int) -> list[float]:
+        """Each regular step's cost relative to the mean step of a pass of `steps` steps: per
+        step, the median over the passes done of as many steps of its cost, scaled to a mean
+        of 1 (all 1 where none was done). A pass's steps need not cost alike: a masked text
+        model's steps cost 2-2.6 s at a pass's start and 0.4 s at its end (the projection
+        works on the positions a step decides), the same each pass, and the steps left of a
+        pass, taken at the mean of its steps so far, were said to need twice their time."""
+        done = self.profiles.get(steps)
+        regular = max(steps - 1, 0)
+        if not done:
+            return [1.0] * regular
+        across = [median(p[i] for p in done) for i in range(regular)]
+        # Each step with its neighbours (a running median of 5): a burst of other work in a
+        # step or two of a pass is not the pass's shape, a cost that falls step by step is.
+        medians = [median(across[max(i - 2, 0) : i + 3]) for i in range(regular)]
+        mean = sum(medians) / regular if regular else 0.0
+        # A step far off the others is a burst of other work more than the pass's shape.
+        bounded = [min(max(m / mean, 1 / 4), 4.0) if mean > 0 else 1.0 for m in medians]
+        scale = sum(bounded) / len(bounded) if bounded else 1.0
+        return [b / scale for b in bounded]
+
+    def weight(self, start: int, stop: int) -> float:
+        """The regular steps start..stop-1 of the pass at hand, in mean steps (`shape`)."""
+        return sum(self.relative[start:stop]) + max(stop - max(start, len(self.relative)), 0)
 
     def rows(self, samples: float) -> float:
         """What a pass of `samples` costs a step, in samples (see FIXED_ROWS)."""
@@ -323,11 +358,15 @@ class Pace:
         say it is done). The step under way is taken to cost at least what it took so far."""
         if self.step_time is None:
             return None
-        steps = self.steps - 1 - self.step
-        if steps <= 0:
+        regular = self.steps - 1
+        if regular - self.step <= 0:
             return 0.0
+        # Its mean step so far, in mean steps of its shape: the steps left at that pace.
+        mean = (self.last_step - self.pass_started) / max(self.weight(0, self.step), 1e-9)
         current = now - self.last_step
-        left = steps * max(self.step_time, current) - current
+        # The step under way overdue: every step left at least as slow.
+        unit = max(mean, current / max(self.weight(self.step, self.step + 1), 1e-9))
+        left = self.weight(self.step, regular) * unit - current
         return left if left > 0 else None
 
     def scaled(self, speed: float) -> tuple[list[float], list[float]]:
@@ -387,10 +426,12 @@ class Pace:
         (`residual`: once a part has run long, as the longer ones did)."""
         finals, afters = self.scaled(speed)
         if self.rest_started is None:
-            steps = max(self.steps - 1 - self.step, 0)
+            regular_steps = max(self.steps - 1, 0)
             current = now - self.last_step
             step = speed * self.rows(self.samples)
-            regular = max(steps * max(step, current) - current, 0.0)
+            this = self.weight(self.step, min(self.step + 1, regular_steps))
+            unit = max(step, current / max(this, 1e-9)) if this else step
+            regular = max(self.weight(self.step, regular_steps) * unit - current, 0.0)
             return regular + residual(finals, 0.0) + residual(afters, 0.0)
         if self.final_ended is None:
             return residual(finals, now - self.rest_started) + residual(afters, 0.0)

@@ -662,3 +662,18 @@ def test_a_step_that_overruns_is_never_shown_as_done():
         line = reporter.line()
         assert "0:00:00" not in line.split("elapsed", 1)[1], line
         assert "its steps done in about 1:36:00" in line, line
+
+
+def test_steps_that_cost_more_at_a_passs_start_are_foreseen_from_the_passes_done():
+    """A masked text model's steps cost more at a pass's start than at its end, the same
+    each pass: the steps left of a pass are told by that shape, not at the mean so far."""
+    cost = [2.5 - 2.1 * i / 30 for i in range(31)]  # 31 regular steps, 2.5 s down to 0.4 s
+    pace = Pace(64, 32, 0.0)
+    now = 0.0
+    for _ in range(2):  # a pass done, then the pass at hand
+        pace.begin_pass(32, 0, 32, now)
+        for index in range(10 if pace.passes == 2 else 32):
+            now += cost[index] if index < 31 else 5.0
+            pace.stepped(index, 32, now)
+    truth = sum(cost[10:])
+    assert pace.pass_left(now) == pytest.approx(truth, rel=0.1)  # at the mean so far: 2x
