@@ -163,7 +163,8 @@ class Pace:
     says what the last step and the judging cost (most of a pass of `-c sa --tau 3.5`), so
     there is no estimate.
 
-    The rest of the run is the pass at hand's remainder (`here`) and the passes to come.
+    The rest of the run is the pass at hand's remainder (`here`: its steps left, weighed by
+    the shape the passes done's steps had, `shape`) and the passes to come.
     Their number and sizes come from the share of a pass's samples the judges reject
     (`rejected`) by running the pool forward (`ahead`): the pass at hand leaves that share
     of its samples rejected, each later pass takes them and fresh samples up to the batch
