@@ -31,6 +31,7 @@ from cdd_cli.models.families import (
     supported,
 )
 from cdd_cli.models.gguf import smollm2_gguf
+from cdd_cli.models.skeleton import meta_build
 from cdd_cli.settings import MAX_STEPS
 from cdd_cli.version import __version__
 
@@ -182,8 +183,7 @@ def load_checked(
     holds, where that is not the whole state (an adapter over base weights)."""
     part = part or (lambda module: module.state_dict())
     header = read_shapes(path)
-    with torch.device("meta"):
-        expected = {k: tuple(v.shape) for k, v in part(build()).items()}
+    expected = {k: tuple(v.shape) for k, v in part(meta_build(build)).items()}
     problems = shape_problems(expected, {k: shape for k, (_, shape) in header.items()})
     if problems:
         raise InputError(f"{path}: checkpoint does not match config.json; " + "; ".join(problems))

@@ -34,6 +34,7 @@ from safetensors import SafetensorError, safe_open
 
 from cdd_cli.errors import InputError
 from cdd_cli.models.a2d import HF_CONFIG_NAMES, A2DConfig, A2DModel
+from cdd_cli.models.skeleton import meta_build
 
 MAX_LAYERS = 512
 MAX_WIDTH = 1 << 17
@@ -334,8 +335,7 @@ def load_family(
     alone, no weight read (`cdd validate` of an 8B checkpoint takes no 32 GB)."""
     directory = Path(directory)
     headers = read_headers(weight_files(directory))
-    with torch.device("meta"):
-        skeleton = A2DModel(config)
+    skeleton = meta_build(lambda: A2DModel(config))
     expected = {k: tuple(v.shape) for k, v in skeleton.state_dict().items()}
     if config.tie_word_embeddings:
         expected.pop("lm_head.weight")

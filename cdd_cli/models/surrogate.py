@@ -138,8 +138,10 @@ class SoftTokenRegressor(nn.Module):
         super().__init__()
         self.config = config
         d = config.hidden_dim
-        self.embedding = nn.Parameter(torch.randn(config.vocab_size, d) * 0.02)
-        self.positions = nn.Parameter(torch.randn(config.max_length, d) * 0.02)
+        # Filled in place, not `randn(...) * 0.02`: arithmetic on the meta device (where a
+        # checkpoint's shapes are checked first) loads torch's reference implementations.
+        self.embedding = nn.Parameter(torch.empty(config.vocab_size, d).normal_(std=0.02))
+        self.positions = nn.Parameter(torch.empty(config.max_length, d).normal_(std=0.02))
         self.encoder = Encoder(d, config.n_heads, config.n_layers)
         self.norm = nn.LayerNorm(d)
         self.head = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, config.outputs))
