@@ -49,7 +49,7 @@ def child(trace: str, argv: list[str]) -> None:
         setattr(cls, name, wrapped)
 
     wrap("run_started", lambda label, total, batch_size: [total, batch_size])
-    wrap("resumed", lambda present: [present])
+    wrap("resumed", lambda present, draws: [present, draws])
     wrap("pass_started", lambda *a: list(a))
     wrap("step", lambda info: [info.index, info.steps])
     wrap("records_done", lambda done, info: [done])
@@ -139,7 +139,7 @@ def replay(path: str, every: float = 1.0, pace_class=None, show: float = 0) -> t
             if name == "run_started":
                 pace = pace_class(args[0], args[1], at)
             elif name == "resumed":
-                pace = pace_class(pace.total, pace.batch_size, at, args[0])
+                pace = pace_class(pace.total, pace.batch_size, at, *args)
             elif name == "pass_started":
                 pace.begin_pass(*args, at)
             elif name == "step":

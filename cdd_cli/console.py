@@ -283,10 +283,10 @@ class RichReporter(Display):
             self.progress.remove_task(self.projection)
         self.projection = self.progress.add_task("  projection", total=None, info="", visible=False)
 
-    def resumed(self, present: int) -> None:
+    def resumed(self, present: int, draws: int) -> None:
         with self.lock:
             assert self.pace is not None
-            self.pace = Pace(self.pace.total, self.pace.batch_size, self.clock(), present)
+            self.pace = Pace(self.pace.total, self.pace.batch_size, self.clock(), present, draws)
         self.progress.update(self.overall, completed=present)
 
     def pass_started(self, samples: int, redraws: int, steps: int) -> None:

@@ -152,12 +152,14 @@ def check_output_file(target: str) -> None:
 @dataclass
 class Existing:
     """What an output file already holds: the keys (seed, id) of its complete records, the
-    satisfied texts of each seed (novelty's run memory), and the size of a torn last line (a
-    kill or full disk mid-write; 0 when the file ends with a whole record)."""
+    satisfied texts of each seed (novelty's run memory), the size of a torn last line (a
+    kill or full disk mid-write; 0 when the file ends with a whole record), and each
+    record's draws (its `attempts`; 1 where it names none)."""
 
     keys: set[tuple[int, str]]
     satisfied: dict[int, list[str]]
     torn_bytes: int
+    attempts: dict[tuple[int, str], int] = field(default_factory=dict)
 
 
 def existing_records(target: str) -> Existing:
@@ -169,6 +171,7 @@ def existing_records(target: str) -> Existing:
         return Existing(set(), {}, 0)
     keys: set[tuple[int, str]] = set()
     satisfied: dict[int, list[str]] = {}
+    attempts: dict[tuple[int, str], int] = {}
     torn = 0
     with path.open("rb") as f:
         for number in itertools.count(1):
@@ -193,7 +196,9 @@ def existing_records(target: str) -> Existing:
             keys.add(key)
             if record.get("satisfied"):
                 satisfied.setdefault(key[0], []).append(str(record.get("text", "")))
-    return Existing(keys, satisfied, torn)
+            drawn = record.get("attempts")
+            attempts[key] = drawn if type(drawn) is int and drawn >= 1 else 1
+    return Existing(keys, satisfied, torn, attempts)
 
 
 def cut_torn_tail(target: str, torn_bytes: int) -> None:
@@ -314,6 +319,7 @@ class Share:
     ids: set[str] = field(default_factory=set)
     satisfied: list[str] = field(default_factory=list)
     shard: tuple[int, int] = (0, 1)
+    draws: int = 0  # the draws of the records already written (the time left's reckoning)
 
     def holds(self, k: int) -> bool:
         """Whether sample k of the run is in this process's shard."""
@@ -367,11 +373,12 @@ def resume_from(
         cut_torn_tail(output, existing.torn_bytes)
         say(f"-o {output}: dropped an incomplete last line ({existing.torn_bytes} bytes)")
     satisfied = existing.satisfied.get(seed, [])
-    done = {i for s, i in existing.keys if s == seed and ours(i)}
+    drawn = {i: a for (s, i), a in existing.attempts.items() if s == seed and ours(i)}
     if also is not None:
         gathered = existing_records(also)
-        done |= {i for s, i in gathered.keys if s == seed and ours(i)}
+        drawn |= {i: a for (s, i), a in gathered.attempts.items() if s == seed and ours(i)}
         satisfied = satisfied + gathered.satisfied.get(seed, [])
+    done = set(drawn)
     named = also or output
     if done and not resume:
         raise InputError(
@@ -380,7 +387,7 @@ def resume_from(
         )
     if done:
         say(f"-o {named}: resuming: {len(done)} of {total} records already there")
-    share.ids, share.satisfied = done, satisfied
+    share.ids, share.satisfied, share.draws = done, satisfied, sum(drawn.values())
     return share
 
 

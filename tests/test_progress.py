@@ -373,6 +373,23 @@ def test_the_forecast_draws_each_sample_not_begun_as_often_as_the_judges_reject(
     assert rows == pytest.approx(samples * (1 + Pace.FIXED_ROWS), rel=0.1)
 
 
+def test_a_resumed_runs_share_rejected_counts_the_draws_of_the_records_already_there():
+    """A resumed run's first pass takes the samples the run before had begun and not
+    finished, which its judges mostly reject again (the same seeds): the records already
+    written count with their draws, so that pass alone does not set the share."""
+    pace = Pace(512, 64, 0.0, present=62, draws=101)
+    assert pace.rejected() == pytest.approx(39 / 101)
+    assert pace.fresh() == 512 - 62
+    pace.begin_pass(64, 0, 4, 0.0)
+    pace.begin_pass(64, 58, 4, 10.0)  # 58 of the 64 rejected
+    assert pace.rejected() == pytest.approx((39 + 58) / (101 + 64))
+    alone = Pace(512, 64, 0.0, present=62)  # without the draws: 58 / 64
+    alone.begin_pass(64, 0, 4, 0.0)
+    alone.begin_pass(64, 58, 4, 10.0)
+    assert alone.rejected() == pytest.approx(58 / 64)
+    assert pace.ahead()[1] < alone.ahead()[1] / 2
+
+
 def test_the_denoising_row_counts_its_last_step_down_once_measured():
     """The last step (the final projection) of a pass: no stale time left while it runs; a
     countdown from what earlier passes' last steps took, and none once overdue."""
@@ -513,7 +530,7 @@ def test_a_resumed_run_counts_the_records_already_there(uniform_model_dir: Path,
     # On a terminal, the bar starts there too.
     reporter = RichReporter(False, out=terminal(), clock=FakeClock())
     reporter.run_started("molecules", 5, 1)
-    reporter.resumed(3)
+    reporter.resumed(3, 3)
     assert re.match(r"molecules\s.*\s3/5\s", frame(reporter)[0])
 
 

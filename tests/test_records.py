@@ -20,6 +20,7 @@ from cdd_cli.records import (
     existing_records,
     output_lock,
     read_jsonl,
+    resume_from,
 )
 
 
@@ -318,3 +319,21 @@ def test_the_output_lock_is_held_for_the_run_and_removed_after(tmp_path: Path):
         output_lock(str(tmp_path / "none" / "out.jsonl")),
     ):
         pass
+
+
+def test_resuming_counts_the_draws_of_the_shares_records_already_written(tmp_path: Path):
+    """`resume_from` sums the `attempts` of this run's records of this shard (1 where a
+    record names none), which the reporter's `resumed` is told."""
+    out = tmp_path / "out.jsonl"
+    rows = [
+        {"id": "0-0", "seed": 7, "attempts": 3},
+        {"id": "0-1", "seed": 7, "attempts": 1},
+        {"id": "0-2", "seed": 7},  # an old record: one draw
+        {"id": "0-3", "seed": 7, "attempts": 5},  # the other shard's
+        {"id": "0-4", "seed": 9, "attempts": 4},  # another seed's
+    ]
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    share = resume_from(str(out), 7, (1, 8), True, lambda line: None, (0, 1))
+    assert share.ids == {"0-0", "0-1", "0-2", "0-3"} and share.draws == 10
+    share = resume_from(str(out), 7, (1, 8), True, lambda line: None, (0, 2))
+    assert share.ids == {"0-0", "0-2"} and share.draws == 4

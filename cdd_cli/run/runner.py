@@ -116,7 +116,7 @@ class Run:
         reporter.run_started(domain.label, total, spec.sampling.batch_size)
         written = len(share.ids)
         if written:
-            reporter.resumed(written)
+            reporter.resumed(written, share.draws)
         fields = domain.record_fields(loaded, spec.sampling.decode)
         self.tally = tally = domain.tally(constraints, spec.method)
         for prompt in self.prompts:
