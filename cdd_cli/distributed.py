@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 from cdd_cli.errors import InputError
 from cdd_cli.records import JsonlWriter, cut_torn_tail, existing_records, read_jsonl
-from cdd_cli.shards import shard_config, sort_key, write_config
+from cdd_cli.shards import record_key, shard_config, write_config
 
 # A barrier waits for the slowest rank: a run may take days.
 BARRIER_TIMEOUT = datetime.timedelta(days=30)
@@ -87,13 +87,16 @@ def gather(output: str) -> int:
             cut_torn_tail(str(path), torn)
         if Path(f"{path}.config.yaml").is_file() and config is None:
             config = shard_config(path)
-        for _, record in read_jsonl(str(path), "record"):
-            records.setdefault(sort_key(record), record)
-    tmp = f"{output}.gathering"
-    with JsonlWriter(tmp, lambda: None) as writer:
-        for key in sorted(records):
-            writer.write(records[key])
-    os.replace(tmp, output)
+        if not path.stat().st_size:  # a rank stopped before its first whole record
+            continue
+        for where, record in read_jsonl(str(path), "record"):
+            records.setdefault(record_key(where, record), record)
+    if records:  # (none: the run left only parts stopped before their first record)
+        tmp = f"{output}.gathering"
+        with JsonlWriter(tmp, lambda: None) as writer:
+            for key in sorted(records):
+                writer.write(records[key])
+        os.replace(tmp, output)
     if config is not None:
         write_config(output, config)
     for path in parts:

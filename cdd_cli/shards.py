@@ -53,6 +53,14 @@ def sort_key(record: dict) -> tuple[int, int, int]:
     return seed, int(found[1]), int(found[2])
 
 
+def record_key(where: str, record: dict) -> tuple[int, int, int]:
+    """`sort_key` of the record read at `where` ("file:line"); one line for anything else."""
+    try:
+        return sort_key(record)
+    except (KeyError, ValueError, TypeError):
+        raise InputError(f'{where}: not a cdd record (no seed, or no id like "0-3")') from None
+
+
 def merge_shards(out: str, shards: list[Path]) -> int:
     """Write the records of `shards` to `out` (a new or empty file); the number written."""
     if Path(out).is_file() and Path(out).stat().st_size:
@@ -70,12 +78,7 @@ def merge_shards(out: str, shards: list[Path]) -> int:
     records: dict[tuple[int, int, int], tuple[str, dict]] = {}
     for path in shards:
         for where, record in read_jsonl(str(path), "record"):
-            try:
-                key = sort_key(record)
-            except (KeyError, ValueError, TypeError):
-                raise InputError(
-                    f'{where}: not a cdd record (no seed, or no id like "0-3")'
-                ) from None
+            key = record_key(where, record)
             if key in records:
                 raise InputError(f"{where}: record {record['id']} of seed {key[0]} is also at "
                                  f"{records[key][0]}")  # fmt: skip

@@ -26,6 +26,17 @@ FILLS = {
     torch.Tensor.log_normal_,
     torch.Tensor.cauchy_,
     torch.Tensor.random_,
+    # `nn.init`'s own, which modules' `reset_parameters` call (`nn.Embedding`: `normal_`);
+    # they reach a mode as themselves, with the tensor as a keyword.
+    torch.nn.init.uniform_,
+    torch.nn.init.normal_,
+    torch.nn.init.trunc_normal_,
+    torch.nn.init.xavier_uniform_,
+    torch.nn.init.xavier_normal_,
+    torch.nn.init.kaiming_uniform_,
+    torch.nn.init.kaiming_normal_,
+    torch.nn.init.orthogonal_,
+    torch.nn.init.sparse_,
 }
 
 
@@ -33,7 +44,7 @@ class NoRandomFills(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func in FILLS:
-            return args[0]
+            return args[0] if args else kwargs["tensor"]
         return func(*args, **kwargs)
 
 

@@ -28,7 +28,7 @@ def test_a_meta_build_has_the_real_builds_shapes_and_allocates_nothing():
     assert torch.empty(100).normal_(std=2.0).std() > 1
 
 
-def test_loading_the_shipped_surrogates_and_model_leaves_torchs_compiler_unimported():
+def test_loading_the_shipped_surrogates_and_models_leaves_torchs_compiler_unimported():
     # A fresh interpreter: this test process may have imported it for other reasons.
     code = (
         "import sys\n"
@@ -38,6 +38,11 @@ def test_loading_the_shipped_surrogates_and_model_leaves_torchs_compiler_unimpor
         "for name in ('sa', 'toxicity'):\n"
         "    load_surrogate(SHIPPED_SURROGATES[name])\n"
         "registry.load('default-molecules', 'molecules', 'cpu', None)\n"
+        "from cdd_cli.models.a2d import A2DConfig, A2DModel\n"
+        "from cdd_cli.models.skeleton import meta_build\n"
+        "config = A2DConfig(vocab_size=64, hidden_dim=16, n_layers=1, n_heads=4, n_kv_heads=2,"
+        " ffn_dim=32)\n"
+        "meta_build(lambda: A2DModel(config))  # nn.Embedding's fill goes through nn.init\n"
         "print(sorted(m for m in ('torch._dynamo', 'sympy') if m in sys.modules))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
