@@ -137,7 +137,7 @@ def check_output_file(target: str) -> None:
         raise InputError(f"-o {target}: {beside} is a symbolic link; cdd will not write through it")
     if path.is_file() and path.stat().st_size:
         with path.open("rb") as f:
-            first = f.readline(1 << 20)
+            first = f.readline(MAX_LINE_BYTES + 1)  # a record may be a few MB
         try:
             record = json.loads(first)
         except (ValueError, RecursionError):

@@ -802,3 +802,19 @@ def test_a_tensor_that_cannot_be_read_is_one_line_naming_it(tmp_path, monkeypatc
     assert refusal(load_family, tmp_path, config, "a2d-llama") == (
         f"{path}: cannot read {name} ({('Input/output error ' + 'x' * 300)[:160]})"
     )
+
+
+@pytest.mark.parametrize(
+    ("family", "changes", "says"),
+    [
+        ("llada", {"d_model": "wide"}, "field d_model should be an integer"),
+        ("llada", {"mask_token_id": 1.5}, "field mask_token_id should be an integer"),
+        ("llada", {"eos_token_id": "end"}, "field eos_token_id should be an integer"),
+        ("llada", {"n_layers": 0}, "n_layers must be >= 1"),
+        ("Dream", {"hidden_size": "wide"}, "field hidden_size should be an integer"),
+    ],
+)
+def test_every_refusal_of_a_config_names_its_file(family: str, changes: dict, says: str):
+    """Whatever part of the config is wrong, the one line starts with the file it is in."""
+    message = refusal(parse_family_config, raw_config(family, **changes), family, Path("."), W)
+    assert message.startswith(f"{W}: {says}"), message
