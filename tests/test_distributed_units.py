@@ -360,3 +360,13 @@ def test_finish_reads_the_worst_code_of_all_ranks(group, tmp_path, monkeypatch):
     assert ranks.finish(0) == (2, -1)
     assert len(parts_of(str(tmp_path / "out.jsonl"))) == 1
     ranks.close()
+
+
+def test_a_part_of_blank_lines_is_no_part_cdd_wrote(tmp_path):
+    # Not empty, so not a rank stopped before its first record: refused, left for the user.
+    part = tmp_path / "out.jsonl.rank0"
+    part.write_text("\n\n")
+    with pytest.raises(InputError) as info:
+        gather(str(tmp_path / "out.jsonl"))
+    assert str(info.value) == f"{part}: no records"
+    assert part.exists() and not (tmp_path / "out.jsonl").exists()
