@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import pytest
 import torch
@@ -355,3 +356,124 @@ def test_a_row_with_nothing_on_its_edge_is_exactly_uniform_in_the_predictions_dt
     assert out.dtype == torch.float64 and torch.equal(out[0, 1], third)
     assert torch.equal(out[0, 2], torch.tensor([0.0, 0.0, 0.0, 0.0, 1.0, 0.0], dtype=torch.float64))
     assert torch.equal(out[0, 0], probs[0, 0])
+
+
+# --------------------------------------------------------------------------------------------
+# Edge cases: large automata and vocabularies, other dtypes, weights far below float32's range
+
+
+def test_the_errors_say_what_does_not_match():
+    with pytest.raises(InputError) as error:
+        PatternLayout(automaton(EDGES, [False, False, False]), V, EOS)
+    assert str(error.value) == "no text matches the pattern with this tokenizer"
+    pattern = layout(length=2)
+    x = torch.full((1, 2), OTHER)
+    fixed = torch.tensor([[True, False]])  # a token no edge takes, decided first
+    with pytest.raises(InputError) as error:
+        pattern.plan(torch.full((1, 2, V), 1.0 / V), x, fixed, generators(1))
+    assert str(error.value) == "no continuation of this length follows the pattern"
+
+
+def test_many_states_still_get_one_edge_for_each_pair():
+    # 8,000 states: two sources into the same target stay two edges, their sets apart.
+    states = 8000
+    edges = [(1, B, states - 1), (0, A, states - 1)]
+    final = [False] * (states - 1) + [True]
+    pattern = PatternLayout(automaton(edges, final), V, EOS)
+    assert pattern.src.tolist() == [0, 1, states - 1, states]
+    assert pattern.dst.tolist() == [states - 1, states - 1, states, states]
+    assert sets_of(pattern) == [[A], [B], [EOS]]
+
+
+def test_incoming_edges_keep_the_edge_order_among_many_into_one_state():
+    # Twenty states each lead to 1 or 2 (alternately): more edges than a sort keeps stable
+    # unasked.
+    edges = [(s, A, 1 + s % 2) for s in range(3, 23)] + [(0, B, 3)]
+    final = [False, True, True] + [False] * 20
+    pattern = PatternLayout(automaton(edges, final), V, EOS)
+    e = len(pattern.src)
+    for state in range(pattern.states):
+        row = pattern.incoming[state].tolist()
+        into = [k for k in range(e) if pattern.dst[k] == state]
+        assert row == into + [e] * (len(row) - len(into)), state
+
+
+def test_several_large_atoms_give_the_same_masses_in_any_dtype():
+    size = SMALL_ATOM + 2
+    vocab = 2 * size + 3
+    eos = vocab - 1
+    edges = [(0, t, 1) for t in range(size)] + [(1, t, 2) for t in range(size, 2 * size)]
+    edges += [(1, 2 * size, 2)]  # a small atom beside them
+    pattern = PatternLayout(automaton(edges, [False, False, True]), vocab, eos).placed(1, 3)
+    assert pattern.dense.shape == (vocab, 2)
+    x = torch.zeros(2, 5, dtype=torch.long)
+    fixed = torch.zeros(2, 5, dtype=torch.bool)
+    fixed[:, 0] = True
+    for dtype in (torch.float32, torch.float64):
+        probs = torch.rand(2, 5, vocab, generator=torch.Generator().manual_seed(3), dtype=dtype)
+        probs = probs / probs.sum(-1, keepdim=True)
+        mass = pattern.set_mass(probs, x, fixed)
+        expected = (probs[:, 1:4, None, :].double() * pattern.masks.double()).sum(-1)
+        assert torch.allclose(mass.double(), expected, atol=1e-5), dtype
+
+
+def test_a_prediction_in_float64_is_read_and_drawn_from():
+    pattern = layout(length=3)
+    rows = torch.rand(3, V, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    rows = rows / rows.sum(-1, keepdim=True)
+    probs = rows.expand(2, -1, -1)
+    x = torch.full((2, 3), OTHER)
+    fixed = torch.zeros(2, 3, dtype=torch.bool)
+    mass = pattern.set_mass(probs, x, fixed)
+    expected = (probs[:, :, None, :] * pattern.masks.double()).sum(-1)
+    assert torch.allclose(mass.double(), expected, atol=1e-6)
+    weights = path_weights(pattern, mass[0])
+    for plan in pattern.plan(probs, x, fixed, generators(2)):
+        assert tuple(plan.sets) in weights
+
+
+def test_the_only_path_that_fits_is_found_however_little_the_model_gives_it():
+    # a* b b: the model says "a" twice, then end-of-text is decided. Only b b fits, weighing
+    # TINY x TINY (1e-60) next to the a a the model wants.
+    edges = [(0, A, 0), (0, B, 1), (1, B, 2)]
+    pattern = PatternLayout(automaton(edges, [False, False, True]), V, EOS).placed(0, 3)
+    probs = torch.zeros(1, 3, V)
+    probs[0, :, A] = 1.0
+    x = torch.tensor([[OTHER, OTHER, EOS]])
+    fixed = torch.tensor([[False, False, True]])
+    plan = pattern.plan(probs, x, fixed, generators(1))[0]
+    assert [sets_of(pattern)[u] for u in plan.sets] == [[B], [B], [EOS]]
+
+
+def test_a_long_path_the_model_gives_no_mass_is_found_beside_one_it_gives_all():
+    # a{12}: every position weighs TINY in the second sample, 1 in the first; the product
+    # over twelve positions (1e-360) is far below float64's range unless rescaled per sample.
+    n = 12
+    edges = [(s, A, s + 1) for s in range(n)]
+    pattern = PatternLayout(automaton(edges, [False] * n + [True]), V, EOS).placed(0, n)
+    probs = torch.zeros(2, n, V)
+    probs[0, :, A] = 1.0
+    probs[1, :, OTHER] = 1.0
+    x = torch.full((2, n), OTHER)
+    fixed = torch.zeros(2, n, dtype=torch.bool)
+    plans = pattern.plan(probs, x, fixed, generators(2))
+    assert [p.sets for p in plans] == [[0] * n, [0] * n]
+
+
+def test_the_projection_reuses_its_multipliers_and_warns_of_nothing():
+    pattern = layout(length=ROWS + 3)
+    probs = torch.rand(2, ROWS + 3, V, generator=torch.Generator().manual_seed(6))
+    fixed = torch.zeros(2, ROWS + 3, dtype=torch.bool)
+    plans = [PathPlan([0] + [2] * (ROWS + 1) + [1])] * 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        first = pattern.apply(probs, plans, fixed)
+        second = layout(length=ROWS + 3).apply(probs, plans, fixed)
+    assert torch.equal(first, second)
+    assert set(pattern._multipliers) == {(torch.float32, "cpu")}
+    assert torch.allclose(first.sum(-1), torch.ones(2, ROWS + 3))
+
+
+def test_a_draw_past_the_total_falls_back_to_the_last_index_that_weighs_even_the_first():
+    weights = torch.tensor([[2.0, 0.0, 0.0], [0.0, 3.0, 0.0]], dtype=torch.float64)
+    assert _pick(weights, torch.tensor([1.0, 1.0], dtype=torch.float64)).tolist() == [0, 1]
