@@ -573,3 +573,111 @@ def test_a_float64_prediction_is_projected_in_float64():
     punct = layout.classes[PUNCT].double()
     assert torch.equal(out[0, 1], punct / punct.sum())
     assert abs(float(out[0, 0].sum()) - 1.0) < 1e-12
+
+
+# --------------------------------------------------------------------------------------------
+# More of what the constructor gathers and refuses
+
+
+def test_the_tightest_sentence_bounds_hold_whatever_the_order_and_may_meet():
+    layout = WordLayout([SentenceCount(max=2), SentenceCount(max=3)], TOKENIZER, 0, 8)
+    assert layout.sentence_bounds == (0, 2)
+    # At least two and at most two: exactly two, not a contradiction.
+    layout = WordLayout([SentenceCount(min=2), SentenceCount(max=2)], TOKENIZER, 0, 8)
+    assert layout.sentence_bounds == (2, 2)
+
+
+def test_a_placed_word_is_one_word_under_the_constraints_own_rules():
+    # COLLIE's rules read "cannot" as two words; the plain rules as one.
+    message = refused([WordAt(position=1, word="cannot", scheme="collie")])
+    assert message == (
+        "'cannot' is not one word under the collie word rules (it reads as ['can', 'not'])"
+    )
+    WordLayout([WordAt(position=1, word="cannot")], TOKENIZER, 0, 4)
+
+
+def test_excluding_a_word_no_single_token_spells_leaves_the_free_words_as_they_are():
+    layout = WordLayout([Exclude(words=("harpooneer",))], TOKENIZER, 0, 4)
+    classes, _ = token_classes(TOKENIZER, layout.grammar)
+    for role in layout.grammar.word_roles:
+        assert torch.equal(layout.classes[role], classes[role])
+
+
+def test_without_constraints_the_continuation_starts_as_a_text_does():
+    layout = WordLayout([], TOKENIZER, 0, 3)
+    assert layout.first_state == layout.grammar.start_state("")
+    assert layout.first_state != layout.grammar.start_state("Call me")
+
+
+def test_a_first_word_that_cannot_fit_is_checked_with_a_free_count():
+    # "harpooneer" first and last (one placement) takes four of five tokens: no room for two
+    # sentences, whatever the number of words (one or two, checked at once).
+    constraints = [
+        WordAt(position=1, word="harpooneer"),
+        WordAt(position=-1, word="harpooneer"),
+        SentenceCount(min=2),
+    ]
+    layout = WordLayout(constraints[:2], TOKENIZER, 0, 5)
+    assert layout.word_counts() == [1, 2]
+    message = refused(constraints, length=5)
+    assert message == "no continuation of 5 tokens satisfies the lexical constraints together"
+
+
+def test_a_word_count_bound_is_checked_with_positions_from_the_end():
+    # Three sentences need three words: "A. B. whale" fits eight tokens, two words do not.
+    constraints = [WordAt(position=-1, word="whale"), SentenceCount(min=3)]
+    WordLayout([*constraints, WordCount(max=3)], TOKENIZER, 0, 8)
+    message = refused([*constraints, WordCount(max=2)], length=8)
+    assert message == "no continuation of 8 tokens satisfies the lexical constraints together"
+
+
+def test_a_last_word_that_fills_the_continuation_is_accepted_and_placed():
+    layout = WordLayout([WordAt(position=-1, word="harpooneer")], TOKENIZER, 0, 4)
+    assert layout.word_counts() == [1]
+    (plan,) = draw(layout, random_probs(1, 4, seed=5))
+    assert plan.placed == [[0, 1, 2, 3]] and plan.words == [] and plan.end is None
+    assert plan.pinned == dict(enumerate(HARPOONEER))
+    layout = WordLayout([WordAt(position=-1, word="whale")], TOKENIZER, 0, 1)
+    (plan,) = draw(layout, random_probs(1, 1, seed=5))
+    assert plan.pinned == {0: WHALE}
+
+
+# --------------------------------------------------------------------------------------------
+# More of drawing layouts
+
+
+def test_the_waiting_tokens_spell_the_include_words_not_yet_placed():
+    layout = WordLayout([Include(words=("whale", "ship"))], TOKENIZER, 0, 6)
+    whale, ship = layout.spellings["whale"], layout.spellings["ship"]
+    assert WHALE in whale and SHIP in ship and not set(whale) & set(ship)
+    assert sorted(layout.waiting_tokens(0)) == sorted(whale + ship)
+    assert sorted(layout.waiting_tokens(1)) == sorted(ship)  # "whale" placed
+    assert sorted(layout.waiting_tokens(2)) == sorted(whale)  # "ship" placed
+    assert layout.waiting_tokens(3) == []
+
+
+def test_each_sample_draws_one_of_two_word_counts_and_keeps_it():
+    constraints = [WordAt(position=-1, word="whale"), WordCount(max=2)]
+    layout = WordLayout(constraints, TOKENIZER, start=0, length=4)
+    assert layout.word_counts() == [1, 2]
+    probs = random_probs(8, 4, seed=21)
+    plans = draw(layout, probs)
+    counts = list(layout.counts)
+    assert len(counts) == 8 and set(counts) == {1, 2}
+    for b, plan in enumerate(plans):
+        assert len(plan.words) + len(plan.placed) == counts[b], (b, plan)
+        assert plan.pinned[max(p for span in plan.placed for p in span)] == WHALE
+
+
+def test_layouts_are_drawn_with_each_samples_own_generator():
+    """The same seeds draw the same layouts, whatever the global random state."""
+    probs = random_probs(4, 8, seed=31)
+
+    def plans(global_seed: int, seed: int) -> list[Plan]:
+        layout = WordLayout([WordCount(max=8)], TOKENIZER, start=0, length=8)
+        with torch.random.fork_rng():
+            torch.manual_seed(global_seed)
+            return draw(layout, probs, seed=seed)
+
+    assert plans(1, seed=0) == plans(2, seed=0)
+    assert plans(1, seed=0) != plans(1, seed=100)
