@@ -97,7 +97,7 @@ def gather(output: str) -> int:
             for key in sorted(records):
                 writer.write(records[key])
         os.replace(tmp, output)
-    if config is not None:
+    if config is not None and Path(output).is_file():  # (no file: no configuration beside it)
         write_config(output, config)
     for path in parts:
         path.unlink()

@@ -255,10 +255,11 @@ def test_a_rank_stopped_before_its_first_whole_record_leaves_nothing_to_refuse(t
     assert gather(str(out)) == 1
     assert [r["id"] for r in lines(out)] == ["0-1"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]
-    (tmp_path / "out.jsonl.rank0").write_text(left)  # and alone
+    (tmp_path / "out.jsonl.rank0").write_text(left)  # and alone, with its configuration
+    config_of(tmp_path / "out.jsonl.rank0", 5)
     out.unlink()
     assert gather(str(out)) == 0 and not out.exists()
-    assert not (tmp_path / "out.jsonl.rank0").exists()
+    assert list(tmp_path.iterdir()) == []  # no configuration beside a file not there
 
 
 # ------------------------------------------------------------------------------------------
