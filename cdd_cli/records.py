@@ -169,7 +169,6 @@ def existing_records(target: str) -> Existing:
     path = Path(target)
     if target == "-" or not path.is_file():
         return Existing(set(), {}, 0)
-    keys: set[tuple[int, str]] = set()
     satisfied: dict[int, list[str]] = {}
     attempts: dict[tuple[int, str], int] = {}
     torn = 0
@@ -191,14 +190,13 @@ def existing_records(target: str) -> Existing:
                 raise InputError(
                     f"-o {target}:{number}: not a cdd record; choose another file"
                 ) from None
-            if key in keys:
+            if key in attempts:
                 raise InputError(f"-o {target}:{number}: a second record {key[1]} of seed {key[0]}")
-            keys.add(key)
             if record.get("satisfied"):
                 satisfied.setdefault(key[0], []).append(str(record.get("text", "")))
             drawn = record.get("attempts")
             attempts[key] = drawn if type(drawn) is int and drawn >= 1 else 1
-    return Existing(keys, satisfied, torn, attempts)
+    return Existing(set(attempts), satisfied, torn, attempts)
 
 
 def cut_torn_tail(target: str, torn_bytes: int) -> None:
