@@ -12,9 +12,11 @@ into two reference sets A and B of `--samples` each (fewer where too few are acc
 says). The arms draw `--samples` each with another seed, batch by batch in turn
 (interleaved): `unconstrained` (one arm shared by every setting: its draws do not depend on
 them), `cdd`, and each variant of `--variants` (label -> settings, e.g. '{"cdd, surrogates
-from draw 8": {"repair.surrogates_from": 8}}'), which runs only on settings with a surrogate
-(toxicity): on the others the setting changes nothing. Every arm samples as `cdd generate`
-does by default (the text nucleus, top_p 0.73), the pool too.
+from draw 8": {"repair.surrogates_from": 8}}'; "method" names another method than cdd, e.g.
+'{"reject": {"method": "reject", "reject.max_attempts": 64}}'). A variant that keeps cdd
+runs only on settings with a surrogate (toxicity): on the others its setting changes
+nothing. Every arm samples as `cdd generate` does by default (the text nucleus, top_p 0.73),
+the pool too.
 
 Measures against A, and B against A as the noise floor at the same size:
 - ks_words: two-sample Kolmogorov-Smirnov distance on the number of words (the plain word
@@ -311,8 +313,13 @@ def structured(
     cold = {**top_p, "sampling.temperature": args.check_temperature}
     check_gen = make("unconstrained", [], cold, args.structured_length)
     plain = make("unconstrained", [], top_p, args.structured_length)
-    cdd = make("cdd", [("regex", {"pattern": pattern})], top_p, args.structured_length)
-    arms = {"sampler check": Arm(check_gen, prompt), "cdd": Arm(cdd, prompt)}
+    regex = [("regex", {"pattern": pattern})]
+    arms = {"sampler check": Arm(check_gen, prompt)}
+    for count in [int(c) for c in args.lookahead.split(",")]:
+        label = f"cdd, look-ahead {count}" if count else "cdd"
+        overrides = {**top_p, "projection.lookahead": count}
+        arms[label] = Arm(make("cdd", regex, overrides, args.structured_length), prompt)
+    labels = [label for label in arms if label != "sampler check"]
     n = args.structured_samples
     for start in range(0, n, args.batch_size):
         for arm in arms.values():
@@ -340,8 +347,6 @@ def structured(
     mass = exact_of(words, plain)
     accept = sum(mass.values())
     exact = {w: m / accept for w, m in mass.items()}
-    cdd_texts = [d.text for d in arms["cdd"].draws]
-    found = frequencies(cdd_texts)
     rng = random.Random(0)
 
     def sample(k: int) -> dict[str, float]:
@@ -357,18 +362,25 @@ def structured(
         "n": n,
         "acceptance_unconstrained": accept,
         "exact": {w: round(p, 4) for w, p in exact.items()},
-        "cdd": {w: round(found.get(w, 0.0), 4) for w in exact},
-        "cdd_outside_matches": sum(t not in exact for t in cdd_texts),
-        "tv_cdd_exact": round(total_variation(found, exact), 4),
         "tv_floor_exact": round(floor_exact, 4),
-        "tv_cdd_a": round(total_variation(found, a), 4),
         "tv_b_a": round(total_variation(b, a), 4),
-        "by_stage": dict(Counter(stage(d) for d in arms["cdd"].draws)),
         "sampler_check": check,
         "check_temperature": args.check_temperature,
         "seconds_per_sample": {k: round(v.wall / n, 4) for k, v in arms.items()},
+        "arms": {},
     }
-    row["passes"] = row["tv_cdd_exact"] <= 2 * floor_exact
+    for label in labels:
+        texts = [d.text for d in arms[label].draws]
+        found = frequencies(texts)
+        tv = total_variation(found, exact)
+        row["arms"][label] = {
+            "frequencies": {w: round(found.get(w, 0.0), 4) for w in exact},
+            "outside_matches": sum(t not in exact for t in texts),
+            "tv_exact": round(tv, 4),
+            "tv_a": round(total_variation(found, a), 4),
+            "by_stage": dict(Counter(stage(d) for d in arms[label].draws)),
+            "passes": tv <= 2 * floor_exact,
+        }
     print(json.dumps(row), flush=True)
     return [row]
 
@@ -396,6 +408,11 @@ def main() -> None:
     parser.add_argument("--structured-prompt", default=STRUCTURED_PROMPT)
     parser.add_argument("--structured-length", type=int, default=2)
     parser.add_argument("--structured-samples", type=int, default=1024)
+    parser.add_argument(
+        "--lookahead",
+        default="0,16",
+        help="structured: cdd's arms by projection.lookahead (0: the layout alone)",
+    )
     parser.add_argument("--check-temperature", type=float, default=0.25)
     parser.add_argument("--out", default="bench/results/fidelity_text")
     args = parser.parse_args()
@@ -434,7 +451,9 @@ def main() -> None:
 
     rows: list[dict] = []
     if settings:
-        variants = {"cdd": {}, **json.loads(args.variants)}
+        variants = {"cdd": ("cdd", {})}
+        for label, o in json.loads(args.variants).items():
+            variants[label] = (o.pop("method", "cdd"), o)
         pool_gen = make("unconstrained", [], seed=POOL_SEED)
         pool: list[str] = []
         for start in range(0, args.pool, args.batch_size):
@@ -446,9 +465,9 @@ def main() -> None:
         for name in settings:
             judges = build_constraints(specs(SETTINGS[name], name), loaded, args.device)
             surrogate = any(isinstance(c, DifferentiableConstraint) for c in judges)
-            for label, overrides in variants.items():
-                if label == "cdd" or surrogate:
-                    arms[name, label] = Arm(make("cdd", SETTINGS[name], overrides))
+            for label, (method, overrides) in variants.items():
+                if label == "cdd" or method != "cdd" or surrogate:
+                    arms[name, label] = Arm(make(method, SETTINGS[name], overrides))
         for start in range(0, args.samples, args.batch_size):
             for arm in arms.values():
                 arm.run(range(start, min(start + args.batch_size, args.samples)))
@@ -578,14 +597,28 @@ def structured_table(rows: list[dict]) -> str:
             f"Pattern `{r['pattern']}` after {r['prompt']!r}, {r['length']} tokens, n = {r['n']}; "
             f"unconstrained acceptance (exact) {r['acceptance_unconstrained']:.2e}",
             "",
-            "| match | exact | cdd |",
-            "|---|---|---|",
-            *(f"| {w!r} | {p} | {r['cdd'][w]} |" for w, p in r["exact"].items()),
+            "| match | exact | " + " | ".join(r["arms"]) + " |",
+            "|---|---|" + "---|" * len(r["arms"]),
+            *(
+                f"| {w!r} | {p} | "
+                + " | ".join(str(arm["frequencies"][w]) for arm in r["arms"].values())
+                + " |"
+                for w, p in r["exact"].items()
+            ),
+            "| TV to exact | "
+            + f"{r['tv_floor_exact']} (floor) | "
+            + " | ".join(str(arm["tv_exact"]) for arm in r["arms"].values())
+            + " |",
+            "| s/sample | | "
+            + " | ".join(str(r["seconds_per_sample"][k]) for k in r["arms"])
+            + " |",
             "",
-            f"TV(cdd, exact) {r['tv_cdd_exact']} (floor: sample of n vs exact, mean of 200: "
-            f"{r['tv_floor_exact']}); TV(cdd, A) {r['tv_cdd_a']} (floor TV(B, A) "
-            f"{r['tv_b_a']}); cdd texts outside the matches: {r['cdd_outside_matches']}; "
-            f"settled by: {r['by_stage']}",
+            "Floor: a sample of n from the exact law against it, mean of 200; "
+            + "; ".join(
+                f"{k}: TV to set A {arm['tv_a']} (B vs A {r['tv_b_a']}), outside the matches "
+                f"{arm['outside_matches']}, settled by {arm['by_stage']}"
+                for k, arm in r["arms"].items()
+            ),
             "",
             f"The programme against the sampler (unconstrained, temperature "
             f"{r['check_temperature']}, n = {r['n']}): "

@@ -30,6 +30,7 @@ from cdd_cli.constraints.base import DifferentiableConstraint, ExactConstraint
 from cdd_cli.projection.engine import Engine, Job
 from cdd_cli.projection.stages import (
     ALM,
+    ClosedFormLookAhead,
     ClosedForms,
     FinalJudges,
     FlipSearch,
@@ -194,8 +195,10 @@ class CDD(Method):
         differentiable = [c for c in job.constraints if isinstance(c, DifferentiableConstraint)]
         closed_forms = ClosedForms(job.closed_forms, job.generators)
         ladder = LinearisedLadder(judges, projection.support, job.well_formed)
+        lookahead = ClosedFormLookAhead(closed_forms, job.generators, projection.lookahead)
         stages = [
             closed_forms,
+            *([lookahead] if projection.lookahead else []),
             FinalJudges(judges),
             *([ladder] if job.final_surrogates else []),
             LookAhead(redraws, projection.project_from),

@@ -26,6 +26,13 @@ class ALMSettings:
     support: int | None = None  # tokens per position the mass moves among (0: all V)
     # Outer iterations at mu_max without the argmax's violation falling before a sample stops.
     patience: int | None = None
+    # Candidates per decision a pattern's closed form weighs by the model's next prediction
+    # (`stages.ClosedFormLookAhead`: its choices the model's own, one forward of this many
+    # rows per sample and deciding step); 0: off, the layout alone.
+    lookahead: int = 0
+
+
+MAX_LOOKAHEAD = 1024  # candidates: a forward of this many rows per sample and step is plenty
 
 
 @dataclass

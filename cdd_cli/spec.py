@@ -32,6 +32,7 @@ from cdd_cli.records import yaml_values
 from cdd_cli.settings import (
     DECODINGS,
     DTYPE_NAMES,
+    MAX_LOOKAHEAD,
     MAX_SEED,
     MAX_STEPS,
     ALMSettings,
@@ -466,6 +467,10 @@ def check_settings(spec: Spec, where: str) -> None:
             given(p.support, (p.support or 0) == 0 or (p.support or 0) >= 2),
             "projection.support must be 0 (the whole vocabulary) or >= 2",
         ),
+        (
+            0 <= p.lookahead <= MAX_LOOKAHEAD,
+            f"projection.lookahead must be in [0, {MAX_LOOKAHEAD}]",
+        ),
         (search.top_k >= 1, "search.top_k must be >= 1"),
         (given(search.max_nodes, (search.max_nodes or 0) >= 1), "search.max_nodes must be >= 1"),
         (
@@ -569,7 +574,8 @@ def overlay(
                 f"{did_you_mean(method, METHODS)}"
             )
         given = [f.name for f in fields(spec.projection)]
-        written = [k for k in given if getattr(spec.projection, k) is not None]
+        unset = ALMSettings()  # None: the method's value; lookahead 0: off under every method
+        written = [k for k in given if getattr(spec.projection, k) != getattr(unset, k)]
         written += ["search.project_from"] if spec.search.project_from is not None else []
         if method != spec.method and written and method in ("cdd", "paper"):
             # A written configuration holds the other method's values: they would run silently.

@@ -45,6 +45,9 @@ independence of positions within one prediction: a path is weighed by the later 
 marginal masses, not by their mass given the earlier choice, so where the model ties the
 positions together (a word, then the end of the text) the choice drifts from the model's:
 `bench/fidelity_text.py`, setting `structured`, measures it against the sampler's exact law.
+`projection.lookahead` closes it at the cost of a forward per decision (`candidates`,
+`rows_along` and `log_weight` serve `stages.ClosedFormLookAhead`, which weighs a decision by
+the match mass of what follows under the model's next prediction given it).
 """
 
 from __future__ import annotations
@@ -238,28 +241,58 @@ class PatternLayout:
         consistent with the tokens of `x` already decided (`fixed`)."""
         # In float64: a state on the only path that still fits can weigh 1e-30 x 1e-30 next
         # to the rest (float32 flushed it to 0, and the path was lost).
-        mass = self.set_mass(probs, x, fixed).double()
+        mass = self.with_free(self.set_mass(probs, x, fixed).double())
+        alpha, _ = self.forward(mass)
+        return self.paths(mass, alpha, generators)
+
+    def with_free(self, mass: torch.Tensor) -> torch.Tensor:
+        """Each edge's weight at each position is its set's mass, FREE's the last column, 1.
+        Read one position at a time: [B, L, E] at once is 0.6 GB for a product of three
+        patterns (17,800 edges), and writing it costs more than the dynamic programme."""
+        ones = torch.ones(len(mass), self.length, 1, dtype=mass.dtype)
+        return torch.cat([mass, ones], dim=-1)
+
+    def forward(self, mass: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Forward filtering over (position, state), each position's state weights rescaled
+        to sum 1 (no underflow): the weights [L + 1, B, S] and the log of the rescalings'
+        product [B] (with the last position's accepting mass: the log total weight of the
+        paths)."""
         b = len(mass)
-        # Each edge's weight at each position: its set's mass (FREE: the last column, 1).
-        # Read one position at a time: [B, L, E] at once is 0.6 GB for a product of three
-        # patterns (17,800 edges), and writing it costs more than the dynamic programme.
-        mass = torch.cat([mass, torch.ones(b, self.length, 1, dtype=mass.dtype)], dim=-1)
         # The forward pass runs over [S, B] and [E, B]: a state's or an edge's weights in the
         # batch are one contiguous row, so gathering them and adding each edge's row into its
         # target's are row copies (the sums are taken in the same order, edge after edge, as
         # over [B, S]: the same numbers to the bit).
         by_set = mass.permute(1, 2, 0).contiguous()  # [L, U + 1, B]
-
-        # Forward filtering, each position's state weights rescaled to sum 1 (no underflow).
         alpha = torch.zeros(self.length + 1, b, self.states, dtype=torch.float64)
         alpha[0, :, 0] = 1.0
+        log_total = torch.zeros(b, dtype=torch.float64)
         here = alpha[0].T.contiguous()  # [S, B]
         for i in range(self.length):
             moved = here.index_select(0, self.src) * by_set[i].index_select(0, self.edge_column)
             reached = torch.zeros(self.states, b, dtype=torch.float64)
             nxt = reached.index_add_(0, self.dst, moved).T.contiguous()  # [B, S]
-            alpha[i + 1] = nxt / nxt.sum(-1, keepdim=True).clamp_min(1e-300)
+            total = nxt.sum(-1, keepdim=True).clamp_min(1e-300)
+            alpha[i + 1] = nxt / total
+            log_total += total[:, 0].log()
             here = alpha[i + 1].T.contiguous()
+        accepted = (alpha[self.length] * self.accepting).sum(-1)
+        return alpha, log_total + accepted.clamp_min(1e-300).log()
+
+    def log_weight(self, probs: torch.Tensor, x: torch.Tensor, fixed: torch.Tensor) -> torch.Tensor:
+        """[B] the log total weight of the paths that fit the decided tokens: the mass
+        `probs` [B, L, V] gives, position by position apart, to the continuations that
+        match (up to an end-of-text)."""
+        return self.forward(self.with_free(self.set_mass(probs, x, fixed).double()))[1]
+
+    def paths(
+        self,
+        mass: torch.Tensor,
+        alpha: torch.Tensor,
+        generators: Sequence[torch.Generator],
+    ) -> list[PathPlan]:
+        """A path per row of `mass` [B, L, U + 1] drawn in proportion to its weight, given
+        the forward weights `alpha`."""
+        b = len(mass)
         last = alpha[self.length] * self.accepting
         if not bool((last.sum(-1) > 0).all()):
             raise InputError("no continuation of this length follows the pattern")
@@ -285,6 +318,36 @@ class PatternLayout:
             chosen[:, i] = edge
             state = self.src[edge]
         return [PathPlan(row) for row in self.edge_set[chosen].tolist()]
+
+    def candidates(
+        self,
+        probs: torch.Tensor,
+        x: torch.Tensor,
+        fixed: torch.Tensor,
+        count: int,
+        generator: torch.Generator,
+    ) -> list[PathPlan]:
+        """`count` paths for one sample (`probs` [L, V], `x` and `fixed` [L]), each drawn
+        apart from the same law as `plan`'s, from the sample's generator."""
+        mass = self.with_free(self.set_mass(probs[None], x[None], fixed[None]).double())
+        alpha, _ = self.forward(mass)
+        return self.paths(
+            mass.expand(count, -1, -1), alpha.expand(-1, count, -1), [generator] * count
+        )
+
+    def rows_along(
+        self, probs: torch.Tensor, plans: list[PathPlan], positions: torch.Tensor
+    ) -> torch.Tensor:
+        """[K, N, V] one sample's rows (`probs` [L, V]) at continuation `positions` [N],
+        kept to each of the K plans' sets there (unnormalised; a row the prediction gives
+        nothing is its set, uniform)."""
+        masks = self.multipliers(probs.dtype, probs.device)
+        at = (positions - self.start).tolist()
+        chosen = torch.tensor([[plan.sets[j] for j in at] for plan in plans])
+        chosen = torch.where(chosen == FREE, len(self.masks), chosen).to(probs.device)
+        rows = probs[positions][None] * masks[chosen]
+        empty = rows.sum(-1, keepdim=True) <= 0
+        return torch.where(empty, masks[chosen], rows)
 
     def apply(
         self, probs: torch.Tensor, plans: list[PathPlan], fixed: torch.Tensor

@@ -60,6 +60,10 @@ class StepInfo:
     # are the batch's), so that parts of a batch can be projected apart; None: nothing
     # row-wise to cut (the final prediction).
     cut: Callable[[int, int], StepInfo] | None = None
+    # The model's prediction p(x_0 | x_s) [N, L, V] for any tokens x_s [N, L] at the next
+    # step's time (a forward of N rows), for a hook that weighs what a decision leads to;
+    # None at the final prediction.
+    predict: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     def rows(self, a: int, b: int) -> StepInfo:
         """This step as rows a:b of the batch see it."""
@@ -202,12 +206,17 @@ class Sampler:
                     x_s[:, :keep] = prefix[a:b]
                 return x_s
 
-            def cut(a: int, b: int, i=i, t=t, s=s, changing=changing, draw=draw) -> StepInfo:
+            def ahead(x_s: torch.Tensor, s=s) -> torch.Tensor:
+                return self.predict(x_s, s)
+
+            def cut(
+                a: int, b: int, i=i, t=t, s=s, changing=changing, draw=draw, ahead=ahead
+            ) -> StepInfo:
                 part = Remembered(lambda p: draw(p, a, b)) if self.process.keeps_decided else None
-                return StepInfo(i, self.steps, t, s, changing[a:b], part, cut)
+                return StepInfo(i, self.steps, t, s, changing[a:b], part, cut, ahead)
 
             decide = Remembered(draw) if self.process.keeps_decided else None
-            info = StepInfo(i, self.steps, t, s, changing, decide, cut)
+            info = StepInfo(i, self.steps, t, s, changing, decide, cut, ahead)
             projected = hook(probs, x, info) if hook is not None else probs
             x_next = (decide or draw)(projected)
             cached = probs if self.cacheable and torch.equal(x_next, x) else None

@@ -55,6 +55,7 @@ class Step:
     ahead: torch.Tensor | None = None  # [B, L] the step's draw from the unprojected prediction
     projected: torch.Tensor | None = None  # [B] samples the ALM moved at this step
     plans: dict[int, list] = field(default_factory=dict)  # closed form -> its plans
+    unprojected: torch.Tensor | None = None  # [B, L, V] the prediction before the closed forms
 
     @property
     def final(self) -> bool:
@@ -166,7 +167,7 @@ class ClosedForms:
     lexical word layout), re-planned given what is decided so far. Touches every sample."""
 
     needs: tuple[str, ...] = ()
-    provides: tuple[str, ...] = ("plans",)
+    provides: tuple[str, ...] = ("plans", "unprojected")
 
     def __init__(self, projections: list[ClosedFormProjection], generators):
         self.projections, self.generators = projections, generators
@@ -176,6 +177,7 @@ class ClosedForms:
 
     def run(self, step: Step, accounts: Accounts) -> None:
         started = time.perf_counter()
+        step.unprojected = step.probs
         for k, projection in enumerate(self.projections):
             plans = projection.plan(step.probs, step.x, step.fixed, self.generators)
             step.probs = projection.apply(step.probs, plans, step.fixed)
@@ -186,6 +188,71 @@ class ClosedForms:
         accounts.charge(rows, started)
         for i in rows:
             step.touched[i] = True
+
+
+class ClosedFormLookAhead:
+    """Masked steps, where the job has one closed form and it can weigh its matches
+    (`projection.lookahead` candidates, 0: off). A closed form weighs what follows a decision
+    by the step's prediction, in which the positions not yet decided do not depend on the
+    decision; in the model they do (a word's first token and its last, a word and the end
+    after it), so its choices drift from the model's (`bench/fidelity_text.py`, structured).
+    Here each sample's decision of the step is drawn from `count` candidates of the closed
+    form's own law, kept in proportion to the mass of the matches that follow under the
+    model's next prediction given the candidate over that under this prediction
+    (sampling-importance-resampling; the model's law conditioned on the match where the rest
+    is decided in one step, as the count grows). One forward of `count` rows per sample and
+    step that decides a position the form serves."""
+
+    needs: tuple[str, ...] = ("unprojected",)
+    provides: tuple[str, ...] = ()
+
+    def __init__(self, closed_forms: ClosedForms, generators, count: int):
+        self.closed_forms, self.generators, self.count = closed_forms, generators, count
+
+    def due(self, step: Step) -> bool:
+        forms = self.closed_forms.projections
+        return (
+            len(forms) == 1
+            and hasattr(forms[0], "log_weight")
+            and step.info.decide is not None
+            and step.info.predict is not None
+        )
+
+    def run(self, step: Step, accounts: Accounts) -> None:
+        layout = self.closed_forms.projections[0]
+        probs, info = step.unprojected, step.info
+        span = slice(layout.start, layout.start + layout.length)
+        deciding = torch.zeros_like(step.fixed)
+        deciding[:, span] = info.changing[:, span] & ~step.fixed[:, span]
+        deciding = deciding.cpu()  # read here: which samples decide, and where
+        for i in deciding.any(-1).nonzero().squeeze(-1).tolist():
+            started = time.perf_counter()
+            g = self.generators[i]
+            at = deciding[i].nonzero().squeeze(-1)
+            plans = layout.candidates(probs[i], step.x[i], step.fixed[i], self.count, g)
+            rows = layout.rows_along(probs[i], plans, at.to(probs.device))
+            u = torch.rand(self.count, len(at), generator=g)
+            tokens = sample_categorical(rows, u)  # [K, N]
+            x = step.x[i].expand(self.count, -1).clone()
+            x[:, at] = tokens
+            fixed = step.fixed[i].expand(self.count, -1).clone()
+            fixed[:, at] = True
+            pick = 0  # nothing left to follow: each candidate weighs the same
+            if not bool(fixed[0, span].all()):
+                here = layout.log_weight(probs[i].expand(self.count, -1, -1), x, fixed)
+                ahead = layout.log_weight(info.predict(x), x, fixed)
+                weights = torch.softmax(ahead - here, 0)
+                pick = int(_draw(weights, float(torch.rand(1, generator=g, dtype=torch.float64))))
+            decide_as(step.probs, i, deciding[i].to(step.probs.device), tokens[pick])
+            step.touched[i] = True
+            accounts.charge([i], started)
+
+
+def _draw(weights: torch.Tensor, u: float) -> int:
+    """An index drawn in proportion to `weights` [K] (float64) with the uniform `u`."""
+    cumulative = weights.cumsum(0)
+    index = int(torch.searchsorted(cumulative, u * cumulative[-1], right=True))
+    return min(index, len(weights) - 1)
 
 
 class KeepClosedForms:

@@ -20,6 +20,7 @@ ACCOUNTS = "per-sample accounts and verdicts are Python lists, read once per sta
 SEARCH = "the best-first search and its costs run in Python over plain lists"
 SCALAR = "a schedule value at one time t, read once per step as a Python float"
 LAYOUT = "the closed form's plan is a dynamic programme in Python over the step's masses"
+LOOKAHEAD = "which samples decide where, read once a step; each candidate's pick is a host draw"
 
 # (module, function) -> ({method: calls}, why)
 ALLOWED: dict[tuple[str, str], tuple[dict[str, int], str]] = {
@@ -27,6 +28,7 @@ ALLOWED: dict[tuple[str, str], tuple[dict[str, int], str]] = {
     ("projection/stages.py", "FinalJudges.run"): ({"tolist": 1}, JUDGES),
     ("projection/stages.py", "LinearisedLadder.run"): ({"tolist": 3}, JUDGES),
     ("projection/stages.py", "LookAhead.run"): ({"tolist": 2}, ACCOUNTS),
+    ("projection/stages.py", "ClosedFormLookAhead.run"): ({"cpu": 1, "tolist": 1}, LOOKAHEAD),
     ("projection/stages.py", "ALM.run"): ({"tolist": 2}, ACCOUNTS),
     ("projection/stages.py", "RedrawAfterALM.run"): ({"tolist": 2}, ACCOUNTS),
     ("projection/stages.py", "FlipSearch.run"): ({"tolist": 3, "cpu": 2}, SEARCH),
@@ -46,7 +48,8 @@ ALLOWED: dict[tuple[str, str], tuple[dict[str, int], str]] = {
         "built once per automaton and cached, not per step",
     ),
     ("constraints/pattern_layout.py", "PatternLayout.mass_by_atoms"): ({"tolist": 1}, LAYOUT),
-    ("constraints/pattern_layout.py", "PatternLayout.plan"): ({"tolist": 1}, LAYOUT),
+    ("constraints/pattern_layout.py", "PatternLayout.paths"): ({"tolist": 1}, LAYOUT),
+    ("constraints/pattern_layout.py", "PatternLayout.rows_along"): ({"tolist": 1}, LAYOUT),
     ("constraints/pattern_layout.py", "PatternLayout.set_mass"): ({"cpu": 4}, LAYOUT),
 }
 PER_STEP = sorted({module for module, _ in ALLOWED} | {"projection/engine.py"})
