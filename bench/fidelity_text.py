@@ -308,6 +308,8 @@ def structured(
     ids = torch.tensor(tokenizer.encode(args.structured_prompt), dtype=torch.long)
     prompt = Prompt(0, args.structured_prompt, ids)
     top_p = {"sampling.top_p": 1.0}
+    if args.structured_steps:
+        top_p["sampling.steps"] = args.structured_steps
     # The programme is checked against the sampler where its law is concentrated enough for
     # frequencies to tell: the same sampler, drawing at a low temperature.
     cold = {**top_p, "sampling.temperature": args.check_temperature}
@@ -359,6 +361,7 @@ def structured(
         "pattern": pattern,
         "prompt": args.structured_prompt,
         "length": args.structured_length,
+        "steps": plain.spec.sampling.steps,
         "n": n,
         "acceptance_unconstrained": accept,
         "exact": {w: round(p, 4) for w, p in exact.items()},
@@ -408,6 +411,9 @@ def main() -> None:
     parser.add_argument("--structured-prompt", default=STRUCTURED_PROMPT)
     parser.add_argument("--structured-length", type=int, default=2)
     parser.add_argument("--structured-samples", type=int, default=1024)
+    parser.add_argument(
+        "--structured-steps", type=int, default=0, help="structured: steps (0: the model's)"
+    )
     parser.add_argument(
         "--lookahead",
         default="0,16",
@@ -594,7 +600,8 @@ def structured_table(rows: list[dict]) -> str:
     lines = []
     for r in rows:
         lines += [
-            f"Pattern `{r['pattern']}` after {r['prompt']!r}, {r['length']} tokens, n = {r['n']}; "
+            f"Pattern `{r['pattern']}` after {r['prompt']!r}, {r['length']} tokens, "
+            f"{r.get('steps')} steps, n = {r['n']}; "
             f"unconstrained acceptance (exact) {r['acceptance_unconstrained']:.2e}",
             "",
             "| match | exact | " + " | ".join(r["arms"]) + " |",

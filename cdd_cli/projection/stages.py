@@ -237,11 +237,15 @@ class ClosedFormLookAhead:
             x[:, at] = tokens
             fixed = step.fixed[i].expand(self.count, -1).clone()
             fixed[:, at] = True
-            pick = 0  # nothing left to follow: each candidate weighs the same
-            if not bool(fixed[0, span].all()):
-                here = layout.log_weight(probs[i].expand(self.count, -1, -1), x, fixed)
+            # Each distinct candidate weighed once (a decision the pattern forces is the same
+            # in every candidate); one alone, or nothing left to follow: each weighs the same.
+            x, inverse = torch.unique(x, dim=0, return_inverse=True)
+            fixed = fixed[: len(x)]
+            pick = 0
+            if len(x) > 1 and not bool(fixed[0, span].all()):
+                here = layout.log_weight(probs[i].expand(len(x), -1, -1), x, fixed)
                 ahead = layout.log_weight(info.predict(x), x, fixed)
-                weights = torch.softmax(ahead - here, 0)
+                weights = torch.softmax((ahead - here)[inverse.to(ahead.device)], 0)
                 pick = int(_draw(weights, float(torch.rand(1, generator=g, dtype=torch.float64))))
             decide_as(step.probs, i, deciding[i].to(step.probs.device), tokens[pick])
             step.touched[i] = True
