@@ -143,6 +143,10 @@ def spec_cases() -> list[Case]:
         spec_case("lookahead huge", "projection:\n  lookahead: 100000\n"),
         spec_case("lookahead fraction", "projection:\n  lookahead: 1.5\n"),
         spec_case("lookahead null", "projection:\n  lookahead: null\n"),
+        spec_case(
+            "lookahead without a pattern",
+            "constraints:\n  - type: sa\n    tau: 3.5\nprojection:\n  lookahead: 4\n",
+        ),
         spec_case("search top_k 0", "search:\n  top_k: 0\n"),
         spec_case("repair negative", "repair:\n  max_redraws: -1\n"),
         spec_case("reject 0", "reject:\n  max_attempts: 0\n"),

@@ -45,6 +45,14 @@ def fill_defaults(spec: Spec, loaded: LoadedModel) -> None:
     fill(projection, method.projection_defaults(loaded.kind, [c.type for c in spec.constraints]))
     fill(search, method.search_defaults(loaded.kind))
     fill(spec.repair, REPAIR_BY_MODEL[loaded.kind])
+    patterns = {"regex", "json_schema"} & {c.type for c in spec.constraints}
+    if spec.method == "cdd" and projection.lookahead and not patterns:
+        # The look-ahead weighs a pattern's paths; nothing else has them (a word layout's
+        # weights are not exposed to it), and a setting that silently does nothing misleads.
+        raise InputError(
+            f"{spec.source}: projection.lookahead serves a regex or json_schema constraint; "
+            "this spec has none (set it to 0)"
+        )
     if spec.method in ("cdd", "paper") and projection.mu_init > projection.mu_max:
         filled = "mu_init" if "mu_init" not in given else "mu_max"
         raise InputError(
