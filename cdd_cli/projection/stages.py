@@ -200,8 +200,8 @@ class ClosedFormLookAhead:
     form's own law, kept in proportion to the mass of the matches that follow under the
     model's next prediction given the candidate over that under this prediction
     (sampling-importance-resampling; the model's law conditioned on the match where the rest
-    is decided in one step, as the count grows). One forward of `count` rows per sample and
-    step that decides a position the form serves."""
+    is decided in one step, as the count grows). One forward of the distinct candidates (at
+    most `count` rows) per sample and step that decides a position the form serves."""
 
     needs: tuple[str, ...] = ("unprojected",)
     provides: tuple[str, ...] = ()

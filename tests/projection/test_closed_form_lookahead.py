@@ -17,7 +17,7 @@ from cdd_cli.cli import app
 from cdd_cli.constraints.structured import RegexConstraint, pattern_layout
 from cdd_cli.diffusion.sampler import StepInfo
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
-from cdd_cli.projection.stages import Accounts, ClosedFormLookAhead, ClosedForms, Step
+from cdd_cli.projection.stages import Accounts, ClosedFormLookAhead, ClosedForms, Step, _draw
 
 TOKENIZER = Gpt2Tokenizer()
 PATTERN = "(cat|dog)( (cat|dog))*"
@@ -62,37 +62,31 @@ def test_log_weight_is_the_mass_the_rows_give_the_matches(decided):
     for seq in itertools.product(SUPPORT, repeat=length):
         if decided is not None and seq[decided[0]] != x[0, decided[0]]:
             continue
-        weight = math.prod(
-            float(rows[i, t]) for i, t in enumerate(seq) if not bool(fixed[0, i])
-        )
+        weight = math.prod(float(rows[i, t]) for i, t in enumerate(seq) if not bool(fixed[0, i]))
         total += weight * matches(seq)
     assert total > 0
     got = float(layout.log_weight(rows[None], x, fixed)[0])
     assert got == pytest.approx(math.log(total), rel=1e-6)
 
 
-def test_the_lookahead_draws_a_decision_as_the_model_would_given_the_match():
-    """Two positions; the step decides the first. The model's second row depends on the
-    first token (after "cat" it mostly goes on with a match, after "dog" mostly not), which
-    the step's own prediction, one row per position apart, cannot show: the layout alone
-    draws "cat" with probability 1/2 here, the model conditioned on a match with 0.9. The
-    look-ahead's draws are checked against 0.9, and the layout's 1/2 is rejected by the same
-    test."""
-    length, count, samples = 2, 64, 400
-    layout = pattern_layout([RegexConstraint(pattern=PATTERN)], TOKENIZER, 0, length)
-    cat, dog = token("cat"), token("dog")
-    follows = [token(" cat"), token(" dog"), TOKENIZER.eos_id]  # what completes a match
+def second_row(weights: dict[str, float]) -> torch.Tensor:
+    row = torch.zeros(len(TOKENIZER))
+    for text, w in weights.items():
+        row[TOKENIZER.eos_id if text == "<eos>" else token(text)] = w
+    return row
+
+
+def lookahead_share(
+    pattern: str, marginal: torch.Tensor, given: dict[int, torch.Tensor], count: int = 64
+) -> tuple[float, Step, Accounts, torch.Tensor]:
+    """Two positions; the step decides the first, "cat" or "dog" at even odds. The model's
+    second row is `given[first token]`, the step's own prediction of it `marginal`. Runs
+    ClosedForms then the look-ahead over 600 samples; returns the share that decided "cat",
+    the step, the accounts, and each sample's seconds before the look-ahead ran."""
+    length, samples = 2, 600
+    layout = pattern_layout([RegexConstraint(pattern=pattern)], TOKENIZER, 0, length)
     first = torch.zeros(len(TOKENIZER))
-    first[[cat, dog]] = 0.5
-
-    def second_row(match_mass: float) -> torch.Tensor:
-        row = torch.zeros(len(TOKENIZER))
-        row[follows] = match_mass / len(follows)
-        row[token(",")] = 1 - match_mass
-        return row
-
-    marginal = second_row(0.5)  # the step's own prediction of position 2
-    given = {cat: second_row(0.9), dog: second_row(0.1)}
+    first[[token("cat"), token("dog")]] = 0.5
 
     def predict(x_s: torch.Tensor) -> torch.Tensor:
         out = torch.zeros(len(x_s), length, len(TOKENIZER))
@@ -112,21 +106,71 @@ def test_the_lookahead_draws_a_decision_as_the_model_would_given_the_match():
     accounts = Accounts(samples)
     closed_forms = ClosedForms([layout], generators)
     closed_forms.run(step, accounts)
+    before = torch.tensor(accounts.seconds)
     projected_second = step.probs[:, 1].clone()
     lookahead = ClosedFormLookAhead(closed_forms, generators, count)
     assert lookahead.due(step)
     lookahead.run(step, accounts)
-
     decided = step.probs[:, 0]
     assert bool((decided.max(-1).values == 1.0).all())  # one-hot: the sampler draws it
     assert torch.equal(step.probs[:, 1], projected_second)  # left to the closed form's row
-    share = float((decided.argmax(-1) == cat).float().mean())
-    # Sampling-importance-resampling with 64 candidates: a bias of order 1/64 toward the
-    # proposal (1/2), inside this tolerance.
-    tolerance = 4 * math.sqrt(0.9 * 0.1 / samples) + 0.02
-    assert abs(share - 0.9) <= tolerance
-    assert abs(0.5 - 0.9) > 2 * tolerance  # the layout's own law would fail the same check
-    assert all(step.touched) and all(s > 0 for s in accounts.seconds)
+    share = float((decided.argmax(-1) == token("cat")).float().mean())
+    return share, step, accounts, before
+
+
+def close(share: float, expected: float) -> bool:
+    """Within four standard errors of 600 draws, plus 0.02 for the bias of resampling from
+    64 candidates toward their proposal."""
+    return abs(share - expected) <= 4 * math.sqrt(expected * (1 - expected) / 600) + 0.02
+
+
+def test_the_lookahead_draws_a_decision_as_the_model_would_given_the_match():
+    """After "cat" the model mostly goes on with a match, after "dog" mostly not, which the
+    step's own prediction, one row per position apart, cannot show: the layout alone draws
+    "cat" with probability 1/2 here, the model conditioned on a match with 0.9."""
+    follows = {" cat": 0.3, " dog": 0.3, "<eos>": 0.3}  # what completes a match
+    marginal = second_row({k: v * 0.5 / 0.9 for k, v in follows.items()} | {",": 0.5})
+    given = {
+        token("cat"): second_row(follows | {",": 0.1}),
+        token("dog"): second_row({k: v / 9 for k, v in follows.items()} | {",": 0.9}),
+    }
+    share, step, accounts, before = lookahead_share(PATTERN, marginal, given)
+    assert close(share, 0.9)
+    assert not close(0.5, 0.9)  # the layout's own law would fail the same check
+    assert all(step.touched)
+    assert bool((torch.tensor(accounts.seconds) > before).all())  # each charged its share
+
+
+def test_the_lookahead_divides_out_what_its_candidates_proposal_already_weighed():
+    """`cat|dog cat`: after "cat" only the end, after "dog" only " cat". The step's own
+    prediction of position 2 favours " cat" (0.6 to the end's 0.2), so the layout proposes
+    "cat" with 1/4; the model, given "cat", ends (0.9), given "dog", goes on with " cat" only
+    0.3 of the time: conditioned on a match it says 0.45 / (0.45 + 0.15) = 0.75. Weighing a
+    candidate by its next match mass alone, without dividing by the mass the proposal gave
+    it, would say 0.5."""
+    marginal = second_row({"<eos>": 0.2, " cat": 0.6, ",": 0.2})
+    given = {
+        token("cat"): second_row({"<eos>": 0.9, ",": 0.1}),
+        token("dog"): second_row({" cat": 0.3, ",": 0.7}),
+    }
+    share, *_ = lookahead_share("cat|dog cat", marginal, given)
+    assert close(share, 0.75)
+    assert not close(0.5, 0.75) and not close(0.25, 0.75)
+
+
+def test_a_candidate_is_drawn_in_proportion_to_its_weight():
+    weights = torch.tensor([1.0, 1.0, 2.0], dtype=torch.float64)  # not normalised
+    assert [_draw(weights, u) for u in (0.0, 0.2, 0.3, 0.49, 0.6, 0.9, 0.999)] == [
+        0,
+        0,
+        1,
+        1,
+        2,
+        2,
+        2,
+    ]
+    assert _draw(torch.tensor([0.5, 0.5], dtype=torch.float64), 0.5) == 1  # ties go right
+    assert _draw(torch.tensor([1.0, 0.0], dtype=torch.float64), 0.999) == 0
 
 
 def test_the_lookahead_is_not_due_at_the_final_prediction_or_with_two_closed_forms():
