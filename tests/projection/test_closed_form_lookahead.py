@@ -215,3 +215,18 @@ def test_generate_with_the_lookahead_matches_and_keeps_its_records_at_any_batch_
     assert outputs[0] == outputs[1]
     config = (tmp_path / "batch-5.jsonl.config.yaml").read_text()
     assert "lookahead: 4" in config
+
+
+def test_the_lookahead_draws_from_each_samples_own_generator():
+    """Same generators, same decisions, whatever else drew random numbers in between: a
+    sample's records do not depend on its batch-mates or on the process's global stream."""
+    follows = {" cat": 0.3, " dog": 0.3, "<eos>": 0.3}
+    marginal = second_row({k: v * 0.5 / 0.9 for k, v in follows.items()} | {",": 0.5})
+    given = {
+        token("cat"): second_row(follows | {",": 0.1}),
+        token("dog"): second_row({k: v / 9 for k, v in follows.items()} | {",": 0.9}),
+    }
+    _, first, *_ = lookahead_share(PATTERN, marginal, given, count=8)
+    torch.rand(1000)  # the global stream moves on
+    _, again, *_ = lookahead_share(PATTERN, marginal, given, count=8)
+    assert torch.equal(first.probs[:, 0].argmax(-1), again.probs[:, 0].argmax(-1))
