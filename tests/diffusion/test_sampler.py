@@ -388,3 +388,30 @@ def test_an_ordered_step_ranks_the_prediction_within_the_continuations_block():
     assert (first.sum(1) == 1).all() and (second.sum(1) == 1).all()
     assert (first | second)[:, 3:5].all()
     assert set(first.nonzero()[:, 1].tolist()) == {3, 4}  # by row, either comes first
+
+
+def test_a_regular_step_offers_the_models_prediction_at_the_next_steps_time():
+    sampler, model = masked(6, steps=5, time_conditioning=True)
+    times = sampler.process.timesteps(5).tolist()
+    asked = []
+
+    def hook(probs: torch.Tensor, x: torch.Tensor, info: StepInfo) -> torch.Tensor:
+        if info.predict is None:
+            asked.append(None)
+            return probs
+        other = x.clone()
+        other[:, 0] = 1  # any tokens, not the pass's own
+        calls = len(model.calls)
+        got = info.predict(other)
+        assert len(model.calls) == calls + 1
+        sent, sigma, _ = model.calls[-1]
+        assert torch.equal(sent, other)
+        assert torch.equal(sigma, sampler.process.schedule.sigma(torch.full((2,), info.s)))
+        assert torch.equal(got, sampler.predict(other, info.s))
+        part = info.rows(1, 2)
+        assert part.predict is not None and torch.equal(part.predict(other[1:]), got[1:])
+        asked.append(info.s)
+        return probs
+
+    sampler.sample(generators(2), 6, hook)
+    assert asked == [times[1], times[2], times[3], times[4], None]  # none at the final one
