@@ -219,14 +219,30 @@ def test_generate_with_the_lookahead_matches_and_keeps_its_records_at_any_batch_
 
 def test_the_lookahead_draws_from_each_samples_own_generator():
     """Same generators, same decisions, whatever else drew random numbers in between: a
-    sample's records do not depend on its batch-mates or on the process's global stream."""
+    sample's records do not depend on its batch-mates or on the process's global stream.
+    Under PATTERN "cat" and "dog" share an edge (the tokens are drawn); under `cat|dog cat`
+    they lead to different states (the candidates' paths are drawn)."""
     follows = {" cat": 0.3, " dog": 0.3, "<eos>": 0.3}
-    marginal = second_row({k: v * 0.5 / 0.9 for k, v in follows.items()} | {",": 0.5})
-    given = {
-        token("cat"): second_row(follows | {",": 0.1}),
-        token("dog"): second_row({k: v / 9 for k, v in follows.items()} | {",": 0.9}),
-    }
-    _, first, *_ = lookahead_share(PATTERN, marginal, given, count=8)
-    torch.rand(1000)  # the global stream moves on
-    _, again, *_ = lookahead_share(PATTERN, marginal, given, count=8)
-    assert torch.equal(first.probs[:, 0].argmax(-1), again.probs[:, 0].argmax(-1))
+    cases = [
+        (
+            PATTERN,
+            second_row({k: v * 0.5 / 0.9 for k, v in follows.items()} | {",": 0.5}),
+            {
+                token("cat"): second_row(follows | {",": 0.1}),
+                token("dog"): second_row({k: v / 9 for k, v in follows.items()} | {",": 0.9}),
+            },
+        ),
+        (
+            "cat|dog cat",
+            second_row({"<eos>": 0.2, " cat": 0.6, ",": 0.2}),
+            {
+                token("cat"): second_row({"<eos>": 0.9, ",": 0.1}),
+                token("dog"): second_row({" cat": 0.3, ",": 0.7}),
+            },
+        ),
+    ]
+    for pattern, marginal, given in cases:
+        _, first, *_ = lookahead_share(pattern, marginal, given, count=8)
+        torch.rand(1000)  # the global stream moves on
+        _, again, *_ = lookahead_share(pattern, marginal, given, count=8)
+        assert torch.equal(first.probs[:, 0].argmax(-1), again.probs[:, 0].argmax(-1)), pattern
