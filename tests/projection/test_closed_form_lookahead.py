@@ -246,3 +246,24 @@ def test_the_lookahead_draws_from_each_samples_own_generator():
         torch.rand(1000)  # the global stream moves on
         _, again, *_ = lookahead_share(pattern, marginal, given, count=8)
         assert torch.equal(first.probs[:, 0].argmax(-1), again.probs[:, 0].argmax(-1)), pattern
+
+
+def test_rows_along_a_path_keep_each_row_to_its_set_and_an_empty_one_to_the_whole_set():
+    layout = pattern_layout([RegexConstraint(pattern=PATTERN)], TOKENIZER, 0, 2)
+    probs = torch.stack(
+        [second_row({",": 1.0}), second_row({" cat": 0.5, ",": 0.5})]
+    )  # position 1: nothing a match takes; position 2: " cat" half the time
+    x = torch.full((2,), TOKENIZER.mask_id)
+    fixed = torch.zeros(2, dtype=torch.bool)
+    plans = layout.candidates(probs, x, fixed, 3, torch.Generator().manual_seed(0))
+    rows = layout.rows_along(probs, plans, torch.tensor([0, 1]))
+    assert rows.shape == (3, 2, len(TOKENIZER))
+    both = sorted([token("cat"), token("dog")])
+    for k in range(3):
+        # Position 1's row gives its set nothing: the set itself, uniform.
+        assert rows[k, 0].nonzero().squeeze(-1).tolist() == both
+        assert bool((rows[k, 0, both] == 1.0).all())
+        # Position 2's path goes on with a word (the end weighs almost nothing): the row kept
+        # to the word's set, unnormalised.
+        assert rows[k, 1].nonzero().squeeze(-1).tolist() == [token(" cat")]
+        assert float(rows[k, 1, token(" cat")]) == 0.5
