@@ -326,14 +326,28 @@ class PatternLayout:
         fixed: torch.Tensor,
         count: int,
         generator: torch.Generator,
-    ) -> list[PathPlan]:
+    ) -> tuple[list[PathPlan], torch.Tensor]:
         """`count` paths for one sample (`probs` [L, V], `x` and `fixed` [L]), each drawn
-        apart from the same law as `plan`'s, from the sample's generator."""
+        apart from the same law as `plan`'s, from the sample's generator; and the masses
+        [1, L, U + 1] they were drawn by (`log_weight_of` reads them again)."""
         mass = self.with_free(self.set_mass(probs[None], x[None], fixed[None]).double())
         alpha, _ = self.forward(mass)
-        return self.paths(
+        paths = self.paths(
             mass.expand(count, -1, -1), alpha.expand(-1, count, -1), [generator] * count
         )
+        return paths, mass
+
+    def log_weight_of(
+        self, mass: torch.Tensor, x: torch.Tensor, decided: torch.Tensor
+    ) -> torch.Tensor:
+        """[K] `log_weight` of each of the K sequences `x` [K, L] under one sample's masses
+        (`candidates`), the positions `decided` [N] taken as x has them: the sample's
+        prediction is summed once for all K, not once each."""
+        at = decided - self.start
+        mass = mass.expand(len(x), -1, -1).clone()
+        tokens = x[:, decided].cpu()  # the sets' masks live on the host
+        mass[:, at, :-1] = self.masks[:, tokens].permute(1, 2, 0).double()
+        return self.forward(mass)[1]
 
     def rows_along(
         self, probs: torch.Tensor, plans: list[PathPlan], positions: torch.Tensor

@@ -229,7 +229,7 @@ class ClosedFormLookAhead:
             started = time.perf_counter()
             g = self.generators[i]
             at = deciding[i].nonzero().squeeze(-1)
-            plans = layout.candidates(probs[i], step.x[i], step.fixed[i], self.count, g)
+            plans, mass = layout.candidates(probs[i], step.x[i], step.fixed[i], self.count, g)
             rows = layout.rows_along(probs[i], plans, at.to(probs.device))
             u = torch.rand(self.count, len(at), generator=g)
             tokens = sample_categorical(rows, u)  # [K, N]
@@ -243,7 +243,7 @@ class ClosedFormLookAhead:
             fixed = fixed[: len(x)]
             pick = 0
             if len(x) > 1 and not bool(fixed[0, span].all()):
-                here = layout.log_weight(probs[i].expand(len(x), -1, -1), x, fixed)
+                here = layout.log_weight_of(mass, x, at)
                 ahead = layout.log_weight(info.predict(x), x, fixed)
                 weights = torch.softmax((ahead - here)[inverse.to(ahead.device)], 0)
                 pick = int(_draw(weights, float(torch.rand(1, generator=g, dtype=torch.float64))))

@@ -255,7 +255,7 @@ def test_rows_along_a_path_keep_each_row_to_its_set_and_an_empty_one_to_the_whol
     )  # position 1: nothing a match takes; position 2: " cat" half the time
     x = torch.full((2,), TOKENIZER.mask_id)
     fixed = torch.zeros(2, dtype=torch.bool)
-    plans = layout.candidates(probs, x, fixed, 3, torch.Generator().manual_seed(0))
+    plans, _ = layout.candidates(probs, x, fixed, 3, torch.Generator().manual_seed(0))
     rows = layout.rows_along(probs, plans, torch.tensor([0, 1]))
     assert rows.shape == (3, 2, len(TOKENIZER))
     both = sorted([token("cat"), token("dog")])

@@ -50,6 +50,7 @@ ALLOWED: dict[tuple[str, str], tuple[dict[str, int], str]] = {
     ("constraints/pattern_layout.py", "PatternLayout.mass_by_atoms"): ({"tolist": 1}, LAYOUT),
     ("constraints/pattern_layout.py", "PatternLayout.paths"): ({"tolist": 1}, LAYOUT),
     ("constraints/pattern_layout.py", "PatternLayout.rows_along"): ({"tolist": 1}, LAYOUT),
+    ("constraints/pattern_layout.py", "PatternLayout.log_weight_of"): ({"cpu": 1}, LAYOUT),
     ("constraints/pattern_layout.py", "PatternLayout.set_mass"): ({"cpu": 4}, LAYOUT),
 }
 PER_STEP = sorted({module for module, _ in ALLOWED} | {"projection/engine.py"})
