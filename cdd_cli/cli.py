@@ -39,7 +39,6 @@ from cdd_cli.console import (
     fail,
     log,
     model_option,
-    one_line,
     parse_shard,
     run_guarded,
     set_threads,
@@ -47,7 +46,7 @@ from cdd_cli.console import (
 from cdd_cli.constraints.structured import entry_patterns
 from cdd_cli.diffusion.processes import SAMPLERS
 from cdd_cli.distributed import Ranks, gather, launch_from_env
-from cdd_cli.errors import InputError, Interrupted, Terminated, handle_signals
+from cdd_cli.errors import InputError, Interrupted, Terminated, handle_signals, one_line
 from cdd_cli.evaluate.report import evaluate
 from cdd_cli.helpstyle import ClickStyleTyper, choice_metavar
 from cdd_cli.models.registry import ASSETS, shipped_models

@@ -30,9 +30,10 @@ from rich.progress import (
 from rich.table import Column
 from rich.text import Text
 
-from cdd_cli.errors import InputError, Interrupted, Terminated, raising_signals
+from cdd_cli.errors import InputError, Interrupted, Terminated, one_line, raising_signals
 from cdd_cli.helpstyle import choice_metavar
 from cdd_cli.methods import METHODS
+from cdd_cli.projection import stages
 from cdd_cli.reporting import Display, Pace
 from cdd_cli.spec import (
     Spec,
@@ -114,12 +115,12 @@ class InfoColumn(ProgressColumn):
 # The engine's stages a display names, in a user's words (the closed forms act at every step
 # and at once: no news).
 STAGE_WORDS = {
-    "FinalJudges": "judges",
-    "LinearisedLadder": "linearised ladder",
-    "LookAhead": "look-ahead",
-    "ALM": "ALM",
-    "RedrawAfterALM": "redraw after the ALM",
-    "FlipSearch": "flip search",
+    stages.FinalJudges.name: "judges",
+    stages.LinearisedLadder.name: "linearised ladder",
+    stages.LookAhead.name: "look-ahead",
+    stages.ALM.name: "ALM",
+    stages.RedrawAfterALM.name: "redraw after the ALM",
+    stages.FlipSearch.name: "flip search",
 }
 
 
@@ -141,15 +142,15 @@ class ProjectionNews:
             self.active = p
             return
         self.active = None
-        if p.stage == "LookAhead":
+        if p.stage == stages.LookAhead.name:
             self.redrawn += p.touched
-        elif p.stage == "RedrawAfterALM":
+        elif p.stage == stages.RedrawAfterALM.name:
             self.after_alm += p.touched
-        elif p.stage == "FinalJudges":
+        elif p.stage == stages.FinalJudges.name:
             self.accepted = (p.settled, p.samples)
-        elif p.stage == "LinearisedLadder":
+        elif p.stage == stages.LinearisedLadder.name:
             self.laddered += p.touched
-        elif p.stage == "FlipSearch":
+        elif p.stage == stages.FlipSearch.name:
             self.searched += p.touched
 
     def text(self, verbose: bool) -> str:
@@ -436,13 +437,6 @@ def training_progress(quiet: bool, label: str, total: int, log_every: int):
 
 # Characters that end a line on a terminal or to str.splitlines: a message quoting what a
 # user gave (a model name, a word) shows them escaped, so that it stays one line.
-LINE_BREAKS = str.maketrans({c: repr(c)[1:-1] for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"})
-
-
-def one_line(message: str) -> str:
-    return message.translate(LINE_BREAKS)
-
-
 def run_guarded(body) -> None:
     """Run a command body: InputError -> one line, exit 2; other errors -> one line, exit 1;
     Ctrl-C or SIGTERM during it -> one line (what a run kept), exit 130 or 143."""

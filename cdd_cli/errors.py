@@ -8,6 +8,19 @@ import os
 import signal
 from collections.abc import Iterator
 
+# Every line break Python's str.splitlines knows, written as its escape.
+LINE_BREAKS = str.maketrans({c: repr(c)[1:-1] for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"})
+
+
+def one_line(text: str | BaseException) -> str:
+    """A message on one line, as every error cdd reports is: line breaks written as escapes
+    (a value holding one reads back as it was given); an exception without a message is
+    named by its type."""
+    message = str(text)
+    if isinstance(text, BaseException) and not message.strip():
+        message = type(text).__name__
+    return message.translate(LINE_BREAKS)
+
 
 class InputError(Exception):
     """A user-facing problem with the input: bad flag, spec, checkpoint or prompt."""

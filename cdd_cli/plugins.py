@@ -27,7 +27,7 @@ from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
-from cdd_cli.errors import InputError
+from cdd_cli.errors import InputError, one_line
 
 if TYPE_CHECKING:
     import torch
@@ -173,7 +173,3 @@ def installed(builtin: frozenset[str]) -> list[Installed]:
 def find(name: str, builtin: frozenset[str]) -> Installed | None:
     """The plugin registered as `name` (only its own module is imported), or None."""
     return _load(name, builtin) if name in _entry_points() else None
-
-
-def one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__

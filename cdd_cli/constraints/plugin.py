@@ -32,11 +32,11 @@ import torch.nn.functional as F
 from cdd_cli.constraints.base import DifferentiableConstraint, ExactConstraint
 from cdd_cli.constraints.descriptor import NUMBER, ConstraintSpec, Descriptor, Key
 from cdd_cli.constraints.surrogates import surrogate_for
-from cdd_cli.errors import InputError
+from cdd_cli.errors import InputError, one_line
 from cdd_cli.models.registry import LoadedModel
 from cdd_cli.models.rows import with_rows
 from cdd_cli.models.surrogate import SparseTokens, Tokens
-from cdd_cli.plugins import ConstraintPlugin, PluginError, PluginWarning, one_line
+from cdd_cli.plugins import ConstraintPlugin, PluginError, PluginWarning
 
 SLOW_JUDGE_SECONDS = 0.05
 

@@ -64,7 +64,7 @@ class StageProgress:
     """A stage beginning or ending at a step, for a progress display: what it did is read off
     `Step` (the samples it changed, those settled), never computed for the display."""
 
-    stage: str  # the stage's class name ("LookAhead", "ALM", "FlipSearch", ...)
+    stage: str  # the stage's `name` ("LookAhead", "ALM", "FlipSearch", ...)
     step: int  # the sampler's step index; `steps`: the final prediction
     steps: int
     samples: int  # samples in the batch
@@ -74,6 +74,9 @@ class StageProgress:
 
 
 class Stage(Protocol):
+    # Stable: records (`projection.settled_by`) and displays use it, so renaming a class
+    # changes neither.
+    name: str
     needs: tuple[str, ...]  # fields of `Step` it reads, set by an earlier stage
     provides: tuple[str, ...]  # fields of `Step` it sets
 
@@ -98,7 +101,7 @@ class Engine:
         self.fixed_positions = fixed_positions
         self.accounts = Accounts(samples)
         # Wall seconds each stage spent on the batch, by stage name: where the time goes.
-        self.stage_seconds = {type(s).__name__: 0.0 for s in self.stages}
+        self.stage_seconds = {s.name: 0.0 for s in self.stages}
 
     def __call__(self, probs: torch.Tensor, x: torch.Tensor, info: StepInfo) -> torch.Tensor:
         n = len(x)
@@ -113,7 +116,7 @@ class Engine:
         touched = [False] * n
         for stage in self.stages:
             started = time.perf_counter()
-            name = type(stage).__name__
+            name = stage.name
             if stage.due(step):
                 step.touched = [False] * n  # this stage's own, to name who changed what
                 self.tell(name, step)
@@ -214,7 +217,7 @@ def check_order(stages: Sequence[Stage]) -> None:
         missing = [need for need in stage.needs if need not in provided]
         if missing:
             raise ValueError(
-                f"{type(stage).__name__} needs {', '.join(missing)}, which no stage before it "
+                f"{stage.name} needs {', '.join(missing)}, which no stage before it "
                 "provides"
             )
         provided.update(stage.provides)

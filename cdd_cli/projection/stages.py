@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 
@@ -166,6 +167,7 @@ class ClosedForms:
     """Every step, from the first: each constraint family's closed-form projection (the
     lexical word layout), re-planned given what is decided so far. Touches every sample."""
 
+    name: ClassVar[str] = "ClosedForms"
     needs: tuple[str, ...] = ()
     provides: tuple[str, ...] = ("plans", "unprojected")
 
@@ -203,6 +205,7 @@ class ClosedFormLookAhead:
     is decided in one step, as the count grows). One forward of the distinct candidates (at
     most `count` rows) per sample and step that decides a position the form serves."""
 
+    name: ClassVar[str] = "ClosedFormLookAhead"
     needs: tuple[str, ...] = ("unprojected",)
     provides: tuple[str, ...] = ()
 
@@ -263,6 +266,7 @@ class KeepClosedForms:
     """After the ALM (which may lend mass to tokens a closed form excludes): the step's
     closed-form plans applied again, to the samples the ALM was free to move only."""
 
+    name: ClassVar[str] = "KeepClosedForms"
     needs: tuple[str, ...] = ("plans", "projected")
     provides: tuple[str, ...] = ()
 
@@ -283,6 +287,7 @@ class FinalJudges:
     every sample's argmax first, and what they accept is settled exactly as it is (whatever
     its surrogates say)."""
 
+    name: ClassVar[str] = "FinalJudges"
     needs: tuple[str, ...] = ()
     provides: tuple[str, ...] = ("accepted", "argmax")
 
@@ -307,6 +312,7 @@ class LinearisedLadder:
     (`linearized.py`), one surrogate pass where the ALM takes ~20. What it finds is decided
     and settled."""
 
+    name: ClassVar[str] = "LinearisedLadder"
     needs: tuple[str, ...] = ("accepted", "argmax")
     provides: tuple[str, ...] = ()
 
@@ -408,6 +414,8 @@ class LookAhead:
     decide badly sees a fresh prediction); one whose draw does has its decision redrawn given
     acceptability and is settled if some draw is acceptable. The rest go to the ALM."""
 
+    name: ClassVar[str] = "Redraws"
+    name: ClassVar[str] = "LookAhead"
     needs: tuple[str, ...] = ()
     provides: tuple[str, ...] = ("ahead",)
 
@@ -449,6 +457,7 @@ class ALM:
     differentiable constraints' surrogates. Its multipliers carry over from a sample's last
     projection. Marks `step.projected`."""
 
+    name: ClassVar[str] = "ALM"
     needs: tuple[str, ...] = ()
     provides: tuple[str, ...] = ("projected",)
 
@@ -503,6 +512,7 @@ class RedrawAfterALM:
     one-hot rows. Rejection keeps the variety of sampling (always taking the argmax cost
     1.4-2% of unigram entropy)."""
 
+    name: ClassVar[str] = "RedrawAfterALM"
     needs: tuple[str, ...] = ("projected",)
     provides: tuple[str, ...] = ()
 
@@ -548,6 +558,7 @@ class FlipSearch:
     (the surrogates are blind to syntax). Samples idle at the step, or already accepted at
     the final prediction, are not judged."""
 
+    name: ClassVar[str] = "FlipSearch"
     needs: tuple[str, ...] = ()
     provides: tuple[str, ...] = ()
 

@@ -315,7 +315,7 @@ def test_a_directory_without_weights_says_so(tmp_path: Path):
 
 
 def test_the_summary_of_many_names_says_how_many_more():
-    from cdd_cli.models.checkpoint import _summarise, one_line
+    from cdd_cli.models.checkpoint import _summarise
 
     names = ["a", "b", "c", "d", "e", "f"]
     assert _summarise(names) == "a, b, c, d and 2 more"
@@ -323,8 +323,13 @@ def test_the_summary_of_many_names_says_how_many_more():
         _summarise(names[:4]) == "a, b, c, d"
         and _summarise(names[:5], 4) == "a, b, c, d and 1 more"
     )
-    long = ValueError("header\n   too  long: " + "x" * 300)
-    assert one_line(long) == ("header too long: " + "x" * 300)[:200]
+
+
+def test_an_error_message_is_one_line_with_its_breaks_written_as_escapes():
+    from cdd_cli.errors import one_line
+
+    assert one_line(ValueError("header\n  too\r\nlong")) == "header\\n  too\\r\\nlong"
+    assert one_line(KeyError()) == "KeyError" and one_line("a\u2028b") == "a\\u2028b"
 
 
 def test_weights_whose_data_is_cut_short_are_refused_in_one_line(tmp_path: Path):
