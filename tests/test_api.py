@@ -141,12 +141,11 @@ def test_a_reporter_hears_records_and_steps():
 @pytest.mark.slow
 def test_the_readme_python_example_runs(monkeypatch, capsys):
     root = Path(__file__).resolve().parent.parent
-    readme = (root / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Python API", 1)[1]
+    section = (root / "docs" / "python-api.md").read_text(encoding="utf-8")
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(root)  # it reads constraints.example.yaml
     namespace: dict = {}
-    exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, "docs/python-api.md", "exec"), namespace)
     printed = capsys.readouterr().out
     assert printed.count("True") + printed.count("False") == 8  # one line per molecule
     assert "step 0 of" in printed

@@ -281,7 +281,7 @@ def test_records_on_the_shipped_model_agree_with_rdkit(tmp_path: Path):
 
 
 def test_the_readme_property_spec_validates(tmp_path: Path):
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parents[2] / "docs" / "molecules.md").read_text(encoding="utf-8")
     body = readme.split("cat > props.yaml <<'EOF'\n")[1].split("\nEOF\n")[0]
     path = tmp_path / "props.yaml"
     path.write_text(body + "\n")

@@ -471,8 +471,8 @@ def test_a_patterns_layout_takes_the_excluded_words_tokens_out_of_its_edges():
 
 
 def readme_section() -> str:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    return readme.split("## Structured output", 1)[1].split("\n## ", 1)[0]
+    page = Path(__file__).resolve().parents[2] / "docs" / "structured-output.md"
+    return page.read_text(encoding="utf-8")
 
 
 @pytest.mark.slow
@@ -497,7 +497,7 @@ def test_the_readme_structured_output_files_validate(tmp_path: Path, monkeypatch
 @pytest.mark.slow
 def test_the_readme_structured_output_python_example_runs(capsys):
     code = readme_section().split("```python\n", 1)[1].split("```", 1)[0]
-    exec(compile(code, "README.md", "exec"), {})
+    exec(compile(code, "docs/structured-output.md", "exec"), {})
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2
     for line in lines:
