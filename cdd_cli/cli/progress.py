@@ -1,21 +1,13 @@
-"""The terminal side of the command line: one Rich console on stderr, progress displays,
-the guard that turns errors into one line and an exit code, and the options every command
-shares."""
+"""The Rich progress displays on stderr: a sampling run's (`RichReporter`, a reporter the run
+tells of records, passes, steps and the projection's stages) and a training loop's."""
 
 from __future__ import annotations
 
-import errno
-import os
-import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING
 
-import torch
-import typer
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -30,35 +22,14 @@ from rich.progress import (
 from rich.table import Column
 from rich.text import Text
 
-from cdd_cli.errors import InputError, Interrupted, Terminated, one_line, raising_signals
-from cdd_cli.helpstyle import choice_metavar
-from cdd_cli.methods import METHODS
-from cdd_cli.projection import stages
+from cdd_cli.cli.projection_news import STAGE_WORDS, ProjectionNews
+from cdd_cli.cli.terminal import console, log
 from cdd_cli.reporting import Display, Pace
-from cdd_cli.spec import (
-    Spec,
-    constraint_from_flags,
-    keys_of,
-    load_spec,
-    overlay,
-    takes_tau,
-    tau_is_optional,
-)
 
 if TYPE_CHECKING:
     from cdd_cli.diffusion.sampler import StepInfo
     from cdd_cli.projection.alm import ALMProgress
     from cdd_cli.projection.engine import StageProgress
-
-console = Console(stderr=True, highlight=False)
-HELP = {"help_option_names": ["-h", "--help"]}
-
-
-def fail(message: str, code: int = 2) -> typer.Exit:
-    rank = os.environ.get("RANK", "0") if os.environ.get("WORLD_SIZE", "1") != "1" else "0"
-    where = f"rank {rank}: " if rank != "0" else ""  # under torchrun, which process says it
-    console.print(f"cdd: error: {where}{message}", markup=False, soft_wrap=True)
-    return typer.Exit(code)
 
 
 def make_progress(quiet: bool) -> Progress:
@@ -111,83 +82,6 @@ class InfoColumn(ProgressColumn):
     def render(self, task: Task) -> Text:
         return Text(task.fields["info"], no_wrap=True, overflow="ellipsis")
 
-
-# The engine's stages a display names, in a user's words (the closed forms act at every step
-# and at once: no news).
-STAGE_WORDS = {
-    stages.FinalJudges.name: "judges",
-    stages.LinearisedLadder.name: "linearised ladder",
-    stages.LookAhead.name: "look-ahead",
-    stages.ALM.name: "ALM",
-    stages.RedrawAfterALM.name: "redraw after the ALM",
-    stages.FlipSearch.name: "flip search",
-}
-
-
-class ProjectionNews:
-    """What the projection did in the pass at hand, as a display tells it: the stage at work
-    now, the ALM's latest round, and what the other stages did so far."""
-
-    def __init__(self) -> None:
-        self.active: StageProgress | None = None  # the stage running now
-        self.redrawn = 0  # look-ahead: decisions redrawn given acceptability
-        self.after_alm = 0  # samples whose decision was redrawn after the ALM
-        self.accepted: tuple[int, int] | None = None  # final prediction: judges accept a of b
-        self.laddered = 0  # samples the linearised ladder tried
-        self.searched = 0  # samples the flip search worked on
-        self.alm: ALMProgress | None = None  # the ALM's latest outer iteration
-
-    def heard(self, p: StageProgress) -> None:
-        if not p.ended:
-            self.active = p
-            return
-        self.active = None
-        if p.stage == stages.LookAhead.name:
-            self.redrawn += p.touched
-        elif p.stage == stages.RedrawAfterALM.name:
-            self.after_alm += p.touched
-        elif p.stage == stages.FinalJudges.name:
-            self.accepted = (p.settled, p.samples)
-        elif p.stage == stages.LinearisedLadder.name:
-            self.laddered += p.touched
-        elif p.stage == stages.FlipSearch.name:
-            self.searched += p.touched
-
-    def text(self, verbose: bool) -> str:
-        # Most telling first: a narrow terminal cuts the end off.
-        parts, alm = [], None
-        if self.alm is not None:
-            p = self.alm
-            alm = (
-                f"round {p.outer}/{p.max_outer} × {p.inner} inner steps, "
-                f"{p.violating} of {p.samples} still outside"
-            )
-            if verbose:
-                alm += (
-                    f", λ [{p.lam_range[0]:.3g}, {p.lam_range[1]:.3g}]"
-                    f", μ [{p.mu_range[0]:.3g}, {p.mu_range[1]:.3g}]"
-                )
-        active = self.active
-        if active is not None:
-            final = active.step >= active.steps
-            where = "the final step" if final else f"step {active.step + 1}"
-            parts.append(f"{STAGE_WORDS[active.stage]} at {where}")
-            if active.stage == "ALM" and alm is not None:
-                parts[-1] += f": {alm}"
-                alm = None
-        if self.accepted is not None:
-            parts.append(f"judges accept {self.accepted[0]}/{self.accepted[1]}")
-        if self.redrawn:
-            parts.append(f"look-ahead redrew {self.redrawn}")
-        if alm is not None:
-            parts.append(f"ALM {alm}")
-        if self.after_alm:
-            parts.append(f"{self.after_alm} redrawn after the ALM")
-        if self.laddered:
-            parts.append(f"ladder tried {self.laddered}")
-        if self.searched:
-            parts.append(f"flip search on {self.searched}")
-        return "; ".join(parts)
 
 
 class RichReporter(Display):
@@ -417,11 +311,9 @@ class RichReporter(Display):
                 return
 
 
-def log(message: str) -> None:
-    console.print(message, markup=False, soft_wrap=True)
-
-
-def training_progress(quiet: bool, label: str, total: int, log_every: int):
+def training_progress(
+    quiet: bool, label: str, total: int | None, log_every: int
+) -> tuple[Progress, Callable[[int, float], None]]:
     """A progress bar for a training loop; plain log lines every `log_every` steps instead
     when the live display is off (e.g. stderr redirected to a file)."""
     progress = make_progress(quiet)
@@ -433,243 +325,3 @@ def training_progress(quiet: bool, label: str, total: int, log_every: int):
             log(f"step {step} loss {loss:.4f}")
 
     return progress, on_step
-
-
-# Characters that end a line on a terminal or to str.splitlines: a message quoting what a
-# user gave (a model name, a word) shows them escaped, so that it stays one line.
-def run_guarded(body) -> None:
-    """Run a command body: InputError -> one line, exit 2; other errors -> one line, exit 1;
-    Ctrl-C or SIGTERM during it -> one line (what a run kept), exit 130 or 143."""
-    try:
-        with raising_signals():  # the body's writers stop between whole records
-            body()
-    except typer.Exit:
-        raise  # typer.Exit is a RuntimeError: let exit codes through untouched
-    except InputError as exc:
-        raise fail(one_line(str(exc))) from None
-    except KeyboardInterrupt as exc:
-        if isinstance(exc, Terminated):
-            raise fail("terminated", 143) from None
-        raise fail("interrupted", 130) from None
-    except Interrupted as exc:  # a run stopped by Ctrl-C or SIGTERM: what it kept
-        raise fail(one_line(str(exc)), exc.code) from None
-    except BrokenPipeError:
-        sys.stderr.close()  # the reader went away (e.g. `| head`); nothing more to say
-        raise typer.Exit(0) from None
-    except OSError as exc:
-        # The machine refused a path or a write (a name too long, a full disk or stdout, no
-        # permission): the input or the environment, not a defect.
-        name = f"{one_line(str(exc.filename))}: " if exc.filename else ""
-        if len(name) > 80:
-            name = f"{name[:60]}...: "
-        where = " (writing the output)" if exc.errno == errno.ENOSPC and not name else ""
-        raise fail(f"{name}{exc.strerror or type(exc).__name__}{where}") from None
-    except RecursionError:
-        raise fail("the input is nested too deeply to read") from None
-    except Exception as exc:
-        # A defect, not bad input: one line (the README's exit 1), the traceback on request.
-        if os.environ.get("CDD_TRACEBACK"):
-            raise
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        message = " ".join(str(exc).split())
-        raise fail(
-            f"internal error: {type(exc).__name__}: {message} (at {Path(where.filename).name}:"
-            f"{where.lineno}; CDD_TRACEBACK=1 shows the traceback)",
-            1,
-        ) from None
-
-
-DeviceOpt = Annotated[
-    str,
-    typer.Option(
-        "--device", help="Where to run: auto (a GPU where CUDA has one), cpu, cuda or cuda:K."
-    ),
-]
-ThreadsOpt = Annotated[
-    Optional[int],
-    typer.Option(help="CPU threads for torch. \\[default: torch's choice]"),
-]
-
-
-def set_threads(threads: int | None, processes: int = 1) -> None:
-    """torch's CPU threads (None: what torch picks, or with `processes` sharing the machine
-    (`--shard I/N`), their share of the cores unless OMP_NUM_THREADS says). On a busy machine
-    fewer can be faster: two runs at once took 169.6 s against 8.3 s at one thread each."""
-    if threads is not None and threads < 1:
-        raise InputError(f"--threads must be at least 1, got {threads}")
-    cores = usable_cores()
-    if threads is not None and threads > cores:
-        # More threads than cores only adds switching, and each thread's stack is reserved
-        # memory: 100,000 of them exhausted it before the model could load.
-        console.print(
-            f"cdd: warning: --threads {threads} is more than the {cores} CPU core(s) this "
-            f"process may use: using {cores}",
-            markup=False,
-            soft_wrap=True,
-        )
-        threads = cores
-    if threads is None and processes > 1 and "OMP_NUM_THREADS" not in os.environ:
-        threads = max(1, cores // processes)
-    if threads:
-        torch.set_num_threads(threads)
-
-
-def usable_cores() -> int:
-    """The CPU cores this process may run on (its affinity where the platform says)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # no affinity on macOS and Windows
-        return max(1, os.cpu_count() or 1)
-
-
-# A flag's help shows no value beside it: cdd_cli/helpstyle.py labels every option.
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
-VerboseOpt = Annotated[
-    bool,
-    typer.Option(
-        "--verbose", "-v", help="Show the projection's multipliers (λ, μ) in its progress row."
-    ),
-]
-
-
-def build_spec(
-    spec_file: Optional[Path],
-    model: Optional[str],
-    constraint: list[str],
-    tau: list[float],
-    method: Optional[str],
-    steps: Optional[int],
-    batch_size: Optional[int],
-    seed: Optional[int],
-    n: Optional[int],
-    novel: bool = False,
-    decode: Optional[str] = None,
-    sampler: Optional[str] = None,
-    block_length: Optional[int] = None,
-    dtype: Optional[str] = None,
-    temperature: Optional[float] = None,
-    top_p: Optional[float] = None,
-):
-    """The spec file (if any) with command-line flags laid over it, fully validated."""
-    spec = load_spec(spec_file) if spec_file else Spec()
-    if tau and not constraint:
-        raise InputError("--tau given without --constraint")
-    for name in constraint:
-        keys_of(name, f"--constraint {name}")  # an unknown name before counting its --tau
-    wants_tau = tau_receivers(constraint, len(tau))
-    taus = iter(tau)
-    given = [
-        constraint_from_flags(c, next(taus) if w else None)
-        for c, w in zip(constraint, wants_tau, strict=True)
-    ]
-    if novel and not any(c.type == "novelty" for c in [*spec.constraints, *given]):
-        given.append(constraint_from_flags("novelty", None))
-    sampling = {"steps": steps, "batch_size": batch_size, "seed": seed, "n": n}
-    sampling["block_length"] = block_length
-    choices = {"decode": decode, "sampler": sampler, "dtype": dtype}
-    choices |= {"temperature": temperature, "top_p": top_p}
-    return overlay(spec, given, model, method, sampling, flags=True, **choices)
-
-
-def tau_receivers(constraint: list[str], taus: int) -> list[bool]:
-    """Which --constraint each --tau goes to, in order: those that need a threshold (novelty
-    takes none); or, where as many are given, also those whose tau has a default (a plugin's
-    `tau_default`) -- all of them or none, so that the pairing is never a guess."""
-    needs = [takes_tau(c) for c in constraint]
-    takes = [n or tau_is_optional(c) for n, c in zip(needs, constraint, strict=True)]
-    if taus == sum(needs):
-        return needs
-    if taus == sum(takes):
-        return takes
-    if sum(takes) == sum(needs):
-        raise InputError(
-            f"give one --tau per --constraint that takes a threshold ({sum(needs)} such "
-            f"constraint(s), {taus} tau value(s))"
-        )
-    needing = ", ".join(c for c, n in zip(constraint, needs, strict=True) if n) or "none"
-    taking = ", ".join(c for c, t in zip(constraint, takes, strict=True) if t)
-    raise InputError(
-        f"give one --tau per --constraint that needs a threshold ({sum(needs)}: {needing}), "
-        f"or one per --constraint that takes one, defaults included ({sum(takes)}: "
-        f"{taking}); got {taus} tau value(s)"
-    )
-
-
-ConstraintOpt = Annotated[
-    list[str],
-    typer.Option(
-        "--constraint",
-        "-c",
-        help="A constraint type (`cdd constraints ls` lists them); repeatable, each with its "
-        "--tau.",
-    ),
-]
-TauOpt = Annotated[
-    list[float], typer.Option("--tau", help="The threshold of each --constraint, in order.")
-]
-
-
-def model_option(default: str) -> Any:
-    """The --model option of a command whose domain's shipped model is `default`."""
-    return Annotated[
-        Optional[str],
-        typer.Option(
-            help="A shipped model's name (`cdd models ls`), a model folder, or hf://org/name "
-            f"for one on the Hugging Face hub. \\[default: the spec's, else {default}]"
-        ),
-    ]
-
-
-StepsOpt = Annotated[Optional[int], typer.Option(help="Denoising steps. \\[default: the model's]")]
-BatchOpt = Annotated[
-    Optional[int],
-    typer.Option(
-        "--batch-size",
-        help="Samples drawn together in one pass (rejected ones first, then new ones). "
-        "\\[default: 64]",
-    ),
-]
-OutputOpt = Annotated[
-    str, typer.Option("-o", "--output", help="JSONL file to append to, or - for stdout.")
-]
-ShardOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        "--shard",
-        help="I/N: write only sample k with k % N == I (merge the N files with `cdd merge`); "
-        "without --threads, each of the N takes its share of the cores.",
-    ),
-]
-
-
-def parse_shard(text: str | None) -> tuple[int, int]:
-    if text is None:
-        return (0, 1)
-    index, _, count = text.partition("/")
-    try:
-        shard = (int(index), int(count))
-    except ValueError:
-        shard = (-1, 0)
-    if not 0 <= shard[0] < shard[1]:
-        raise InputError(f"--shard must be I/N with 0 <= I < N, got {text!r}")
-    return shard
-
-
-ResumeOpt = Annotated[
-    bool,
-    typer.Option(
-        "--resume", help="Finish an interrupted run: write only the records -o FILE lacks."
-    ),
-]
-SpecOpt = Annotated[
-    Optional[Path],
-    typer.Option("--spec", help="A YAML spec: constraints, model and settings (`cdd validate`)."),
-]
-MethodOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        help="cdd: the projection engine; paper: the paper's algorithm as published; reject: "
-        "best-of-N; unconstrained: no projection. \\[default: the spec's, else cdd]",
-        metavar=choice_metavar(METHODS),
-    ),
-]

@@ -18,19 +18,13 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cdd_cli.console import (
-    HELP,
-    DeviceOpt,
-    QuietOpt,
-    ThreadsOpt,
-    build_spec,
-    log,
-    run_guarded,
-    set_threads,
-    training_progress,
-)
+from cdd_cli.cli.flags import build_spec
+from cdd_cli.cli.guard import run_guarded, set_threads
+from cdd_cli.cli.help import HELP, ClickStyleTyper, choice_metavar
+from cdd_cli.cli.options import DeviceOpt, QuietOpt, ThreadsOpt
+from cdd_cli.cli.progress import training_progress
+from cdd_cli.cli.terminal import log
 from cdd_cli.errors import InputError
-from cdd_cli.helpstyle import ClickStyleTyper, choice_metavar
 from cdd_cli.models.gguf import smollm2_gguf
 from cdd_cli.models.registry import read_model, resolve_device, resolve_directory
 from cdd_cli.models.tokenizers import TextTokenizer
