@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from cdd_cli.cli.app import app
-from cdd_cli.cli.train import field_metadata
+from cdd_cli.cli.config_options import field_metadata
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.evaluate.reference import read_smiles, write_smiles
