@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 # The CLI with the floor set first: 16 is the shipped value, 0 turns it off.
 RUN = "import sys; import cdd_cli.models.rows as r; r.MIN_ROWS = int(sys.argv.pop(1)); " \
-      "from cdd_cli.cli import main; main()"  # fmt: skip
+      "from cdd_cli.cli.app import main; main()"  # fmt: skip
 FLOORS = {"floor": 16, "off": 0}
 SA = ["molecules", "-n", "70", "--seed", "3", "-c", "sa", "--tau", "3.5"]
 TOXICITY = ["generate", "--prompt", "The people of", "-n", "8", "--length", "32", "-c",

@@ -50,7 +50,7 @@ def main() -> None:
             entries[here] += 1
             current[0] = here
 
-    from cdd_cli.cli import app  # the tree's own package (sys.path above)
+    from cdd_cli.cli.app import app  # the tree's own package (sys.path above)
 
     sys.setprofile(profile)
     try:

@@ -33,9 +33,9 @@ DONE = re.compile(r"^\w+ (\d+)/(\d+)")
 def child(trace: str, argv: list[str]) -> None:
     """Run the command with the reporter's events recorded (time.monotonic, as its clock)."""
     import cdd_cli.__main__  # first: the command's environment before torch loads
-    from cdd_cli import console
+    from cdd_cli.cli import progress
 
-    cls = console.RichReporter
+    cls = progress.RichReporter
     sink = open(trace + ".events.jsonl", "w")  # noqa: SIM115 (the command ends in os._exit)
 
     def wrap(name, pick):

@@ -1,6 +1,6 @@
 """Start-up: how long a run takes to say its first progress line (the sampler's first pass
 begins: imports, the model and its constraints loaded and checked), and the import of
-`cdd_cli.cli` alone (the part no run can skip).
+`cdd_cli.cli.app` alone (the part no run can skip).
 
     python bench/startup.py [--base REV] [--repeats 5]
 
@@ -87,7 +87,7 @@ def main() -> None:
             label: [sys.executable, "-m", "cdd_cli", *argv, "-o", str(out)]
             for label, argv in COMMANDS.items()
         }
-        imports = [sys.executable, "-c", "import cdd_cli.cli"]
+        imports = [sys.executable, "-c", "import cdd_cli.cli.app"]
         seconds = {(label, name): [] for label in [*runs, "import"] for name in trees}
         for _ in range(args.repeats):
             for name, path in trees.items():
@@ -98,7 +98,7 @@ def main() -> None:
     print("| seconds to the first progress line, median (range) | " + " | ".join(trees) + " |")
     print("|---|" + "---|" * len(trees))
     for label in [*runs, "import"]:
-        shown = f"`{label}`" if label != "import" else "`import cdd_cli.cli` alone"
+        shown = f"`{label}`" if label != "import" else "`import cdd_cli.cli.app` alone"
         cells = []
         for name in trees:
             s = seconds[label, name]

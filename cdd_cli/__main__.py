@@ -20,7 +20,7 @@ handle_signals()
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # After the handlers, on purpose: these imports are the slow part of start-up.
-from cdd_cli.cli import main as run  # noqa: E402
+from cdd_cli.cli.app import main as run  # noqa: E402
 
 __all__ = ["main"]
 

@@ -890,7 +890,7 @@ class TimeLimit(Exception):
 
 
 def run_case(case: Case, root: Path) -> dict:
-    from cdd_cli import cli
+    from cdd_cli.cli.app import main
 
     folder = root / f"case{abs(hash(case.name))}"
     folder.mkdir()
@@ -916,7 +916,7 @@ def run_case(case: Case, root: Path) -> dict:
     signal.alarm(TIME_LIMIT_S)
     try:
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-            cli.main()
+            main()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except TimeLimit:

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 import cdd_cli as cdd
-from cdd_cli.cli import app
+from cdd_cli.cli.app import app
 from cdd_cli.spec import Spec
 
 runner = CliRunner()

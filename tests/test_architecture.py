@@ -25,8 +25,8 @@ LAYERS = [
     {"methods", "reporting"},  # reporting: the progress hooks hear of steps and ALM rounds
     {"spec"},
     {"run"},
-    {"api", "constraint_values", "evaluate.report"},
-    {"cli", "console", "train_cli", "train", "helpstyle", "__main__", "__init__"},
+    {"api", "constraint_values", "evaluate.report", "torchrun"},
+    {"cli", "train", "__main__", "__init__"},
 ]  # fmt: skip
 
 

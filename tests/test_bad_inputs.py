@@ -213,7 +213,7 @@ def audit_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 def invoke(*args: str):
     from typer.testing import CliRunner
 
-    from cdd_cli.cli import app
+    from cdd_cli.cli.app import app
 
     return CliRunner().invoke(app, list(args))
 

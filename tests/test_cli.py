@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from cdd_cli.cli import app
+from cdd_cli.cli.app import app
+from cdd_cli.cli.flags import resume_command
 from tests.limits import HANG_S
 
 runner = CliRunner()
@@ -531,3 +533,9 @@ def test_the_command_lets_torch_threads_wait_passively_unless_told(tmp_path: Pat
                               text=True, timeout=600, cwd=tmp_path)  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == expected
+
+
+def test_the_resume_command_is_this_command_line_with_resume_once(monkeypatch):
+    """What an interrupted run says finishes it (the CLI hands it to the output layer)."""
+    monkeypatch.setattr(sys, "argv", ["/bin/cdd", "run", "--resume", "x y", "-o", "a\nb"])
+    assert resume_command() == "cdd run 'x y' -o 'a b' --resume"

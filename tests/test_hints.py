@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cdd_cli.cli import app
+from cdd_cli.cli.app import app
 from cdd_cli.errors import InputError
 from cdd_cli.models.registry import resolve_directory
 from cdd_cli.suggest import closest, did_you_mean

@@ -18,8 +18,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import cdd_cli.api as cdd
-from cdd_cli.cli import app
-from cdd_cli.console import RichReporter, clock_text
+from cdd_cli.cli.app import app
+from cdd_cli.cli.progress import RichReporter, clock_text
 from cdd_cli.diffusion.sampler import StepInfo
 from cdd_cli.errors import Interrupted
 from cdd_cli.projection.alm import ALMProgress

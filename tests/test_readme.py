@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cdd_cli.cli import app
+from cdd_cli.cli.app import app
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"

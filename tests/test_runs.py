@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cdd_cli.cli import app
+from cdd_cli.cli.app import app
 from cdd_cli.errors import InputError
 from cdd_cli.methods import REPAIR_BY_MODEL
 from cdd_cli.records import JsonlWriter, existing_records

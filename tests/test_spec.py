@@ -11,7 +11,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cdd_cli.cli import app
+from cdd_cli.cli.app import app
 from cdd_cli.errors import InputError
 from cdd_cli.settings import ALMSettings
 from cdd_cli.spec import load_spec

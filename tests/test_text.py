@@ -10,7 +10,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from cdd_cli.cli import app
+from cdd_cli.cli.app import app
 from cdd_cli.diffusion.processes import MaskedProcess, UniformProcess
 from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator, sample_seed
 from cdd_cli.errors import InputError

@@ -410,7 +410,7 @@ def test_count_without_a_question_is_refused():
 def test_validate_catches_words_that_cannot_fit(tmp_path: Path):
     from typer.testing import CliRunner
 
-    from cdd_cli.cli import app
+    from cdd_cli.cli.app import app
 
     spec = write(tmp_path, "constraints:\n  - type: word_at\n    position: 500\n    word: cat\n")
     result = CliRunner().invoke(app, ["validate", str(spec)])

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 import cdd_cli as cdd
 from cdd_cli import plugins
-from cdd_cli.cli import app
+from cdd_cli.cli.app import app
 from cdd_cli.constraints.plugin import JudgedPlugin, SoftTokens, SurrogatePlugin
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.models import registry

@@ -15,7 +15,7 @@ from rdkit.Chem import QED, Crippen, Descriptors
 from rdkit.Chem import rdMolDescriptors as descriptors
 from typer.testing import CliRunner
 
-from cdd_cli.cli import app
+from cdd_cli.cli.app import app
 from cdd_cli.constraints.properties import (
     LipinskiConstraint,
     PainsConstraint,

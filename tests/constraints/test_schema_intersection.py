@@ -555,7 +555,7 @@ def test_validate_shows_the_patterns_and_takes_two_pattern_constraints(
     a regex and a schema (once refused: 'write both in one regex') is valid."""
     from typer.testing import CliRunner
 
-    from cdd_cli.cli import app
+    from cdd_cli.cli.app import app
 
     spec = tmp_path / "spec.yaml"
     spec.write_text(

@@ -424,7 +424,7 @@ def test_a_regex_and_toxicity_in_one_spec(text_model_dir: Path, toxicity_dir: Pa
 def test_validate_refuses_in_one_line(text_model_dir: Path, tmp_path: Path, body, expected):
     from typer.testing import CliRunner
 
-    from cdd_cli.cli import app
+    from cdd_cli.cli.app import app
 
     spec = spec_file(tmp_path, f"model: {text_model_dir}\nconstraints:\n{body}")
     result = CliRunner().invoke(app, ["validate", str(spec), "--length", "16"])
@@ -480,7 +480,7 @@ def test_the_readme_structured_output_files_validate(tmp_path: Path, monkeypatch
     """The files the README's example writes (its heredocs) are what `cdd validate` accepts."""
     from typer.testing import CliRunner
 
-    from cdd_cli.cli import app
+    from cdd_cli.cli.app import app
 
     section = readme_section()
     files = re.findall(r"cat > (\S+) <<'EOF'\n(.*?)\nEOF\n", section, re.S)

@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from typer.testing import CliRunner
 
-from cdd_cli.cli import app
+from cdd_cli.cli.app import app
 from cdd_cli.models.a2d import A2DConfig, A2DModel
 from cdd_cli.models.gguf import GGUFFile
 from cdd_cli.models.tokenizers import FileTokenizer, Gpt2Tokenizer

@@ -13,7 +13,7 @@ import torch
 from typer.testing import CliRunner
 
 import cdd_cli as cdd
-from cdd_cli.cli import app
+from cdd_cli.cli.app import app
 from cdd_cli.constraints.word_rules import split_words, word_count
 from cdd_cli.diffusion.processes import OrderedProcess
 from cdd_cli.models import registry

@@ -108,7 +108,7 @@ def test_decode_plain_reads_the_argmax_and_the_records_say_which():
 
     from typer.testing import CliRunner
 
-    from cdd_cli.cli import app
+    from cdd_cli.cli.app import app
 
     loaded = registry.load("default-molecules", "molecules", "cpu")
     tokenizer, syntax = loaded.tokenizer, loaded.tokenizer.syntax()

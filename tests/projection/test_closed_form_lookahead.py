@@ -13,7 +13,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from cdd_cli.cli import app
+from cdd_cli.cli.app import app
 from cdd_cli.constraints.structured import RegexConstraint, pattern_layout
 from cdd_cli.diffusion.sampler import StepInfo
 from cdd_cli.models.tokenizers import Gpt2Tokenizer

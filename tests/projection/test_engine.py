@@ -12,7 +12,7 @@ import torch
 from typer.testing import CliRunner
 
 import cdd_cli.projection.stages as stages
-from cdd_cli.cli import app
+from cdd_cli.cli.app import app
 from cdd_cli.constraints.base import DifferentiableConstraint, ExactConstraint
 from cdd_cli.diffusion.processes import UniformProcess, make_process
 from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator

@@ -15,7 +15,8 @@ import typer
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
-from cdd_cli.cli import app
+from cdd_cli.cli.app import app
+from cdd_cli.cli.config_options import field_metadata
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.evaluate.reference import read_smiles, write_smiles
@@ -23,7 +24,6 @@ from cdd_cli.train.configs import MoleculesConfig, SurrogateFit, TextConfig
 from cdd_cli.train.diffusion import TrainConfig, Trainer
 from cdd_cli.train.qm9 import CSV_NAMES, read_qm9_smiles
 from cdd_cli.train.surrogate import train_sa_surrogate
-from cdd_cli.train_cli import field_metadata
 from tests.conftest import QM9_SAMPLE, make_tokenizer
 
 

@@ -15,6 +15,9 @@ from typing import Any, get_args, get_origin
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
+# Every command and group answers -h as well as --help.
+HELP = {"help_option_names": ["-h", "--help"]}
+
 CLICK_NAMES = {int: "INTEGER", float: "FLOAT", str: "TEXT", Path: "PATH", bool: "BOOLEAN"}
 
 

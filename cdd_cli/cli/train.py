@@ -2,39 +2,30 @@
 
 Each command's settings are one dataclass (`cdd_cli/train/configs.py`), whose fields carry
 their help texts and limits: `train_command` makes them the command's options and checks the
-values, so that a setting is declared once, for the trainer and the command line alike. What
-is not a setting of the trainer (the run folder, the data, threads, device) stays explicit.
+values (`cdd_cli/cli/config_options.py`), so that a setting is declared once, for the trainer
+and the command line alike. What is not a setting of the trainer (the run folder, the data,
+threads, device) stays explicit.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
-import math
-import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
-from cdd_cli.console import (
-    HELP,
-    DeviceOpt,
-    QuietOpt,
-    ThreadsOpt,
-    build_spec,
-    log,
-    run_guarded,
-    set_threads,
-    training_progress,
-)
+from cdd_cli.cli.config_options import check_setting, config_command
+from cdd_cli.cli.flags import build_spec
+from cdd_cli.cli.guard import set_threads
+from cdd_cli.cli.help import HELP, ClickStyleTyper
+from cdd_cli.cli.options import DeviceOpt, QuietOpt, ThreadsOpt
+from cdd_cli.cli.progress import training_progress
+from cdd_cli.cli.terminal import log
 from cdd_cli.errors import InputError
-from cdd_cli.helpstyle import ClickStyleTyper, choice_metavar
 from cdd_cli.models.gguf import smollm2_gguf
 from cdd_cli.models.registry import read_model, resolve_device, resolve_directory
 from cdd_cli.models.tokenizers import TextTokenizer
-from cdd_cli.suggest import did_you_mean
 
 # Modules rather than their functions: these are looked up at each call (tests replace them).
 from cdd_cli.train import molecules as molecules_training
@@ -62,99 +53,10 @@ train_app = ClickStyleTyper(
 )
 
 
-def field_metadata(config: type, name: str) -> dict[str, Any]:
-    """A field's metadata, its base classes' first: a subclass that gives a field another
-    default keeps the base's help and limits for it."""
-    merged: dict[str, Any] = {}
-    for klass in reversed(config.__mro__):
-        found = getattr(klass, "__dataclass_fields__", {}).get(name)
-        if found is not None:
-            merged.update(found.metadata)
-    return merged
-
-
-def config_options(config: type) -> list[inspect.Parameter]:
-    """The options of a config dataclass (`cdd_cli/train/configs.py` says which fields and
-    how), as keyword parameters that Typer reads: `--field-name`, the field's type, default
-    and help."""
-    hints = typing.get_type_hints(config)  # the module's annotations are strings
-    options = []
-    for field in dataclasses.fields(config):
-        meta = field_metadata(config, field.name)
-        if "help" not in meta or not meta.get("option", True):
-            continue
-        names = [meta["flag"]] if "flag" in meta else []
-        # A setting with a few allowed values shows them, as a choice does: [uniform|masked].
-        shown = {"metavar": choice_metavar(meta["choices"])} if "choices" in meta else {}
-        option = typer.Option(*names, help=meta["help"], **shown, **meta.get("typer", {}))
-        options.append(
-            inspect.Parameter(
-                field.name,
-                inspect.Parameter.KEYWORD_ONLY,
-                default=field.default,
-                annotation=Annotated[hints[field.name], option],
-            )
-        )
-    return options
-
-
-def check_setting(name: str, value: Any, meta: Mapping[str, Any]) -> None:
-    """One value against its limits ("min", "why", "positive", "choices"); the message names
-    the option. None (an optional setting left out) passes."""
-    option = "--" + name.replace("_", "-")
-    if value is None:
-        return
-    if "choices" in meta and value not in meta["choices"]:
-        hint = did_you_mean(value, meta["choices"])
-        raise InputError(f"{option} must be {' or '.join(meta['choices'])}, got {value!r}{hint}")
-    if "min" in meta and value < meta["min"]:
-        why = f" ({meta['why']})" if "why" in meta else ""
-        raise InputError(f"{option} must be at least {meta['min']}{why}, got {value}")
-    if meta.get("positive") and not (math.isfinite(value) and value > 0):
-        raise InputError(f"{option} must be a positive number, got {value}")
-
-
-def check_config(cfg: Any) -> None:
-    """Every field of a config against its limits, then its `check()` of what spans fields."""
-    for field in dataclasses.fields(cfg):
-        check_setting(field.name, getattr(cfg, field.name), field_metadata(type(cfg), field.name))
-    if hasattr(cfg, "check"):
-        cfg.check()
-
-
 def train_command(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Register a function as `cdd train NAME`. Its `cfg` parameter, annotated with a config
-    dataclass, stands for that dataclass's options, listed in its place; the config built from
-    them is checked before the function runs. The whole runs under `run_guarded`: a bad value
-    is one line on stderr and exit 2."""
-
-    def register(command: Callable[..., None]) -> Callable[..., None]:
-        signature = inspect.signature(command, eval_str=True)
-        config = signature.parameters["cfg"].annotation
-        generated = config_options(config)
-        settings = [p.name for p in generated]
-        params: list[inspect.Parameter] = []
-        for param in signature.parameters.values():
-            # All keyword-only: the generated options (with defaults) may precede a required one.
-            kept = [param.replace(kind=inspect.Parameter.KEYWORD_ONLY)]
-            params += generated if param.name == "cfg" else kept
-
-        def run(**values: Any) -> None:
-            given = {setting: values.pop(setting) for setting in settings}
-
-            def body() -> None:
-                cfg = config(**given)
-                check_config(cfg)
-                command(cfg=cfg, **values)
-
-            run_guarded(body)
-
-        run.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
-        run.__doc__, run.__name__ = command.__doc__, command.__name__
-        train_app.command(name)(run)
-        return command
-
-    return register
+    """Register a function as `cdd train NAME`, its config's fields as options
+    (`config_command`)."""
+    return config_command(train_app, name)
 
 
 # How the trainers' lines that -q keeps begin (cdd_cli/train/*.py).
