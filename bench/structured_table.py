@@ -50,7 +50,7 @@ from pathlib import Path
 import torch
 
 import cdd_cli as cdd
-from cdd_cli.constraints.schema_regex import load_schema
+from cdd_cli.constraints.json_schema.compiler import load_schema
 from cdd_cli.spec import Spec
 
 REGEXES = {
@@ -180,7 +180,7 @@ def judge(kind: str, target, text: str) -> bool:
         return re.fullmatch(target, text, re.I if target in IGNORE else 0) is not None
     import jsonschema
 
-    from cdd_cli.constraints.schema_regex import format_checker
+    from cdd_cli.constraints.json_schema.compiler import format_checker
 
     try:
         value = json.loads(text)

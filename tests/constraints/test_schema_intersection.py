@@ -14,7 +14,7 @@ import torch
 
 from cdd_cli.constraints import automaton
 from cdd_cli.constraints.automaton import compile_pattern, compile_patterns, intersect
-from cdd_cli.constraints.schema_regex import (
+from cdd_cli.constraints.json_schema.compiler import (
     FORMATS,
     STRICT_FORMATS,
     EmptySchema,

@@ -1,0 +1,1 @@
+"""JSON Schema compiled to regular expressions (being split into modules)."""
