@@ -316,7 +316,7 @@ def test_pattern_limits_pass_every_benchmarked_pattern_and_schema():
     schemas cdd is benchmarked on (bench/structured_table.py)."""
     import importlib.util
 
-    from cdd_cli.constraints.json_schema.compiler import schema_pattern
+    from cdd_cli.constraints.json_schema import schema_pattern
     from cdd_cli.constraints.pattern_limits import pattern_problem
 
     where = ROOT / "bench" / "structured_table.py"
