@@ -90,6 +90,8 @@ class SchemaCompiler:
         return patterns
 
     def written(self, members: list[Member]) -> Patterns:
+        """The members flattened by the algebra, then written by what they are: an `anyOf`'s
+        union, an enumeration, or each type they admit."""
         members = self.algebra.flattened(members)
         if not members:  # true, {}, or only annotations
             return (any_value(self.w),)

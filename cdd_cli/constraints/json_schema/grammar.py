@@ -96,8 +96,8 @@ def literal(value: Any, w: Writing = COMPACT) -> str:
 
 
 # ------------------------------------------------------------------------------------------
-# The formats cdd writes, each a regex of the string's text (a subset of what the format
-# allows: the judge, `formats.py`, checks the whole format exactly).
+# The formats cdd writes, each a regex of the string's text: a subset of what the format
+# allows (duration: all of it); the judge (`formats.py`) checks the whole format exactly.
 
 DAY = "(?:0[1-9]|1[0-9]|2[0-8])"
 MONTH_DAY = rf"(?:0[13578]|1[02])-(?:{DAY}|29|30|31)|(?:0[469]|11)-(?:{DAY}|29|30)|02-{DAY}"
