@@ -33,7 +33,7 @@ def main() -> None:
     if library == "outlines":
         from outlines_core import Index, Vocabulary
 
-        from cdd_cli.constraints.schema_regex import load_schema, schema_pattern
+        from cdd_cli.constraints.json_schema import load_schema, schema_pattern
 
         pattern = schema_pattern(load_schema(schema, name)[0])
         pieces: dict[bytes, list[int]] = {}

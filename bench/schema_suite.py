@@ -19,8 +19,8 @@ unsound.
 
 `--refusals` counts the refusals by keyword; `--missed` lists the accepted schemas with a valid
 instance their constraint does not match. `--whitespace flexible` compiles cdd's patterns with
-JSON's whitespace (`schema_regex.WRITINGS`): soundness is then also judged on the instances
-written with `indent=2`, and "spaced" counts the valid instances matched compactly, with
+JSON's whitespace (`json_schema.grammar.WRITINGS`): soundness is then also judged on the
+instances written with `indent=2`, and "spaced" counts the valid instances matched compactly, with
 ", "/": " and with `indent=2` (keys in the schema's order), by pattern and byte automaton.
 """
 

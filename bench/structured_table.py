@@ -32,7 +32,7 @@ vocabulary at hand (`vocabularies`). Rows go to `OUT/structured.jsonl`, `OUT/tim
 and `OUT/vocabularies.jsonl`.
 
 The JSON judge is the `jsonschema` package's Draft 2020-12 validator with cdd's exact format
-checks (`schema_regex.format_checker`: jsonschema's own skip time and date-time without
+checks (`json_schema.format_checker`: jsonschema's own skip time and date-time without
 rfc3339-validator and take any text with an '@' as an e-mail address).
 """
 
@@ -50,7 +50,7 @@ from pathlib import Path
 import torch
 
 import cdd_cli as cdd
-from cdd_cli.constraints.schema_regex import load_schema
+from cdd_cli.constraints.json_schema import load_schema
 from cdd_cli.spec import Spec
 
 REGEXES = {
@@ -180,7 +180,7 @@ def judge(kind: str, target, text: str) -> bool:
         return re.fullmatch(target, text, re.I if target in IGNORE else 0) is not None
     import jsonschema
 
-    from cdd_cli.constraints.schema_regex import format_checker
+    from cdd_cli.constraints.json_schema import format_checker
 
     try:
         value = json.loads(text)

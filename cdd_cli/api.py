@@ -40,8 +40,12 @@ from cdd_cli.constraint_values import (  # the API's constraint values
     constraint,
 )
 from cdd_cli.constraints.base import closed_forms
+from cdd_cli.constraints.json_schema import (
+    load_schema,
+    schema_pattern,
+    schema_text_patterns,
+)
 from cdd_cli.constraints.lexical import Count as CountConstraint
-from cdd_cli.constraints.schema_regex import load_schema, schema_pattern, schema_text_patterns
 from cdd_cli.diffusion.schedule import LogLinearSchedule
 from cdd_cli.errors import InputError
 from cdd_cli.models import registry
@@ -265,7 +269,7 @@ def schema_to_patterns(schema: dict | str | Path, whitespace: str = "compact") -
     written with the properties in the schema's order as compact JSON (`whitespace`
     "compact": one optional space after `,` and `:`) or with JSON's whitespace ("flexible":
     a space, or a line break and indentation, around every `{ } [ ] , :`; the supported
-    subset: `cdd_cli.constraints.schema_regex`). Most schemas are one; keywords no single
+    subset: `cdd_cli.constraints.json_schema`). Most schemas are one; keywords no single
     regex joins (two string patterns, a format with a length) add more, which a run
     intersects. InputError naming every unsupported keyword, with where it is."""
     return list(schema_text_patterns(schema_text(schema, whitespace), whitespace))

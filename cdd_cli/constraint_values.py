@@ -119,7 +119,7 @@ def Regex(pattern: str, ignore_case: bool | None = None) -> ConstraintSpec:
 
 def JsonSchema(schema: dict | str | Path, whitespace: str | None = None) -> ConstraintSpec:
     """The continuation is JSON valid under `schema` (a mapping, or a .json file's path), in
-    the supported subset of JSON Schema (`cdd_cli.constraints.schema_regex`); `whitespace`:
+    the supported subset of JSON Schema (`cdd_cli.constraints.json_schema`); `whitespace`:
     "compact" (the default: one optional space after `,` and `:`) or "flexible" (a space or
     a line break and indentation around every `{ } [ ] , :`)."""
     return constraint(

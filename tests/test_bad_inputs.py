@@ -316,8 +316,8 @@ def test_pattern_limits_pass_every_benchmarked_pattern_and_schema():
     schemas cdd is benchmarked on (bench/structured_table.py)."""
     import importlib.util
 
+    from cdd_cli.constraints.json_schema import schema_pattern
     from cdd_cli.constraints.pattern_limits import pattern_problem
-    from cdd_cli.constraints.schema_regex import schema_pattern
 
     where = ROOT / "bench" / "structured_table.py"
     spec = importlib.util.spec_from_file_location("structured_table", where)

@@ -989,7 +989,7 @@ def test_the_apis_typed_constraint_values_take_their_types_keys():
 
 
 def test_a_json_schema_is_read_and_checked_once_for_a_check_and_a_build(tmp_path: Path):
-    from cdd_cli.constraints import schema_regex, structured
+    from cdd_cli.constraints import json_schema, structured
     from cdd_cli.spec import ConstraintSpec, check_constraint
 
     path = tmp_path / "s.json"
@@ -999,4 +999,4 @@ def test_a_json_schema_is_read_and_checked_once_for_a_check_and_a_build(tmp_path
     path.unlink()  # built from what the check read, not read again
     (built,) = structured.build_json_schema(entry, None, "cpu", "plain")  # type: ignore[arg-type]
     assert built.source == "s.json" and built.schema_text == entry.prepared["schema"][0]
-    assert built.automaton_pattern() == schema_regex.schema_pattern(built.schema_text)
+    assert built.automaton_pattern() == json_schema.schema_pattern(built.schema_text)

@@ -5,10 +5,10 @@ Judges are exact: Python's `re.fullmatch` on the continuation, and the `jsonsche
 (with exact checks of the formats cdd writes) on the parsed continuation. The projection is
 the patterns' closed form (`pattern_layout.py`): a path through the token automaton that
 every token of the continuation follows, so the decoded text matches by construction. A JSON
-Schema reaches the automaton as one or more regexes (`schema_regex.py`, whose docstring states
-the supported subset and the whitespace convention); several patterns in a job (two regexes,
-a regex and a schema, a schema's intersected parts) make one automaton, their product
-(`automaton.intersect`).
+Schema reaches the automaton as one or more regexes (the `json_schema` package, whose
+docstring states the supported subset and the whitespace convention); several patterns in a
+job (two regexes, a regex and a schema, a schema's intersected parts) make one automaton,
+their product (`automaton.intersect`).
 """
 
 from __future__ import annotations
@@ -26,16 +26,16 @@ import torch
 from cdd_cli.constraints.automaton import compile_patterns
 from cdd_cli.constraints.base import ClosedFormBuilder, ExactConstraint
 from cdd_cli.constraints.descriptor import ConstraintSpec, Descriptor, Key
-from cdd_cli.constraints.lexical import Exclude
-from cdd_cli.constraints.pattern_layout import PatternLayout
-from cdd_cli.constraints.pattern_limits import pattern_problem
-from cdd_cli.constraints.schema_regex import (
+from cdd_cli.constraints.json_schema import (
     format_checker,
     load_schema,
     schema_pattern,
     schema_text_patterns,
     strip_anchors,
 )
+from cdd_cli.constraints.lexical import Exclude
+from cdd_cli.constraints.pattern_layout import PatternLayout
+from cdd_cli.constraints.pattern_limits import pattern_problem
 from cdd_cli.constraints.word_rules import split_words
 from cdd_cli.errors import InputError
 from cdd_cli.models.registry import LoadedModel
@@ -96,7 +96,7 @@ class RegexConstraint(PatternConstraint):
 class JsonSchemaConstraint(PatternConstraint):
     schema_text: str = "{}"  # the schema as canonical JSON (a frozen dataclass's field)
     source: str = "inline"
-    whitespace: str = "compact"  # or "flexible" (`schema_regex.WRITINGS`)
+    whitespace: str = "compact"  # or "flexible" (`json_schema.grammar.WRITINGS`)
     name: str = "json_schema"
     judge_name: str = "jsonschema"
     # The schema's patterns, compiled when the entry was checked (empty: compiled when asked).

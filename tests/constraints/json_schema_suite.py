@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from cdd_cli.constraints.automaton import Moves, pattern_moves
-from cdd_cli.constraints.schema_regex import SINGLE_BYTES, load_schema, schema_text_patterns
+from cdd_cli.constraints.json_schema import load_schema, schema_text_patterns
+from cdd_cli.constraints.json_schema.byte_automata import SINGLE_BYTES
 from cdd_cli.errors import InputError
 
 SUITE = Path(__file__).parent / "data" / "json_schema_test_suite" / "draft2020-12"

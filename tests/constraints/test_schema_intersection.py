@@ -14,16 +14,15 @@ import torch
 
 from cdd_cli.constraints import automaton
 from cdd_cli.constraints.automaton import compile_pattern, compile_patterns, intersect
-from cdd_cli.constraints.schema_regex import (
-    FORMATS,
-    STRICT_FORMATS,
+from cdd_cli.constraints.json_schema import (
     EmptySchema,
     UnsupportedSchema,
-    _byte_index,
-    json_string_safe,
     load_schema,
     schema_patterns,
 )
+from cdd_cli.constraints.json_schema.byte_automata import byte_automaton, json_string_safe
+from cdd_cli.constraints.json_schema.formats import STRICT_FORMATS
+from cdd_cli.constraints.json_schema.grammar import FORMATS
 from cdd_cli.constraints.structured import JsonSchemaConstraint, RegexConstraint, pattern_layout
 from cdd_cli.errors import InputError
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
@@ -412,7 +411,7 @@ def test_a_wrong_value_of_each_format_is_rejected(fmt: str, bad: str):
 def test_every_text_a_format_pattern_writes_is_valid_by_the_judge(fmt: str):
     """Random walks through the byte automaton of the format's generator pattern: the judge
     takes every text they spell, and no case the suite marks invalid matches the pattern."""
-    moves = _byte_index(FORMATS[fmt])
+    moves = byte_automaton(FORMATS[fmt])
     rng = random.Random(0)
     texts = set()
     for _ in range(300):
@@ -610,7 +609,7 @@ def test_a_pattern_is_opened_by_start_only_where_it_cannot_read_it():
     assert not may_read(FORMATS["hostname"], start) and not may_read("a(?:bc)?", start)
     for broad in ("[^0-4]{0,40}", ".{0,4}", r"\w+", '"(?:[^"\\\\])*"', r"\x{10FFFE}"):
         assert may_read(broad, start), broad
-    assert len(_byte_index("[^0-4]{0,40}").moves) < 1000
+    assert len(byte_automaton("[^0-4]{0,40}").moves) < 1000
 
 
 def test_a_string_pattern_that_may_hold_a_quote_after_a_match_is_refused():

@@ -16,13 +16,9 @@ import torch
 
 from cdd_cli.constraints import automaton
 from cdd_cli.constraints.automaton import compile_pattern
+from cdd_cli.constraints.json_schema import UnsupportedSchema, load_schema, schema_regex
+from cdd_cli.constraints.json_schema.byte_automata import json_string_safe
 from cdd_cli.constraints.pattern_layout import FREE
-from cdd_cli.constraints.schema_regex import (
-    UnsupportedSchema,
-    json_string_safe,
-    load_schema,
-    schema_regex,
-)
 from cdd_cli.constraints.structured import JsonSchemaConstraint, RegexConstraint, pattern_layout
 from cdd_cli.errors import InputError
 from cdd_cli.models.tokenizers import FileTokenizer, Gpt2Tokenizer
