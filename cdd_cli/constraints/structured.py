@@ -26,7 +26,7 @@ import torch
 from cdd_cli.constraints.automaton import compile_patterns
 from cdd_cli.constraints.base import ClosedFormBuilder, ExactConstraint
 from cdd_cli.constraints.descriptor import ConstraintSpec, Descriptor, Key
-from cdd_cli.constraints.lexical import Exclude
+from cdd_cli.constraints.lexical import Exclude, split_words
 from cdd_cli.constraints.pattern_layout import PatternLayout
 from cdd_cli.constraints.pattern_limits import pattern_problem
 from cdd_cli.constraints.schema_regex import (
@@ -36,7 +36,6 @@ from cdd_cli.constraints.schema_regex import (
     schema_text_patterns,
     strip_anchors,
 )
-from cdd_cli.constraints.word_rules import split_words
 from cdd_cli.errors import InputError
 from cdd_cli.models.registry import LoadedModel
 
