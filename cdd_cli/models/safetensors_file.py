@@ -3,7 +3,8 @@ tensor's dtype and shape) read without any weight.
 
 Both loaders (`checkpoint.py` for cdd's own formats, `families.py` for published ones) compare
 a file's header with the module its config builds on the meta device before any weight is
-allocated, so a config or a file that claims more than the other holds costs nothing.
+allocated, so a config or a file that claims more than the other holds costs nothing. The
+header itself is bounded: safetensors refuses one that claims over 100 MB before reading it.
 """
 
 from __future__ import annotations
