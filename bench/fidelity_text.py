@@ -74,8 +74,8 @@ from fidelity import ks
 from fluency_table import Judge, locate_judge, pooled_ppl, word_entropy
 
 from cdd_cli.constraints.base import Constraint, DifferentiableConstraint
+from cdd_cli.constraints.lexical import split_words
 from cdd_cli.constraints.registry import build_constraints
-from cdd_cli.constraints.word_rules import split_words
 from cdd_cli.diffusion.processes import MaskedProcess
 from cdd_cli.models import registry
 from cdd_cli.models.registry import LoadedModel

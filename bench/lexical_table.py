@@ -16,7 +16,7 @@ so COLLIE sets are generated unconditionally with the record's constraints, the 
 with its question as the prompt. `--words` picks the word rules the constraints are judged
 and laid out by, as a spec's `words:` does: `plain` (the CLI's default) or `collie` (COLLIE's
 own NLTK-style words and punkt-style sentences, as its checker scores them; see
-cdd_cli/constraints/word_rules.py). For
+cdd_cli/constraints/lexical/rules.py). For
 each set and method: violation % (samples whose record is not satisfied), perplexity
 (SmolLM2-135M), entropy, distinct-2, seconds per sample (mean / median), overhead over
 unconstrained (same run) and the reject attempts.
@@ -31,7 +31,7 @@ surprisal of the requested words from how the text around them was written. Reco
 written to `OUT/lexical_{set}_{method}.jsonl`.
 
 `--rejudge DIR` judges the records a run wrote to DIR again, under both word rules, with
-`cdd_cli.constraints.word_rules.check` (not the records' own verdicts): which texts made under one
+`check` of bench/collie_rules.py (not the records' own verdicts): which texts made under one
 rules would fail the other's judges.
 """
 
@@ -42,13 +42,17 @@ import json
 import platform
 import random
 import re
+import sys
 import time
 from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from collie_rules import check, collie_constraints
+
+from cdd_cli.constraints.lexical import SCHEMES
 from cdd_cli.constraints.registry import build_constraints
-from cdd_cli.constraints.word_rules import SCHEMES, check, collie_constraints
 from cdd_cli.evaluate.report import text_report
 from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.evaluate.text import Perplexity, corpus_perplexity

@@ -2,7 +2,7 @@
 # Mutation score of one module against the tests that guard it (issue 32's measure).
 #
 #   pip install mutmut==3.8.1          # not a project dependency
-#   bash bench/mutation.sh cdd_cli/constraints/word_rules.py tests/constraints/test_lexical_judges.py [...]
+#   bash bench/mutation.sh cdd_cli/constraints/lexical/rules.py tests/constraints/test_lexical_judges.py [...]
 #
 # Runs in a scratch clone of HEAD (WORK, default /tmp/cdd-mutation) so the working tree is never
 # mutated: mutmut makes one small change at a time (an operator, a constant, a comparison),

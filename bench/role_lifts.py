@@ -1,4 +1,4 @@
-"""Role bigram lifts of English text, for the word layout (cdd_cli/constraints/word_layout.py).
+"""Role bigram lifts of English text, for the word layout (cdd_cli/constraints/lexical/grammar.py).
 
     python bench/role_lifts.py [--text ../shared/data/text] [--chars 400000]
 
@@ -18,7 +18,7 @@ import collections
 import itertools
 from pathlib import Path
 
-from cdd_cli.constraints.word_grammar import BARE, BREAK, OPENER, PUNCT, WORD, token_classes
+from cdd_cli.constraints.lexical.grammar import BARE, BREAK, OPENER, PUNCT, WORD, token_classes
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
 
 

@@ -22,8 +22,8 @@ import yaml
 
 from cdd_cli.constraints import table
 from cdd_cli.constraints.descriptor import ConstraintSpec, Descriptor  # an entry, and its type
+from cdd_cli.constraints.lexical import SCHEMES
 from cdd_cli.constraints.table import plugin_of  # noqa: F401 (the plugin of a type name)
-from cdd_cli.constraints.word_rules import SCHEMES
 from cdd_cli.diffusion.processes import SAMPLERS
 from cdd_cli.errors import InputError
 from cdd_cli.methods import METHODS

@@ -33,10 +33,9 @@ from cdd_cli.constraints.json_schema import (
     schema_text_patterns,
     strip_anchors,
 )
-from cdd_cli.constraints.lexical import Exclude
+from cdd_cli.constraints.lexical import Exclude, split_words
 from cdd_cli.constraints.pattern_layout import PatternLayout
 from cdd_cli.constraints.pattern_limits import pattern_problem
-from cdd_cli.constraints.word_rules import split_words
 from cdd_cli.errors import InputError
 from cdd_cli.models.registry import LoadedModel
 

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TypeVar
 
 import torch
-from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from cdd_cli.errors import InputError, one_line
@@ -31,6 +30,12 @@ from cdd_cli.models.families import (
     supported,
 )
 from cdd_cli.models.gguf import smollm2_gguf
+from cdd_cli.models.safetensors_file import (
+    FLOAT_DTYPES,
+    READ_ERRORS,
+    read_header,
+    reading_problem,
+)
 from cdd_cli.models.skeleton import meta_build
 from cdd_cli.settings import MAX_STEPS
 from cdd_cli.version import __version__
@@ -38,9 +43,13 @@ from cdd_cli.version import __version__
 M = TypeVar("M", bound=torch.nn.Module)
 NOISE_OF_MODEL_TYPE = {"mdlm": "masked", "udlm": "uniform"}
 MAX_LENGTH = 65536  # tokens per sequence; mdlm-owt has 1,024
-# Sizes past any model this runs (mdlm-owt: 12 blocks of 768), refused before building one.
+# Sizes of cdd's own formats (MDLM/UDLM DiTs, A2D adapters) past any such model, refused before
+# building one: mdlm-owt has 12 blocks of 768 (conditioning 128); SmolLM2-135M, the A2D base,
+# 30 layers of 576 with a 1,536-wide feed-forward. At 2^16 wide one square weight alone is
+# 16 GiB in float32. Published families are others' models of any size, read up to a wider
+# limit (families.MAX_PUBLISHED_WIDTH): the two limits guard different kinds of checkpoint.
 MAX_BLOCKS = 256
-MAX_WIDTH = 65536
+MAX_OWN_WIDTH = 65536
 A2D_REQUIRED = ("vocab_size", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim")
 REQUIRED = (
     "model_type",
@@ -102,8 +111,8 @@ def parse_config(raw: dict, where: str) -> ModelConfig:
             raise InputError(f"{where}: field {name} must be >= 1, got {getattr(config, name)}")
     for name, most in (
         ("n_blocks", MAX_BLOCKS),
-        ("hidden_dim", MAX_WIDTH),
-        ("cond_dim", MAX_WIDTH),
+        ("hidden_dim", MAX_OWN_WIDTH),
+        ("cond_dim", MAX_OWN_WIDTH),
     ):
         if getattr(config, name) > most:
             raise InputError(f"{where}: field {name} {getattr(config, name):,} > {most:,}")
@@ -152,21 +161,6 @@ def _summarise(names: list[str], limit: int = 4) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def read_shapes(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
-    """Each tensor's dtype and shape from a safetensors file's header, reading no weights."""
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            return {
-                k: (str(f.get_slice(k).get_dtype()), tuple(f.get_slice(k).get_shape()))
-                for k in f.keys()  # noqa: SIM118 (a safetensors handle is not a dict)
-            }
-    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
-        raise InputError(f"{path}: cannot read safetensors file ({one_line(exc)[:200]})") from None
-
-
-FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")
-
-
 def load_checked(
     build: Callable[[], M],
     path: Path,
@@ -178,7 +172,7 @@ def load_checked(
     that asks for more than the file holds allocates nothing. `part`: the tensors the file
     holds, where that is not the whole state (an adapter over base weights)."""
     part = part or (lambda module: module.state_dict())
-    header = read_shapes(path)
+    header = read_header(path)
     expected = {k: tuple(v.shape) for k, v in part(meta_build(build)).items()}
     problems = shape_problems(expected, {k: shape for k, (_, shape) in header.items()})
     if problems:
@@ -188,8 +182,8 @@ def load_checked(
         raise InputError(f"{path}: weights must be floating point: {_summarise(sorted(not_float))}")
     try:
         state = load_file(str(path))
-    except (SafetensorError, OSError, ValueError) as exc:
-        raise InputError(f"{path}: cannot read safetensors file ({one_line(exc)[:200]})") from None
+    except READ_ERRORS as exc:
+        raise InputError(f"{path}: cannot read safetensors file ({reading_problem(exc)})") from None
     broken = sorted(k for k, v in state.items() if not torch.isfinite(v).all())
     if broken:
         raise InputError(f"{path}: NaN or infinite weights in {_summarise(broken)}")
@@ -259,7 +253,8 @@ def parse_a2d_config(raw: dict, where: str) -> A2DConfig:
     for name in A2D_REQUIRED:
         if getattr(config, name) < 1:
             raise InputError(f"{where}: field {name} must be >= 1, got {getattr(config, name)}")
-    if config.n_layers > MAX_BLOCKS or config.hidden_dim > MAX_WIDTH or config.ffn_dim > MAX_WIDTH:
+    widest = max(config.hidden_dim, config.ffn_dim)
+    if config.n_layers > MAX_BLOCKS or widest > MAX_OWN_WIDTH:
         raise InputError(f"{where}: n_layers, hidden_dim or ffn_dim past what cdd runs")
     heads_fit = splits_into_heads(config.hidden_dim, config.n_heads)
     if not heads_fit or config.n_heads % config.n_kv_heads:

@@ -30,29 +30,58 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError, safe_open
 
 from cdd_cli.errors import InputError
 from cdd_cli.models.a2d import HF_CONFIG_NAMES, A2DConfig, A2DModel
+from cdd_cli.models.safetensors_file import (
+    FLOAT_DTYPES,
+    READ_ERRORS,
+    open_safetensors,
+    read_header,
+    read_headers,
+    reading_problem,
+)
 from cdd_cli.models.skeleton import meta_build
 
+# Published checkpoints are others' models, of any size: 2^17 leaves room past the widest
+# open ones (Llama 3.1 405B: 126 layers, hidden 16,384, feed-forward 53,248); a wider layer
+# is a broken config, refused before any tensor is built. cdd's own formats have a narrower
+# limit (checkpoint.MAX_OWN_WIDTH).
 MAX_LAYERS = 512
-MAX_WIDTH = 1 << 17
+MAX_PUBLISHED_WIDTH = 1 << 17
 
 
 @dataclass(frozen=True)
 class Family:
+    """A published family: how it is named and sampled, and where its checkpoints differ from
+    a plain Hugging Face Llama (the traits the config translation and the loader read)."""
+
     name: str  # as README and errors name it
     sampler: str  # the family's own sampler (see diffusion/processes.py)
     block_length: int  # its default semi-autoregressive block (0: one block)
+    llada_format: bool = False  # LLaDA's own config keys, tensor names and default ids
+    attention_bias: bool = False  # biases on q, k and v (the Qwen2 layout)
+    qk_norm: bool = False  # an RMSNorm on each head's queries and keys (Qwen3)
+    explicit_head_dim: bool = False  # head width from `head_dim`, not hidden / heads (Qwen3)
+    logit_shift: bool = False  # position j's distribution read at j - 1 (Dream)
+    mask_from_tokenizer: bool = False  # no mask_token_id: the tokenizer's <|mask|> (dllm)
 
 
 FAMILIES = {
-    "llada": Family("LLaDA", "confidence", 32),
-    "Dream": Family("Dream", "entropy", 0),
-    "a2d-llama": Family("A2D (Llama layout)", "ancestral", 0),
-    "a2d-qwen2": Family("A2D (Qwen2 layout)", "ancestral", 0),
-    "a2d-qwen3": Family("A2D (Qwen3 layout)", "ancestral", 0),
+    "llada": Family("LLaDA", "confidence", 32, llada_format=True),
+    "Dream": Family("Dream", "entropy", 0, attention_bias=True, logit_shift=True),
+    "a2d-llama": Family("A2D (Llama layout)", "ancestral", 0, mask_from_tokenizer=True),
+    "a2d-qwen2": Family(
+        "A2D (Qwen2 layout)", "ancestral", 0, attention_bias=True, mask_from_tokenizer=True
+    ),
+    "a2d-qwen3": Family(
+        "A2D (Qwen3 layout)",
+        "ancestral",
+        0,
+        qk_norm=True,
+        explicit_head_dim=True,
+        mask_from_tokenizer=True,
+    ),
 }
 CAUSAL = ("llama", "qwen2", "qwen3")
 MASK_TOKEN = "<|mask|>"  # what dllm adds to an A2D conversion's tokenizer
@@ -144,9 +173,10 @@ def parse_family_config(
 ) -> tuple[A2DConfig, dict]:
     """The A2DConfig of a published family's config.json, and the facts the rest of cdd reads
     from it (`prefix_id`: end of text, `mask_id`, `family`)."""
+    traits = FAMILIES[family]
     if raw.get("rope_scaling"):
         raise InputError(f"{where}: rope_scaling {raw['rope_scaling']!r} is not supported")
-    if family == "llada":
+    if traits.llada_format:
         if raw.get("block_type", "llama") != "llama" or raw.get("alibi") or not raw.get("rope", 1):
             raise InputError(f"{where}: only LLaDA's llama blocks with rotary positions are read")
         if raw.get("activation_type", "silu") not in ("silu", "swiglu"):
@@ -160,15 +190,15 @@ def parse_family_config(
     else:
         names = (
             {**HF_CONFIG_NAMES, "head_dim": "head_size"}
-            if family == "a2d-qwen3"
+            if traits.explicit_head_dim
             else HF_CONFIG_NAMES
         )
-        values = {"rms_eps": 1e-6, "attention_bias": family in ("Dream", "a2d-qwen2")}
+        values = {"rms_eps": 1e-6, "attention_bias": traits.attention_bias}
         values.update(config_values(raw, names, where))
-        values.update(qk_norm=family == "a2d-qwen3", logit_shift=family == "Dream")
+        values.update(qk_norm=traits.qk_norm, logit_shift=traits.logit_shift)
         if raw.get("mask_token_id") is not None:
             mask_id = _int(raw, "mask_token_id", where)
-        elif family != "Dream" and mask_in_tokenizer(directory) is not None:
+        elif traits.mask_from_tokenizer and mask_in_tokenizer(directory) is not None:
             mask_id = int(mask_in_tokenizer(directory))
         else:
             raise InputError(f"{where}: no mask_token_id, and no {MASK_TOKEN} in tokenizer.json")
@@ -192,7 +222,7 @@ def check_sizes(config: A2DConfig, where: str) -> None:
     for name in ("vocab_size", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim"):
         if getattr(config, name) < 1:
             raise InputError(f"{where}: {name} must be >= 1, got {getattr(config, name)}")
-    if config.n_layers > MAX_LAYERS or max(config.hidden_dim, config.ffn_dim) > MAX_WIDTH:
+    if config.n_layers > MAX_LAYERS or max(config.hidden_dim, config.ffn_dim) > MAX_PUBLISHED_WIDTH:
         raise InputError(f"{where}: layers or widths past what cdd runs")
     if config.head_dim % 2 or config.n_heads % config.n_kv_heads:
         raise InputError(
@@ -228,7 +258,7 @@ LLADA_BLOCK = re.compile(r"model\.transformer\.blocks\.(\d+)\.(\w+)\.(weight|bia
 
 def our_name(family: str, name: str) -> str | None:
     """A2DModel's name for a checkpoint tensor; None for a name the family does not have."""
-    if family != "llada":
+    if not FAMILIES[family].llada_format:
         return name
     if name in LLADA_GLOBAL_NAMES:
         return LLADA_GLOBAL_NAMES[name]
@@ -258,37 +288,7 @@ def weight_files(directory: Path) -> dict[str, Path]:
     single = directory / "model.safetensors"
     if not single.is_file():
         raise InputError(f"{directory}: no model.safetensors or model.safetensors.index.json")
-    with safe_open_checked(single) as f:
-        return dict.fromkeys(f.keys(), single)
-
-
-def safe_open_checked(path: Path):
-    try:
-        return safe_open(str(path), framework="pt")
-    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
-        message = " ".join(str(exc).split())[:160]
-        raise InputError(f"{path}: cannot read safetensors file ({message})") from None
-
-
-FLOATS = ("F16", "BF16", "F32", "F64")
-
-
-def read_headers(files: dict[str, Path]) -> dict[str, tuple[Path, str, tuple[int, ...]]]:
-    """Each tensor's file, dtype and shape from the shards' headers (no weights read); a
-    tensor the index places in a shard that does not hold it is refused."""
-    out: dict[str, tuple[Path, str, tuple[int, ...]]] = {}
-    for path in sorted(set(files.values())):
-        with safe_open_checked(path) as f:
-            for name in f.keys():  # noqa: SIM118
-                piece = f.get_slice(name)
-                out[name] = (path, str(piece.get_dtype()), tuple(piece.get_shape()))
-    misplaced = sorted(k for k, p in files.items() if k not in out or out[k][0] != p)
-    if misplaced:
-        raise InputError(
-            f"{files[misplaced[0]]}: does not hold {misplaced[0]}, which the index places there"
-            + (f" (and {len(misplaced) - 1} more)" if len(misplaced) > 1 else "")
-        )
-    return out
+    return dict.fromkeys(read_header(single), single)
 
 
 def shape_problems(
@@ -351,7 +351,7 @@ def load_family(
         raise InputError(f"{directory}: tensors {family} does not have: {_names(unknown)}")
     found = {ours: headers[name][2] for ours, name in renamed.items()}
     problems = shape_problems(expected, found, lambda ours: renamed.get(ours, ours))
-    not_float = sorted(k for k, (_, kind, _) in headers.items() if kind not in FLOATS)
+    not_float = sorted(k for k, (_, kind, _) in headers.items() if kind not in FLOAT_DTYPES)
     if not_float:
         problems.append(f"not floating point: {_names(not_float)}")
     if problems:
@@ -369,13 +369,13 @@ def load_family(
     for ours in expected:
         by_file.setdefault(headers[renamed[ours]][0], []).append(ours)
     for path, names in by_file.items():
-        with safe_open_checked(path) as f:
+        with open_safetensors(path) as f:
             for ours in names:
                 try:
                     tensor = f.get_tensor(renamed[ours])
-                except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
-                    message = " ".join(str(exc).split())[:160]
-                    raise InputError(f"{path}: cannot read {renamed[ours]} ({message})") from None
+                except READ_ERRORS as exc:
+                    problem = reading_problem(exc)
+                    raise InputError(f"{path}: cannot read {renamed[ours]} ({problem})") from None
                 tensor = tensor.to(device=device, dtype=dtype)
                 if not torch.isfinite(tensor).all():
                     raise InputError(f"{path}: NaN or infinite values in {renamed[ours]}")

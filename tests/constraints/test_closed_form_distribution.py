@@ -22,9 +22,9 @@ import re
 import torch
 
 from cdd_cli.constraints.lexical import WordCount
+from cdd_cli.constraints.lexical.grammar import BREAK, END, PUNCT, ROLE_LIFTS, WORD
+from cdd_cli.constraints.lexical.layout import WordLayout
 from cdd_cli.constraints.structured import RegexConstraint, pattern_layout
-from cdd_cli.constraints.word_grammar import BREAK, END, PUNCT, ROLE_LIFTS, WORD
-from cdd_cli.constraints.word_layout import WordLayout
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
 
 TOKENIZER = Gpt2Tokenizer()

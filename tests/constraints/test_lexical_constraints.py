@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from cdd_cli.constraints.lexical import Count, Exclude, Include, WordAt, WordCount
-from cdd_cli.constraints.word_grammar import (
+from cdd_cli.constraints.lexical import Count, Exclude, Include, WordAt, WordCount, split_words
+from cdd_cli.constraints.lexical.grammar import (
     BARE,
     BREAK,
     END,
@@ -22,8 +22,7 @@ from cdd_cli.constraints.word_grammar import (
     next_state,
     start_state,
 )
-from cdd_cli.constraints.word_layout import WordLayout
-from cdd_cli.constraints.word_rules import split_words
+from cdd_cli.constraints.lexical.layout import WordLayout
 from cdd_cli.errors import InputError
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
 from tests.test_text import generate, records, toxicity_spec
@@ -289,7 +288,7 @@ ROLES = (*PUNCTUATION_ROLES, *WORD_ROLES, "whale", "ship", END)
 
 
 def exact_layout_distribution(probs: torch.Tensor, tokenizer, layout, valid) -> dict:
-    """Every role sequence by brute force, weighted as constraints/word_layout.py defines it.
+    """Every role sequence by brute force, weighted as constraints/lexical/layout.py defines it.
     "whale" and "ship" are placements; a free word may be any token of its role."""
     import itertools
 

@@ -18,21 +18,22 @@ from typing import Any
 
 import pytest
 
-from cdd_cli.constraints.word_rules import (
+from bench.collie_rules import check, collie_constraints
+from cdd_cli.constraints.lexical.judges import (
     Judgement,
-    check,
-    collie_constraints,
     count,
-    ends_no_sentence,
     exclude,
     first_number,
     include,
     parse_count_prompt,
     sentence_count,
-    split_sentences,
-    split_words,
     word_at,
     word_count,
+)
+from cdd_cli.constraints.lexical.rules import (
+    ends_no_sentence,
+    split_sentences,
+    split_words,
     word_key,
 )
 

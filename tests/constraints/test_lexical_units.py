@@ -1,14 +1,14 @@
-"""The lexical constraints (`constraints/lexical.py`) one at a time, without a model: what each
-judges, under which word rules, what it tells the layout, how a spec entry becomes one, and
-what the checks of a spec's entries refuse, in their words."""
+"""The lexical constraints (`constraints/lexical/constraints.py`) one at a time, without a
+model: what each judges, under which word rules, what it tells the layout, how a spec entry
+becomes one, and what the checks of a spec's entries refuse, in their words."""
 
 from __future__ import annotations
 
 import pytest
 
-from cdd_cli.constraints import lexical
 from cdd_cli.constraints.descriptor import ConstraintSpec, Key
-from cdd_cli.constraints.lexical import (
+from cdd_cli.constraints.lexical import constraints as lexical
+from cdd_cli.constraints.lexical.constraints import (
     Count,
     Exclude,
     Include,
@@ -22,7 +22,7 @@ from cdd_cli.constraints.lexical import (
     check_words,
     lexical_from_spec,
 )
-from cdd_cli.constraints.word_layout import WordLayout
+from cdd_cli.constraints.lexical.layout import WordLayout
 from cdd_cli.errors import InputError
 
 # COLLIE reads "don't" as two words ("do", "n't") and compares words lower-cased; the plain

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from cdd_cli.constraints.lexical import Exclude, Include, SentenceCount, WordAt, WordCount
-from cdd_cli.constraints.word_grammar import (
+from cdd_cli.constraints.lexical.grammar import (
     AFTER_END,
     BARE,
     BREAK,
@@ -25,8 +25,8 @@ from cdd_cli.constraints.word_grammar import (
     WORD,
     token_classes,
 )
-from cdd_cli.constraints.word_layout import WordLayout
-from cdd_cli.constraints.word_programme import Plan
+from cdd_cli.constraints.lexical.layout import WordLayout
+from cdd_cli.constraints.lexical.programme import Plan
 from cdd_cli.errors import InputError
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
 

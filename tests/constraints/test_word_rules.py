@@ -22,7 +22,7 @@ from cdd_cli.constraints.lexical import (
     WordCount,
     lexical_from_spec,
 )
-from cdd_cli.constraints.word_grammar import (
+from cdd_cli.constraints.lexical.grammar import (
     BREAK,
     END,
     OPENER,
@@ -31,8 +31,8 @@ from cdd_cli.constraints.word_grammar import (
     STOP,
     token_classes,
 )
-from cdd_cli.constraints.word_layout import WordLayout
-from cdd_cli.constraints.word_rules import split_sentences, split_words, word_key
+from cdd_cli.constraints.lexical.layout import WordLayout
+from cdd_cli.constraints.lexical.rules import split_sentences, split_words, word_key
 from cdd_cli.errors import InputError
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
 from cdd_cli.spec import Spec, load_spec
@@ -199,7 +199,7 @@ def test_collie_compares_words_by_its_key():
 
 def enumerate_layouts(layout: WordLayout, probs: torch.Tensor, sentences: int) -> dict:
     """Every role sequence of a layout with no placed words, by brute force, weighted as
-    word_layout.py defines it, keeping those with `sentences` sentences."""
+    lexical/layout.py defines it, keeping those with `sentences` sentences."""
     roles = (*layout.roles, END)
     mass = {r: float((probs * layout.classes[r]).sum()) for r in roles}
     rows = [

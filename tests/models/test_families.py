@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 import cdd_cli as cdd
 from cdd_cli.cli.app import app
-from cdd_cli.constraints.word_rules import split_words, word_count
+from cdd_cli.constraints.lexical import split_words
+from cdd_cli.constraints.lexical.judges import word_count
 from cdd_cli.diffusion.processes import OrderedProcess
 from cdd_cli.models import registry
 from tests import family_dirs

@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import save_file
 
 from cdd_cli.errors import InputError
-from cdd_cli.models import families
+from cdd_cli.models import families, safetensors_file
 from cdd_cli.models.a2d import A2DConfig, A2DModel
 from cdd_cli.models.families import (
     _int,
@@ -27,12 +27,11 @@ from cdd_cli.models.families import (
     mask_in_tokenizer,
     our_name,
     parse_family_config,
-    read_headers,
     refuse_causal,
-    safe_open_checked,
     shape_problems,
     weight_files,
 )
+from cdd_cli.models.safetensors_file import open_safetensors, read_headers
 from tests.family_dirs import llada_name
 
 W = "config.json"  # `where` in the messages
@@ -522,7 +521,7 @@ def test_names_show_three_and_count_the_rest():
 
 
 # ------------------------------------------------------------------------------------------
-# weight_files, safe_open_checked, read_headers
+# weight_files, open_safetensors, read_headers
 
 
 def test_one_file_holds_every_tensor(tmp_path):
@@ -589,7 +588,7 @@ def test_a_file_that_is_not_safetensors_is_one_line(tmp_path):
     assert message.startswith(f"{path}: cannot read safetensors file (") and message.endswith(")")
     problem = message[len(f"{path}: cannot read safetensors file (") : -1]
     assert 0 < len(problem) <= 160 and "  " not in problem
-    assert refusal(safe_open_checked, tmp_path / "none.safetensors").startswith(
+    assert refusal(open_safetensors, tmp_path / "none.safetensors").startswith(
         f"{tmp_path / 'none.safetensors'}: cannot read safetensors file ("
     )
 
@@ -599,8 +598,8 @@ def test_a_long_reading_error_keeps_its_first_160_characters(tmp_path, monkeypat
         assert framework == "pt"
         raise OSError("word  " * 50 + "\nend")
 
-    monkeypatch.setattr(families, "safe_open", fails)
-    message = refusal(safe_open_checked, tmp_path / "x.safetensors")
+    monkeypatch.setattr(safetensors_file, "safe_open", fails)
+    message = refusal(open_safetensors, tmp_path / "x.safetensors")
     assert (
         message
         == f"{tmp_path / 'x.safetensors'}: cannot read safetensors file ({('word ' * 32)[:160]})"
@@ -772,7 +771,7 @@ def test_a_tensor_that_cannot_be_read_is_one_line_naming_it(tmp_path, monkeypatc
     """A read error after the headers were read (a disk error, a file cut meanwhile)."""
     config, _ = parsed("a2d-llama")
     checkpoint(tmp_path, "a2d-llama", config)
-    real = families.safe_open
+    real = safetensors_file.safe_open
     name = "model.layers.0.mlp.up_proj.weight"
 
     class Failing:
@@ -797,7 +796,7 @@ def test_a_tensor_that_cannot_be_read_is_one_line_naming_it(tmp_path, monkeypatc
                 raise OSError("Input/output  error\n" + "x" * 300)
             return self.inner.get_tensor(key)
 
-    monkeypatch.setattr(families, "safe_open", lambda *a, **k: Failing(real(*a, **k)))
+    monkeypatch.setattr(safetensors_file, "safe_open", lambda *a, **k: Failing(real(*a, **k)))
     path = tmp_path / "model.safetensors"
     assert refusal(load_family, tmp_path, config, "a2d-llama") == (
         f"{path}: cannot read {name} ({('Input/output error ' + 'x' * 300)[:160]})"

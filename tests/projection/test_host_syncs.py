@@ -39,9 +39,9 @@ ALLOWED: dict[tuple[str, str], tuple[dict[str, int], str]] = {
     ("diffusion/sampler.py", "Sampler.denoise"): ({"tolist": 1}, SCALAR),
     ("diffusion/processes.py", "MaskedProcess.unmask_probability"): ({"item": 2}, SCALAR),
     ("diffusion/processes.py", "UniformProcess.posterior"): ({"item": 2}, SCALAR),
-    ("constraints/word_layout.py", "WordLayout.plan"): ({"cpu": 1}, LAYOUT),
-    ("constraints/word_layout.py", "WordLayout.role_scores"): ({"cpu": 1}, LAYOUT),
-    ("constraints/word_layout.py", "WordLayout.role_scores.score"): ({"cpu": 1}, LAYOUT),
+    ("constraints/lexical/layout.py", "WordLayout.plan"): ({"cpu": 1}, LAYOUT),
+    ("constraints/lexical/layout.py", "WordLayout.role_scores"): ({"cpu": 1}, LAYOUT),
+    ("constraints/lexical/layout.py", "WordLayout.role_scores.score"): ({"cpu": 1}, LAYOUT),
     ("constraints/pattern_layout.py", "PatternLayout.apply"): ({"cpu": 1, "tolist": 1}, LAYOUT),
     ("constraints/pattern_layout.py", "PatternLayout.edges_from_automaton"): (
         {"tolist": 2},

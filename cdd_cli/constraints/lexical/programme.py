@@ -1,6 +1,6 @@
 """The word layout's dynamic programme: layouts drawn in proportion to their weight.
 
-A layout is drawn with probability proportional to its weight (`word_layout.py` says what
+A layout is drawn with probability proportional to its weight (`layout.py` says what
 the weights are) by exact forward filtering and backward sampling over (position, includes
 placed, grammar state, words so far, sentences stopped so far): `forward` sums the weight of
 every prefix, `finals` adds the end, and `draw` samples one layout backwards from them with
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from cdd_cli.constraints.word_grammar import (
+from cdd_cli.constraints.lexical.grammar import (
     AFTER_END,
     END,
     HIDDEN,
@@ -28,7 +28,7 @@ from cdd_cli.constraints.word_grammar import (
     Grammar,
     State,
 )
-from cdd_cli.constraints.word_rules import word_key
+from cdd_cli.constraints.lexical.rules import word_key
 from cdd_cli.errors import InputError
 from cdd_cli.models.tokenizers import TextTokenizer
 

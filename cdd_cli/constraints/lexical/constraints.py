@@ -1,12 +1,12 @@
-"""Lexical and counting constraints on the continuation: `word_at`, `include`, `exclude`,
-`word_count`, `sentence_count`, `count`.
+"""The lexical and counting constraint types on the continuation: `word_at`, `include`,
+`exclude`, `word_count`, `sentence_count`, `count`; their spec checks and descriptors.
 
-Judges are exact string checks under a spec's word rules (`words: plain`, the default: split
-on whitespace, surrounding punctuation stripped, case-sensitive, DESIGN.md §5; or `words:
-collie`, the COLLIE benchmark's own; both in `constraints/word_rules.py`); each value is 1.0
-when satisfied, 0.0 when not. None of them is differentiable: each says what it needs of the
+Judges are exact string checks (`judges.py`) under a spec's word rules (`rules.py`: `words:
+plain`, the default: split on whitespace, surrounding punctuation stripped, case-sensitive,
+DESIGN.md §5; or `words: collie`, the COLLIE benchmark's own); each value is 1.0 when
+satisfied, 0.0 when not. None of them is differentiable: each says what it needs of the
 continuation (a word at a position, words somewhere, forbidden words, a number of words or
-sentences), and `word_layout.py` turns all of them together into one closed-form projection of
+sentences), and `layout.py` turns all of them together into one closed-form projection of
 the probability tensor, under the same word rules.
 """
 
@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from cdd_cli.constraints import word_rules as lexical
 from cdd_cli.constraints.base import ClosedFormBuilder, ExactConstraint
 from cdd_cli.constraints.descriptor import ConstraintSpec, Descriptor, Key
-from cdd_cli.constraints.word_layout import WordLayout
-from cdd_cli.constraints.word_rules import Judgement, Scheme, split_words, word_key
+from cdd_cli.constraints.lexical import judges
+from cdd_cli.constraints.lexical.judges import Judgement
+from cdd_cli.constraints.lexical.layout import WordLayout
+from cdd_cli.constraints.lexical.rules import Scheme, split_words, word_key
 from cdd_cli.errors import InputError
 from cdd_cli.models.registry import LoadedModel
 
@@ -67,7 +68,7 @@ class WordAt(LexicalConstraint):
     name: str = "word_at"
 
     def check(self, text: str) -> Judgement:
-        return lexical.word_at(text, self.position, self.word, scheme=self.scheme)
+        return judges.word_at(text, self.position, self.word, scheme=self.scheme)
 
     def pinned(self) -> dict[int, str]:
         return {self.position: self.word}
@@ -82,7 +83,7 @@ class Include(LexicalConstraint):
     name: str = "include"
 
     def check(self, text: str) -> Judgement:
-        return lexical.include(text, self.words, scheme=self.scheme)
+        return judges.include(text, self.words, scheme=self.scheme)
 
     def included(self) -> tuple[str, ...]:
         return self.words
@@ -97,7 +98,7 @@ class Exclude(LexicalConstraint):
     name: str = "exclude"
 
     def check(self, text: str) -> Judgement:
-        return lexical.exclude(text, self.words, scheme=self.scheme)
+        return judges.exclude(text, self.words, scheme=self.scheme)
 
     def forbidden(self) -> tuple[str, ...]:
         return self.words
@@ -114,7 +115,7 @@ class WordCount(LexicalConstraint):
     name: str = "word_count"
 
     def check(self, text: str) -> Judgement:
-        return lexical.word_count(text, self.min, self.max, self.equals, scheme=self.scheme)
+        return judges.word_count(text, self.min, self.max, self.equals, scheme=self.scheme)
 
     def bounds(self) -> tuple[int | None, int | None]:
         if self.equals is not None:
@@ -133,12 +134,12 @@ class WordCount(LexicalConstraint):
 class SentenceCount(WordCount):
     """The number of sentences, as the scheme's sentence splitter counts them; the layout
     ends sentences with a lone ., ? or ! after a word that is no abbreviation, before a
-    capitalised word, a line break or the end (`word_layout.Grammar`)."""
+    capitalised word, a line break or the end (`grammar.Grammar`)."""
 
     name: str = "sentence_count"
 
     def check(self, text: str) -> Judgement:
-        return lexical.sentence_count(text, self.min, self.max, self.equals, scheme=self.scheme)
+        return judges.sentence_count(text, self.min, self.max, self.equals, scheme=self.scheme)
 
     def word_bounds(self) -> tuple[int | None, int | None]:
         return None, None
@@ -163,7 +164,7 @@ class Count(LexicalConstraint):
     def with_prompt(self, prompt: str, prompt_length: int) -> Count:
         letter, word = self.letter, self.word
         if letter is None or word is None:
-            parsed = lexical.parse_count_prompt(prompt) if prompt else None
+            parsed = judges.parse_count_prompt(prompt) if prompt else None
             if parsed is None:
                 asked = "there is no prompt"
                 if prompt:
@@ -184,7 +185,7 @@ class Count(LexicalConstraint):
     def check(self, text: str) -> Judgement:
         if self.resolved is None:
             raise InputError("count: letter and word are unknown (no prompt given)")
-        return lexical.count(text, *self.resolved)
+        return judges.count(text, *self.resolved)
 
     def pinned(self) -> dict[int, str]:
         return {1: str(self.answer())}

@@ -1,5 +1,5 @@
 """The word layout's grammar: the roles a continuation's tokens take, and the states that say
-which role may follow which, under a job's word rules (`word_layout.py` draws the layouts).
+which role may follow which, under a job's word rules (`layout.py` draws the layouts).
 
 The roles (the plain word rules'):
 
@@ -49,7 +49,7 @@ from functools import cache, cached_property
 
 import torch
 
-from cdd_cli.constraints.word_rules import ends_no_sentence, split_words, word_key
+from cdd_cli.constraints.lexical.rules import ends_no_sentence, split_words, word_key
 from cdd_cli.models.tokenizers import TextTokenizer
 
 WORD, BARE, PUNCT, OPENER, BREAK, STOP = "word", "bare", "punct", "opener", "break", "stop"

@@ -6,7 +6,7 @@ for all of them together (`constraints.base.closed_forms`) and applies it at eve
 Word positions are only defined once the text is, and a masked diffusion model fixes tokens in
 random order, so word indices cannot be aligned after the fact. Instead every position of the
 continuation gets a *role* that makes tokens and words line up by construction (a word,
-punctuation, a placed word, the end, the hidden positions after it: `word_grammar.py`).
+punctuation, a placed word, the end, the hidden positions after it: `grammar.py`).
 
 A *layout* is a role per position that satisfies every constraint: the word at position k is
 the k-th word-role, `word_count` bounds the number of words before the end, `include` words are
@@ -57,8 +57,8 @@ Every step re-draws the layout conditioned on the tokens already decided, so the
 the model as the text forms; the tokens decided so far fit the previous layout, so some layout
 always exists (roles the model gives probability 0 keep a tiny weight, so it is found).
 
-Under COLLIE's rules, or where sentences are counted, the roles adapt (`word_grammar.Grammar`).
-The dynamic programme that draws the layouts is `word_programme.py`.
+Under COLLIE's rules, or where sentences are counted, the roles adapt (`grammar.Grammar`).
+The dynamic programme that draws the layouts is `programme.py`.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ from functools import partial
 import numpy as np
 import torch
 
-from cdd_cli.constraints.word_grammar import (
+from cdd_cli.constraints.lexical.grammar import (
     AFTER_END,
     END,
     HIDDEN,
@@ -76,8 +76,8 @@ from cdd_cli.constraints.word_grammar import (
     Grammar,
     token_classes,
 )
-from cdd_cli.constraints.word_programme import Counting, LayoutProgramme, Plan
-from cdd_cli.constraints.word_rules import split_words, word_key
+from cdd_cli.constraints.lexical.programme import Counting, LayoutProgramme, Plan
+from cdd_cli.constraints.lexical.rules import split_words, word_key
 from cdd_cli.errors import InputError
 from cdd_cli.models.tokenizers import TextTokenizer
 
