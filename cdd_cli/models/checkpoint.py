@@ -19,7 +19,7 @@ from typing import TypeVar
 import torch
 from safetensors.torch import load_file, save_file
 
-from cdd_cli.errors import InputError, one_line
+from cdd_cli.errors import InputError
 from cdd_cli.models.a2d import A2DConfig, A2DModel, load_base, read_base
 from cdd_cli.models.dit import DiffusionModel, DiTConfig
 from cdd_cli.models.families import (
@@ -324,7 +324,8 @@ def load_adapted(
     try:
         base_config, weights = read_base(base_path)
     except (OSError, ValueError, KeyError) as exc:
-        raise InputError(f"{base_path}: cannot read base weights ({one_line(exc)[:200]})") from None
+        problem = reading_problem(exc)
+        raise InputError(f"{base_path}: cannot read base weights ({problem})") from None
     differ = [k for k in A2D_REQUIRED if getattr(base_config, k) != getattr(config, k)]
     if differ:
         raise InputError(f"{where}: the base {base_path.name} differs in {', '.join(differ)}")
@@ -332,6 +333,6 @@ def load_adapted(
     try:
         load_base(model, weights, keep_adapted=True)
     except ValueError as exc:
-        raise InputError(f"{base_path}: {one_line(exc)[:200]}") from None
+        raise InputError(f"{base_path}: {reading_problem(exc)}") from None
     model.merge_adapters()  # sampling only: 15% faster on a CPU, the same logits to 1e-4
     return model.to(device).eval()

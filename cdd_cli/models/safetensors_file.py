@@ -13,7 +13,7 @@ from pathlib import Path
 
 from safetensors import SafetensorError, safe_open
 
-from cdd_cli.errors import InputError
+from cdd_cli.errors import InputError, one_line
 
 # The dtypes of weights cdd loads, as safetensors names them; an integer or boolean tensor
 # where a weight belongs is a broken or foreign file.
@@ -26,10 +26,9 @@ Header = dict[str, tuple[str, tuple[int, ...]]]
 
 
 def reading_problem(exc: BaseException) -> str:
-    """Why a read failed, for a one-line message: the error's words with whitespace and line
-    breaks collapsed, at most 160 characters (safetensors may quote a long header); the error's
-    type where it says nothing."""
-    return (" ".join(str(exc).split()) or type(exc).__name__)[:160]
+    """Why a read failed, for a one-line message: at most 160 characters (safetensors may
+    quote a long header)."""
+    return one_line(exc)[:160]
 
 
 def open_safetensors(path: Path):

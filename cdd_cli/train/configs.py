@@ -1,6 +1,6 @@
 """The settings of every `cdd train` command, one dataclass per trainer.
 
-`cdd_cli/train_cli.py` turns each into its command's options: every field with a "help" in
+`cdd_cli/cli/train.py` turns each into its command's options: every field with a "help" in
 its metadata becomes `--field-name`, with the field's type and default. Other metadata keys:
 
 - "min": the least value (None, for an optional setting, is always allowed); "why" says why,
