@@ -45,16 +45,16 @@ from cdd_cli.console import (
 )
 from cdd_cli.constraints.structured import entry_patterns
 from cdd_cli.diffusion.processes import SAMPLERS
-from cdd_cli.distributed import Ranks, gather, launch_from_env
 from cdd_cli.errors import InputError, Interrupted, Terminated, handle_signals, one_line
 from cdd_cli.evaluate.report import evaluate
 from cdd_cli.helpstyle import ClickStyleTyper, choice_metavar
 from cdd_cli.models.registry import ASSETS, shipped_models
+from cdd_cli.output.distributed import Ranks, gather, launch_from_env
+from cdd_cli.output.lock import output_lock
+from cdd_cli.output.shards import merge_shards
 from cdd_cli.prompts import PromptInput, check_prompt, read_prompts
-from cdd_cli.records import output_lock
 from cdd_cli.run.runner import Output
 from cdd_cli.settings import DECODINGS, DTYPE_NAMES
-from cdd_cli.shards import merge_shards
 from cdd_cli.spec import Spec, constraint_rows, dump
 from cdd_cli.train_cli import train_app
 from cdd_cli.version import __version__

@@ -28,7 +28,7 @@ from cdd_cli.diffusion.processes import SAMPLERS
 from cdd_cli.errors import InputError
 from cdd_cli.methods import METHODS
 from cdd_cli.models.registry import SHIPPED
-from cdd_cli.records import yaml_values
+from cdd_cli.output.config import yaml_values
 from cdd_cli.settings import (
     DECODINGS,
     DTYPE_NAMES,

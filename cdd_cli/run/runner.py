@@ -22,15 +22,9 @@ from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.errors import InputError
 from cdd_cli.models import registry
 from cdd_cli.models.registry import LoadedModel
+from cdd_cli.output.config import check_resolved_config, earlier_config, holds_records
+from cdd_cli.output.resume import Share, resume_from, written_records
 from cdd_cli.prompts import PromptInput
-from cdd_cli.records import (
-    Share,
-    check_resolved_config,
-    earlier_config,
-    holds_records,
-    resume_from,
-    written_records,
-)
 from cdd_cli.reporting import Display, Reporter, Tally
 from cdd_cli.run.defaults import check_batch_fits, check_blocks, fill_defaults
 from cdd_cli.run.domains import Domain, Shape
@@ -181,6 +175,18 @@ class Output:
     # Another file whose records of this run count as written (torchrun: the file the ranks'
     # parts are gathered into).
     written: str | None = None
+    # How an interrupted run is finished, in the caller's words (the CLI: its command line
+    # with --resume); None: the API's call.
+    resume_hint: str | None = None
+
+    def finish_hint(self) -> str:
+        """What an interrupted run's message tells its user to do to finish it."""
+        if self.resume_hint is not None:
+            return self.resume_hint
+        return (
+            f"the same Generator.write() call with Output({self.path!r}, resume=True) "
+            "(Output: cdd_cli.run.runner)"
+        )
 
 
 def keep_file_defaults(run: Run, output: str) -> None:
@@ -216,6 +222,7 @@ def write(
     )  # fmt: skip
     total = share.count(0, run.n * len(run.prompts))  # this process's records of the run
     records = run.records(display, share)
-    for _ in written_records(resolved, records, output.path, total, display, len(share.ids)):
+    hint = output.finish_hint()
+    for _ in written_records(resolved, records, output.path, total, display, len(share.ids), hint):
         pass
     return EXIT_VIOLATIONS if run.tally and run.tally.violating else EXIT_OK
