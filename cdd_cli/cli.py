@@ -55,7 +55,8 @@ from cdd_cli.output.shards import merge_shards
 from cdd_cli.prompts import PromptInput, check_prompt, read_prompts
 from cdd_cli.run.runner import Output
 from cdd_cli.settings import DECODINGS, DTYPE_NAMES
-from cdd_cli.spec import Spec, constraint_rows, dump
+from cdd_cli.spec.entries import constraint_rows
+from cdd_cli.spec.model import Spec, dump
 from cdd_cli.train_cli import train_app
 from cdd_cli.version import __version__
 

@@ -35,15 +35,10 @@ from cdd_cli.helpstyle import choice_metavar
 from cdd_cli.methods import METHODS
 from cdd_cli.projection import stages
 from cdd_cli.reporting import Display, Pace
-from cdd_cli.spec import (
-    Spec,
-    constraint_from_flags,
-    keys_of,
-    load_spec,
-    overlay,
-    takes_tau,
-    tau_is_optional,
-)
+from cdd_cli.spec.entries import constraint_from_flags, keys_of, takes_tau, tau_is_optional
+from cdd_cli.spec.model import Spec
+from cdd_cli.spec.overlay import overlay
+from cdd_cli.spec.reader import load_spec
 
 if TYPE_CHECKING:
     from cdd_cli.diffusion.sampler import StepInfo

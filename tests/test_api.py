@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 import cdd_cli as cdd
 from cdd_cli.cli import app
-from cdd_cli.spec import Spec
+from cdd_cli.spec.model import Spec
 
 runner = CliRunner()
 

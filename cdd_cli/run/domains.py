@@ -18,7 +18,7 @@ from cdd_cli.models.registry import LoadedModel
 from cdd_cli.models.tokenizers import TextTokenizer
 from cdd_cli.prompts import PromptInput
 from cdd_cli.reporting import Tally
-from cdd_cli.run.generation import Draw, Prompt
+from cdd_cli.run.drawing import Draw, Prompt
 
 DEFAULT_LENGTH = 64  # continuation tokens, where the model's length leaves room
 

@@ -8,7 +8,7 @@ projection) -> records -> JSONL.
 - `Run.records`: the records, each as soon as it is final (a domain object says what differs
   between molecules and text);
 - `write`: those records appended to an output (resume, shards and the resolved configuration
-  in `records.py`), with the closing summary.
+  in `output/`), with the closing summary.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from cdd_cli.prompts import PromptInput
 from cdd_cli.reporting import Display, Reporter, Tally
 from cdd_cli.run.defaults import check_batch_fits, check_blocks, fill_defaults
 from cdd_cli.run.domains import Domain, Shape
-from cdd_cli.run.generation import Generation, Prompt
+from cdd_cli.run.drawing import BatchDrawer, Prompt
 from cdd_cli.run.record import record
-from cdd_cli.spec import Spec, overlay
+from cdd_cli.spec.model import Spec
+from cdd_cli.spec.overlay import overlay
 
 EXIT_OK, EXIT_VIOLATIONS = 0, 3
 
@@ -102,7 +103,7 @@ class Run:
         spec, loaded, constraints = self.spec, self.compiled.loaded, self.constraints
         domain, n = self.compiled.domain, self.n
         reporter = reporter or Reporter()
-        generation = Generation(spec, loaded, constraints, self.length, reporter)
+        drawer = BatchDrawer(spec, loaded, constraints, self.length, reporter)
         share = share or Share()
         for c in constraints:  # novelty: the satisfied texts already written count as seen
             c.remember(share.satisfied)
@@ -116,7 +117,7 @@ class Run:
         for prompt in self.prompts:
             told = [c.with_prompt(prompt.text or "", len(prompt.ids)) for c in constraints]
             first = prompt.index * n  # the prompt's first sample, counted over the run
-            for draw in generation.finished(share.samples(first, n, str(prompt.index)), prompt):
+            for draw in drawer.finished(share.samples(first, n, str(prompt.index)), prompt):
                 row = record(draw, told, spec, loaded, prompt, fields(draw))
                 tally.add(row)
                 written += 1
