@@ -101,7 +101,8 @@ import json, sys, time
 from pathlib import Path
 from cdd_cli.api import Generator
 from cdd_cli.run.runner import plan
-from cdd_cli.spec import Spec, load_spec
+from cdd_cli.spec.model import Spec
+from cdd_cli.spec.reader import load_spec
 
 model, spec_file, batch, length, steps = sys.argv[1:6]
 spec = load_spec(Path(spec_file)) if spec_file != "-" else Spec()

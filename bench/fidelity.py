@@ -45,14 +45,16 @@ import torch
 from rdkit import DataStructs
 from rdkit.Chem import QED, Crippen, Descriptors, rdFingerprintGenerator, rdMolDescriptors
 
+from cdd_cli.constraints.descriptor import ConstraintSpec
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.constraints.sa import rdkit_sa
 from cdd_cli.evaluate.molecules import canonical, parse
 from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.models import registry
 from cdd_cli.run.defaults import fill_defaults
-from cdd_cli.run.generation import Draw, Generation
-from cdd_cli.spec import ConstraintSpec, Spec, check_constraint
+from cdd_cli.run.drawing import BatchDrawer, Draw
+from cdd_cli.spec.entries import check_constraint
+from cdd_cli.spec.model import Spec
 
 # Each setting: its constraints as a spec would give them.
 SETTINGS: dict[str, list[tuple[str, dict]]] = {
@@ -156,7 +158,7 @@ def mean(molecules: list[Molecule], key: str) -> float | None:
 class Arm:
     """One method drawing one setting's samples batch by batch."""
 
-    def __init__(self, generation: Generation):
+    def __init__(self, generation: BatchDrawer):
         self.generation = generation
         self.draws: list[Draw] = []
         self.wall = 0.0
@@ -235,7 +237,7 @@ def main() -> None:
             check_constraint(s)
         return specs
 
-    def generation(method: str, name: str | None, overrides: dict | None = None) -> Generation:
+    def generation(method: str, name: str | None, overrides: dict | None = None) -> BatchDrawer:
         spec = Spec()
         spec.model, spec.method = args.model, method
         spec.constraints = constraint_specs(name) if name else []
@@ -246,7 +248,7 @@ def main() -> None:
             section, field = key.split(".")
             setattr(getattr(spec, section), field, value)
         constraints = build_constraints(spec.constraints, loaded, args.device)
-        return Generation(spec, loaded, constraints)
+        return BatchDrawer(spec, loaded, constraints)
 
     # The pool: unconstrained draws, one seed for every setting.
     started = time.perf_counter()

@@ -74,6 +74,7 @@ from fidelity import ks
 from fluency_table import Judge, locate_judge, pooled_ppl, word_entropy
 
 from cdd_cli.constraints.base import Constraint, DifferentiableConstraint
+from cdd_cli.constraints.descriptor import ConstraintSpec
 from cdd_cli.constraints.lexical import split_words
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.diffusion.processes import MaskedProcess
@@ -81,8 +82,9 @@ from cdd_cli.models import registry
 from cdd_cli.models.registry import LoadedModel
 from cdd_cli.models.tokenizers import TextTokenizer
 from cdd_cli.run.defaults import fill_defaults
-from cdd_cli.run.generation import Draw, Generation, Prompt
-from cdd_cli.spec import ConstraintSpec, Spec, check_constraint
+from cdd_cli.run.drawing import BatchDrawer, Draw, Prompt
+from cdd_cli.spec.entries import check_constraint
+from cdd_cli.spec.model import Spec
 
 SETTINGS: dict[str, list[tuple[str, dict]]] = {
     "toxicity0.5": [("toxicity", {"tau": 0.5})],
@@ -164,7 +166,7 @@ def first_values(constraints: list[Constraint], texts: list[str]) -> list[float 
 class Arm:
     """One method drawing one setting's samples batch by batch."""
 
-    def __init__(self, generation: Generation, prompt: Prompt | None = None):
+    def __init__(self, generation: BatchDrawer, prompt: Prompt | None = None):
         self.generation, self.prompt = generation, prompt
         self.draws: list[Draw] = []
         self.wall = 0.0
@@ -228,7 +230,7 @@ def spellings(word: str, length: int, ids_of: dict[str, int], eos_id: int) -> li
 
 
 def sampler_probabilities(
-    generation: Generation, prompt: Prompt, sequences: list[tuple[int, ...]]
+    generation: BatchDrawer, prompt: Prompt, sequences: list[tuple[int, ...]]
 ) -> list[float]:
     """The probability that the ancestral masked sampler of `generation` writes each of
     `sequences` (continuation ids after `prompt`): a sum over which positions are revealed at
@@ -297,7 +299,7 @@ def frequencies(texts: Sequence[str]) -> dict[str, float]:
 
 
 def structured(
-    args: argparse.Namespace, loaded: LoadedModel, make: Callable[..., Generation]
+    args: argparse.Namespace, loaded: LoadedModel, make: Callable[..., BatchDrawer]
 ) -> list[dict]:
     words = [w for w in args.structured_words.split(",") if w]
     pattern = "(?:" + "|".join(re.escape(w) for w in words) + ")"
@@ -327,7 +329,7 @@ def structured(
         for arm in arms.values():
             arm.run(range(start, min(start + args.batch_size, n)))
 
-    def exact_of(texts: list[str], generation: Generation) -> dict[str, float]:
+    def exact_of(texts: list[str], generation: BatchDrawer) -> dict[str, float]:
         seqs = {t: spellings(t, args.structured_length, ids_of, tokenizer.eos_id) for t in texts}
         flat = [s for t in texts for s in seqs[t]]
         probs = iter(sampler_probabilities(generation, prompt, flat) if flat else ())
@@ -442,7 +444,7 @@ def main() -> None:
         overrides: dict | None = None,
         length: int | None = None,
         seed: int = ARM_SEED,
-    ) -> Generation:
+    ) -> BatchDrawer:
         spec = Spec()
         spec.model, spec.method = args.model, method
         spec.constraints = specs(entries, method)
@@ -453,7 +455,7 @@ def main() -> None:
             section, field = key.split(".")
             setattr(getattr(spec, section), field, value)
         constraints = build_constraints(spec.constraints, loaded, args.device)
-        return Generation(spec, loaded, constraints, length or args.length)
+        return BatchDrawer(spec, loaded, constraints, length or args.length)
 
     rows: list[dict] = []
     if settings:

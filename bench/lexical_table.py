@@ -51,6 +51,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from collie_rules import check, collie_constraints
 
+from cdd_cli.constraints.descriptor import ConstraintSpec
 from cdd_cli.constraints.lexical import SCHEMES
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.evaluate.report import text_report
@@ -58,9 +59,10 @@ from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.evaluate.text import Perplexity, corpus_perplexity
 from cdd_cli.models import registry
 from cdd_cli.run.defaults import fill_defaults
-from cdd_cli.run.generation import Generation, Prompt
+from cdd_cli.run.drawing import BatchDrawer, Prompt
 from cdd_cli.run.record import record
-from cdd_cli.spec import ConstraintSpec, Spec, check_constraint
+from cdd_cli.spec.entries import check_constraint
+from cdd_cli.spec.model import Spec
 
 WORDS_FOR_COUNTING = [
     "strawberry", "whale", "harpooneer", "leviathan", "constitution", "government",
@@ -167,7 +169,7 @@ def run(method, loaded, jobs, n, length, max_attempts, device, words):
         prompt = Prompt(index, prompt_text, torch.tensor(ids, dtype=torch.long))
         told = [c.with_prompt(prompt_text or "", len(ids)) for c in constraints]
         placed = {w for c in told for w in [*c.pinned().values(), *c.included()]}
-        generation = Generation(spec, loaded, constraints, length)
+        generation = BatchDrawer(spec, loaded, constraints, length)
         for draw in generation.run(range(n), prompt):
             records.append(record(draw, told, spec, loaded, prompt))
             seconds.append(draw.seconds)

@@ -26,8 +26,10 @@ from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.models import registry
 from cdd_cli.run.defaults import fill_defaults
-from cdd_cli.run.generation import Draw, Generation
-from cdd_cli.spec import Spec, constraint_from_flags, load_spec
+from cdd_cli.run.drawing import BatchDrawer, Draw
+from cdd_cli.spec.entries import constraint_from_flags
+from cdd_cli.spec.model import Spec
+from cdd_cli.spec.reader import load_spec
 
 
 def filled_search(loaded: registry.LoadedModel) -> dict:
@@ -48,7 +50,7 @@ def run(
     constraints = build_constraints([constraint_from_flags("novelty", None)], loaded, args.device)
     draws: list[Draw] = []
     started = time.perf_counter()
-    generation = Generation(spec, loaded, constraints)
+    generation = BatchDrawer(spec, loaded, constraints)
     for start in range(0, args.samples, args.batch_size):
         draws += generation.run(range(start, min(start + args.batch_size, args.samples)))
     return draws, time.perf_counter() - started

@@ -36,8 +36,8 @@ from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.models import registry
 from cdd_cli.run.defaults import fill_defaults
-from cdd_cli.run.generation import Draw, Generation, judge
-from cdd_cli.spec import load_spec
+from cdd_cli.run.drawing import BatchDrawer, Draw, judge
+from cdd_cli.spec.reader import load_spec
 
 
 class Arm:
@@ -52,7 +52,7 @@ class Arm:
         self.constraints = build_constraints(spec.constraints, loaded, args.device)
         used = [] if method == "unconstrained" else self.constraints
         fill_defaults(spec, loaded)
-        self.generation = Generation(spec, loaded, used)
+        self.generation = BatchDrawer(spec, loaded, used)
         self.draws: list[Draw] = []
         self.wall = 0.0
 

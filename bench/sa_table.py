@@ -36,8 +36,10 @@ from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.models import registry
 from cdd_cli.run.defaults import fill_defaults
-from cdd_cli.run.generation import Draw, Generation
-from cdd_cli.spec import Spec, constraint_from_flags, load_spec
+from cdd_cli.run.drawing import BatchDrawer, Draw
+from cdd_cli.spec.entries import constraint_from_flags
+from cdd_cli.spec.model import Spec
+from cdd_cli.spec.reader import load_spec
 
 
 class Arm:
@@ -55,7 +57,7 @@ class Arm:
         if surrogate:
             constraint.options["surrogate"] = surrogate
         constraints = build_constraints([constraint], loaded, device)
-        self.generation = Generation(spec, loaded, constraints)
+        self.generation = BatchDrawer(spec, loaded, constraints)
         self.draws: list[Draw] = []
         self.wall = 0.0
 

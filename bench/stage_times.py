@@ -26,18 +26,19 @@ from cdd_cli.constraints.sa import rdkit_sa
 from cdd_cli.models import registry
 from cdd_cli.reporting import Reporter
 from cdd_cli.run.defaults import fill_defaults
-from cdd_cli.run.generation import Generation
-from cdd_cli.spec import Spec, constraint_from_flags
+from cdd_cli.run.drawing import BatchDrawer
+from cdd_cli.spec.entries import constraint_from_flags
+from cdd_cli.spec.model import Spec
 
 
-def generation(loaded, method: str, tau: float, batch_size: int, seed: int) -> Generation:
+def generation(loaded, method: str, tau: float, batch_size: int, seed: int) -> BatchDrawer:
     spec = Spec(method=method)
     spec.sampling.batch_size, spec.sampling.seed = batch_size, seed
     specs = [constraint_from_flags("sa", tau)] if method == "cdd" else []
     spec.constraints = specs
     fill_defaults(spec, loaded)
     constraints = build_constraints(specs, loaded, "cpu")
-    return Generation(spec, loaded, constraints)
+    return BatchDrawer(spec, loaded, constraints)
 
 
 class Passes(Reporter):

@@ -51,7 +51,7 @@ import torch
 
 import cdd_cli as cdd
 from cdd_cli.constraints.json_schema import load_schema
-from cdd_cli.spec import Spec
+from cdd_cli.spec.model import Spec
 
 REGEXES = {
     "date": r"[0-9]{4}-[0-9]{2}-[0-9]{2}",

@@ -35,9 +35,10 @@ from cdd_cli.evaluate.report import text_report
 from cdd_cli.evaluate.runtime import overhead
 from cdd_cli.models import registry
 from cdd_cli.run.defaults import fill_defaults
-from cdd_cli.run.generation import Generation, Prompt
+from cdd_cli.run.drawing import BatchDrawer, Prompt
 from cdd_cli.run.record import record
-from cdd_cli.spec import Spec, constraint_from_flags
+from cdd_cli.spec.entries import constraint_from_flags
+from cdd_cli.spec.model import Spec
 from cdd_cli.train.toxicity import read_davidson, split_of
 
 
@@ -59,7 +60,7 @@ class Arm:
 
     def __init__(self, spec: Spec, loaded, tau: float, length: int, device: str):
         constraints = build_constraints([constraint_from_flags("toxicity", tau)], loaded, device)
-        self.generation = Generation(spec, loaded, constraints, length)
+        self.generation = BatchDrawer(spec, loaded, constraints, length)
         self.batch_size = spec.sampling.batch_size
         self.drawn: list = []
         self.wall = 0.0

@@ -40,6 +40,7 @@ from cdd_cli.constraint_values import (  # the API's constraint values
     constraint,
 )
 from cdd_cli.constraints.base import closed_forms
+from cdd_cli.constraints.descriptor import ConstraintSpec
 from cdd_cli.constraints.json_schema import (
     load_schema,
     schema_pattern,
@@ -55,8 +56,10 @@ from cdd_cli.reporting import Display, Reporter
 from cdd_cli.run.defaults import check_blocks
 from cdd_cli.run.domains import DEFAULT_LENGTH, DOMAINS
 from cdd_cli.run.runner import Output, check_length, compile_spec, plan, write
-from cdd_cli.spec import ConstraintSpec, Spec, domain_of, overlay
-from cdd_cli.spec import load_spec as _load_spec
+from cdd_cli.spec.entries import domain_of
+from cdd_cli.spec.model import Spec
+from cdd_cli.spec.overlay import overlay
+from cdd_cli.spec.reader import load_spec as _load_spec
 
 __all__ = [
     "SA", "Count", "Exclude", "Generator", "Include", "InputError", "JsonSchema", "Model",

@@ -7,13 +7,14 @@ that each one's parameters are its type's keys)."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 from cdd_cli.constraints import table
+from cdd_cli.constraints.descriptor import ConstraintSpec
 from cdd_cli.errors import InputError
-from cdd_cli.spec import FLOAT32_MAX, ConstraintSpec, check_constraint
+from cdd_cli.spec.entries import check_constraint
+from cdd_cli.spec.values import check_value
 
 
 def constraint(type: str, **options: Any) -> ConstraintSpec:
@@ -26,24 +27,9 @@ def constraint(type: str, **options: Any) -> ConstraintSpec:
         if key not in keys:
             known = ", ".join(keys) or "none"
             raise InputError(f"{entry.where}: unknown option '{key}' (known: {known})")
-        check_value(entry.where, key, value, keys[key].types)
+        check_value(entry.where, f"option '{key}'", value, keys[key].types)
     check_constraint(entry)
     return entry
-
-
-def check_value(where: str, key: str, value: Any, types: tuple[type, ...]) -> None:
-    """An option's type, as a spec file's key is checked (a bool is no number)."""
-    ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
-    if ok and isinstance(value, float) and not math.isfinite(value):
-        raise InputError(f"{where}: option '{key}' must be a finite number, got {value}")
-    if ok and float in types and isinstance(value, int) and abs(value) > FLOAT32_MAX:
-        # Settings and thresholds become floats (tensors of float32): 10**400 has none.
-        raise InputError(
-            f"{where}: option '{key}': a {value.bit_length()}-bit integer is beyond float32's range"
-        )
-    if not ok:
-        names = "number" if float in types else " or ".join(t.__name__ for t in types)
-        raise InputError(f"{where}: option '{key}': expected {names}, got {value!r}")
 
 
 def words_list(words: list[str] | str, where: str) -> list[str]:

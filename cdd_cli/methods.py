@@ -139,10 +139,12 @@ _PAPER_COMMON: dict[str, Any] = {
     "support": 0,  # the whole vocabulary
     "patience": 1000,  # no early stop before the outer cap
 }
+# By constraint type, in precedence: a spec that serves several takes the first one's.
 PAPER_BY_FAMILY: dict[str, dict[str, Any]] = {
     "toxicity": {**_PAPER_COMMON, "inner_iters": 10, "eta": 0.2, "mu_init": 1.0},
     "sa": {**_PAPER_COMMON, "inner_iters": 100, "eta": 1.0, "mu_init": 1.0},
 }
+PAPER_DEFAULT_FAMILY = "sa"  # the settings a constraint the paper did not run takes
 PAPER_SEARCH: dict[str, Any] = {"project_from": 0.0, "max_nodes": 2000}
 
 
@@ -234,8 +236,9 @@ class Paper(Method):
         return Engine(stages, job.fixed_positions, len(job.generators), job.on_stage)
 
     def projection_defaults(self, kind: str, types: list[str]) -> dict[str, Any]:
-        # The paper's toxicity settings where toxicity is served, else its SA ones.
-        return PAPER_BY_FAMILY["toxicity" if "toxicity" in types else "sa"]
+        # The settings of the first family the paper ran that is served, else its defaults.
+        served = [family for family in PAPER_BY_FAMILY if family in types]
+        return PAPER_BY_FAMILY[served[0] if served else PAPER_DEFAULT_FAMILY]
 
     def search_defaults(self, kind: str) -> dict[str, Any]:
         return PAPER_SEARCH

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cdd_cli.errors import InputError
-from cdd_cli.records import read_jsonl
+from cdd_cli.output.jsonl import read_jsonl
 
 
 @dataclass(frozen=True)

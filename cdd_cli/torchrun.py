@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cdd_cli.distributed import Ranks, gather, launch_from_env
 from cdd_cli.errors import InputError, Interrupted, Terminated
-from cdd_cli.records import output_lock
+from cdd_cli.output.distributed import Ranks, gather, launch_from_env
+from cdd_cli.output.lock import output_lock
 from cdd_cli.run.runner import Output
 
 # One process's share of a run: (the output it writes, its device, whether it speaks for the
@@ -53,7 +53,13 @@ def write_run(
         raise InputError("--shard under torchrun: the ranks are the shards")
     ranks = Ranks(launch, output.path)
     lead = launch.rank == 0
-    part = Output(launch.part(output.path), output.resume, (launch.rank, launch.world), output.path)
+    part = Output(
+        launch.part(output.path),
+        output.resume,
+        (launch.rank, launch.world),
+        output.path,
+        output.resume_hint,
+    )
     ranks.start()
     code = 1  # a defect, unless the run says otherwise
     try:

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 import cdd_cli as cdd
 from cdd_cli.cli.app import app
-from cdd_cli.spec import Spec
+from cdd_cli.spec.model import Spec
 
 runner = CliRunner()
 
@@ -247,3 +247,30 @@ def test_a_run_fills_its_defaults_once(monkeypatch, tmp_path: Path):
                                  "-q", "-o", str(out)])  # fmt: skip
     assert result.exit_code in (0, 3), result.stderr
     assert filled == ["cdd"] and len(out.read_text().splitlines()) == 2
+
+
+def test_an_interrupted_write_says_how_to_finish_in_the_callers_words(tmp_path: Path):
+    """Ctrl-C during `Generator.write` names the API call that finishes the run (not a `cdd`
+    command made of the script's own arguments); a caller that passes its own hint (the CLI:
+    its command line with --resume) has it said instead."""
+    from cdd_cli.errors import Interrupted
+    from cdd_cli.reporting import Display
+    from cdd_cli.run.runner import Output
+
+    class StopAfterOne(Display):
+        def records_done(self, done: int, info: str) -> None:
+            raise KeyboardInterrupt
+
+    generator = cdd.Generator("default-molecules", steps=4, batch_size=2)
+    out = str(tmp_path / "out.jsonl")
+    with pytest.raises(Interrupted) as caught:
+        generator.write(out, n=3, display=StopAfterOne())
+    assert str(caught.value) == (
+        f"interrupted: 1 of 3 records kept in {out}, each a complete line; finish it with: "
+        f"the same Generator.write() call with Output({out!r}, resume=True) (Output: "
+        "cdd_cli.run.runner)"
+    )
+    told = Output(out, resume=True, resume_hint="cdd molecules -n 3 -o out.jsonl --resume")
+    with pytest.raises(Interrupted) as caught:
+        generator.write(told, n=3, display=StopAfterOne())
+    assert str(caught.value).endswith("; finish it with: cdd molecules -n 3 -o out.jsonl --resume")

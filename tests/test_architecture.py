@@ -15,8 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "cdd_cli"
 # constraints' table and the methods' names, so spec sits above both.
 LAYERS = [
     {
-        "errors", "version", "records", "output", "settings", "prompts", "plugins", "shards",
-        "distributed", "suggest",
+        "errors", "version", "output", "settings", "prompts", "plugins", "suggest",
     },
     {"models", "diffusion"},
     {"evaluate"},

@@ -298,7 +298,8 @@ def test_train_adapt_quiet_says_only_its_error(tmp_path: Path):
 def test_records_split_at_newlines_only(tmp_path: Path):
     """U+2028 and U+0085 are line breaks to str.splitlines, not to JSONL: a record whose
     text holds one is one record to resume, merge and eval."""
-    from cdd_cli.records import existing_records, read_jsonl
+    from cdd_cli.output.jsonl import read_jsonl
+    from cdd_cli.output.resume import existing_records
 
     record = {"id": "0-0", "seed": 0, "text": "C\u2028C\u0085C", "valid": True, "satisfied": True}
     path = tmp_path / "out.jsonl"

@@ -1,4 +1,4 @@
-"""torchrun's pieces in-process (cdd_cli/distributed.py): the launch read from the
+"""torchrun's pieces in-process (cdd_cli/output/distributed.py): the launch read from the
 environment, the rank files of a run and their gathering into OUT, and `Ranks` on a real
 one-process gloo group (what torchrun starts, with WORLD_SIZE 1 so no other process is
 needed)."""
@@ -14,9 +14,16 @@ import torch
 import torch.distributed as dist
 import yaml
 
-from cdd_cli import distributed
-from cdd_cli.distributed import BARRIER_TIMEOUT, Launch, Ranks, gather, launch_from_env, parts_of
 from cdd_cli.errors import InputError
+from cdd_cli.output import distributed
+from cdd_cli.output.distributed import (
+    BARRIER_TIMEOUT,
+    Launch,
+    Ranks,
+    gather,
+    launch_from_env,
+    parts_of,
+)
 
 TORCHRUN = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
 

@@ -15,8 +15,9 @@ from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.evaluate.molecules import parse
 from cdd_cli.models import registry
 from cdd_cli.run.defaults import fill_defaults
-from cdd_cli.run.generation import Generation
-from cdd_cli.spec import Spec, constraint_from_flags
+from cdd_cli.run.drawing import BatchDrawer
+from cdd_cli.spec.entries import constraint_from_flags
+from cdd_cli.spec.model import Spec
 
 
 def heavy_atoms(texts: list[str]) -> list[int]:
@@ -30,7 +31,7 @@ def drawn(loaded, method: str, samples: int, surrogates_from: int | None = None)
     spec.repair.surrogates_from = surrogates_from
     fill_defaults(spec, loaded)
     constraints = build_constraints(spec.constraints, loaded, "cpu")
-    return [d.text for d in Generation(spec, loaded, constraints).run(range(samples))]
+    return [d.text for d in BatchDrawer(spec, loaded, constraints).run(range(samples))]
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import cdd_cli.run.generation as generation_module
+import cdd_cli.run.drawing as generation_module
 from cdd_cli.constraints.base import DifferentiableConstraint, ExactConstraint
 from cdd_cli.diffusion.processes import (
     MaskedProcess,
@@ -26,16 +26,16 @@ from cdd_cli.models import registry
 from cdd_cli.models.checkpoint import ModelConfig, save_model
 from cdd_cli.models.dit import DiffusionModel
 from cdd_cli.reporting import Reporter
-from cdd_cli.run.generation import (
+from cdd_cli.run.drawing import (
+    BatchDrawer,
     Draw,
-    Generation,
     Prompt,
     judge,
     no_projection,
     runs,
     surrogate_scores,
 )
-from cdd_cli.spec import Spec
+from cdd_cli.spec.model import Spec
 from tests.conftest import make_tokenizer
 from tests.generation import generation
 
@@ -179,7 +179,7 @@ def test_a_draw_begins_with_no_projection():
 
 
 # ---------------------------------------------------------------------------------------------
-# Generation: how it is built
+# BatchDrawer: how it is built
 
 
 def test_generation_builds_the_sampler_the_spec_says(loaded):
@@ -197,8 +197,8 @@ def test_generation_builds_the_sampler_the_spec_says(loaded):
     assert well_formed.spec.sampling.decode == "well-formed"
     assert well_formed.sampler.syntax is not None
     reporter = Reporter()
-    assert Generation(well_formed.spec, loaded, [], 7, reporter).length == 7
-    assert Generation(well_formed.spec, loaded, [], 7, reporter).reporter is reporter
+    assert BatchDrawer(well_formed.spec, loaded, [], 7, reporter).length == 7
+    assert BatchDrawer(well_formed.spec, loaded, [], 7, reporter).reporter is reporter
 
 
 def test_generation_of_a_masked_model_orders_its_steps_as_the_spec_says(masked):
@@ -220,7 +220,7 @@ def test_generation_of_a_masked_model_orders_its_steps_as_the_spec_says(masked):
 # draw: one pass
 
 
-def expected_texts(drawing: Generation, prompt: Prompt, draws: list[tuple[int, int]], length):
+def expected_texts(drawing: BatchDrawer, prompt: Prompt, draws: list[tuple[int, int]], length):
     generators = [sample_generator(SEED, prompt.index, i, a) for i, a in draws]
     ids = drawing.sampler.sample(generators, length, None, None, prompt.ids)
     keep = len(prompt.ids)
@@ -258,7 +258,7 @@ def test_a_draw_is_that_of_its_sample_alone(loaded):
 def test_a_shorter_continuation_is_drawn_to_its_length(loaded):
     spec = spec_of()
     generation(spec, loaded, [], 3)
-    drawing = Generation(spec, loaded, [], 5)
+    drawing = BatchDrawer(spec, loaded, [], 5)
     draws = [Draw(0), Draw(1)]
     drawing.draw(draws, Prompt())
     assert [d.text for d in draws] == expected_texts(drawing, Prompt(), [(0, 0), (1, 0)], 5)
@@ -551,13 +551,13 @@ def test_redraws_ride_first_in_the_next_pass_up_to_the_cap(loaded, monkeypatch):
 def test_the_pass_orders_draws_by_their_draws_so_far(loaded, monkeypatch):
     monkeypatch.setattr(generation_module, "canonical", lambda text: text)
     order = []
-    real = Generation.draw
+    real = BatchDrawer.draw
 
     def draw(self, draws, prompt):
         order.append([(d.index, d.attempts) for d in draws])
         real(self, draws, prompt)
 
-    monkeypatch.setattr(Generation, "draw", draw)
+    monkeypatch.setattr(BatchDrawer, "draw", draw)
     check = scripted([1, 1, 0], [0, 1, 0])
     spec = spec_of("reject", batch_size=3)
     spec.reject.max_attempts = 5

@@ -22,9 +22,9 @@ from cdd_cli.cli.app import app
 from cdd_cli.cli.progress import RichReporter, clock_text
 from cdd_cli.diffusion.sampler import StepInfo
 from cdd_cli.errors import Interrupted
+from cdd_cli.output.resume import written_records
 from cdd_cli.projection.alm import ALMProgress
 from cdd_cli.projection.engine import StageProgress
-from cdd_cli.records import written_records
 from cdd_cli.reporting import Display, Pace
 from cdd_cli.run.runner import Output
 

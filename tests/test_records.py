@@ -12,16 +12,9 @@ from pathlib import Path
 import pytest
 
 from cdd_cli.errors import InputError
-from cdd_cli.records import (
-    Existing,
-    JsonlWriter,
-    check_output_file,
-    cut_torn_tail,
-    existing_records,
-    output_lock,
-    read_jsonl,
-    resume_from,
-)
+from cdd_cli.output.jsonl import JsonlWriter, check_output_file, read_jsonl
+from cdd_cli.output.lock import output_lock
+from cdd_cli.output.resume import Existing, cut_torn_tail, existing_records, resume_from
 
 
 def lines(path: Path) -> list[dict]:

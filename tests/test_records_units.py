@@ -1,5 +1,5 @@
-"""records.py's promises read in-process, one function at a time: resuming a run's share of an
-output file, the resolved configuration beside it (written, read back, compared), the
+"""The output package's promises read in-process, one function at a time: resuming a run's
+share of an output file, the resolved configuration beside it (written, read back, compared), the
 writing loop's Ctrl-C line, and JSONL reading within its limits. (The CLI tests reach these
 through subprocesses, which run the installed package.)"""
 
@@ -17,28 +17,26 @@ import pytest
 import yaml
 
 from cdd_cli.errors import InputError, Interrupted, Terminated
-from cdd_cli.records import (
+from cdd_cli.output.config import (
     MAX_CONFIG_BYTES,
     MAX_CONFIG_VALUES,
-    MAX_LINE_BYTES,
-    JsonlWriter,
-    Share,
-    check_output_file,
     check_resolved_config,
     earlier_config,
-    existing_records,
     first_difference,
     holds_records,
-    parse_line,
     read_config,
-    read_jsonl,
-    resume_command,
-    resume_from,
     write_resolved_config,
     write_whole_file,
-    written_records,
     yaml_values,
 )
+from cdd_cli.output.jsonl import (
+    MAX_LINE_BYTES,
+    JsonlWriter,
+    check_output_file,
+    parse_line,
+    read_jsonl,
+)
+from cdd_cli.output.resume import Share, existing_records, resume_from, written_records
 
 
 def write_records(path: Path, rows: list[dict], tail: str = "") -> None:
@@ -622,7 +620,8 @@ def test_ctrl_c_says_what_was_kept_and_how_to_finish(tmp_path: Path, monkeypatch
     rows = [{"id": "0-1", "seed": 1}, {"id": "0-2", "seed": 1}]
     display = Display()
     with pytest.raises(Interrupted) as caught:
-        for _ in written_records({}, then(rows, stop), "out.jsonl", 9, display, present=3):
+        hint = "cdd run s.yaml -o out.jsonl --resume"
+        for _ in written_records({}, then(rows, stop), "out.jsonl", 9, display, 3, hint):
             pass
     assert str(caught.value) == (
         f"{how}: 5 of 9 records kept in out.jsonl, each a complete line; finish it with: "
@@ -637,7 +636,8 @@ def test_ctrl_c_before_the_first_record_says_no_file_yet(tmp_path: Path, monkeyp
     monkeypatch.setattr(sys, "argv", ["cdd", "run"])
     out = str(tmp_path / "out.jsonl")
     with pytest.raises(Interrupted) as caught:
-        list(written_records({}, then([], KeyboardInterrupt()), out, 4, Display()))
+        hint = "cdd run --resume"
+        list(written_records({}, then([], KeyboardInterrupt()), out, 4, Display(), 0, hint))
     assert str(caught.value) == (
         f"interrupted: 0 of 4 records written (no {out} yet); finish it with: cdd run --resume"
     )
@@ -649,11 +649,6 @@ def test_ctrl_c_to_stdout_has_nothing_to_finish(monkeypatch, capsys):
         list(written_records({}, then([{"id": "0-0"}], KeyboardInterrupt()), "-", 2, Display()))
     assert str(caught.value) == "interrupted: 1 of 2 records kept to stdout, each a complete line"
     assert capsys.readouterr().out == '{"id": "0-0"}\n'
-
-
-def test_resume_command_adds_resume_once(monkeypatch):
-    monkeypatch.setattr(sys, "argv", ["/bin/cdd", "run", "--resume", "x y", "-o", "a\nb"])
-    assert resume_command() == "cdd run 'x y' -o 'a b' --resume"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 from cdd_cli.cli.app import app
 from cdd_cli.errors import InputError
 from cdd_cli.methods import REPAIR_BY_MODEL
-from cdd_cli.records import JsonlWriter, existing_records
+from cdd_cli.output.jsonl import JsonlWriter
+from cdd_cli.output.resume import existing_records
 from cdd_cli.run.defaults import TEXT_TOP_P
 from tests.limits import HANG_S
 

@@ -1,4 +1,4 @@
-"""`cdd merge` in-process (cdd_cli/shards.py): small shards written here, merged by
+"""`cdd merge` in-process (cdd_cli/output/shards.py): small shards written here, merged by
 `merge_shards`, and each promise of the module's docstring checked on the file it writes or
 the one line it refuses with."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cdd_cli import shards
 from cdd_cli.errors import InputError
-from cdd_cli.shards import merge_shards, shard_config, sort_key, write_config
+from cdd_cli.output import shards
+from cdd_cli.output.shards import merge_shards, shard_config, sort_key, write_config
 
 # Keys in an order sort_keys would change (the merged configuration keeps the shards' order).
 CONFIG = {

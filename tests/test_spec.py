@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from cdd_cli.cli.app import app
 from cdd_cli.errors import InputError
 from cdd_cli.settings import ALMSettings
-from cdd_cli.spec import load_spec
+from cdd_cli.spec.reader import load_spec
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
@@ -245,7 +245,7 @@ def test_resolved_constraints_show_the_options_left_to_their_defaults(tmp_path: 
 
 
 def test_which_constraint_flags_need_a_tau(monkeypatch: pytest.MonkeyPatch):
-    from cdd_cli import spec as spec_module
+    from cdd_cli.spec import entries as spec_module
 
     takes_tau = spec_module.takes_tau
     needs = ["sa", "qed", "toxicity", "max_heavy_atoms"]  # the last a plugin with no default
@@ -262,7 +262,7 @@ def test_which_constraint_flags_need_a_tau(monkeypatch: pytest.MonkeyPatch):
 
 
 def test_constraint_flags_become_the_options_a_spec_would_give():
-    from cdd_cli.spec import constraint_from_flags
+    from cdd_cli.spec.entries import constraint_from_flags
 
     sa = constraint_from_flags("sa", 3.5)
     assert (sa.type, sa.options, sa.where) == ("sa", {"tau": 3.5}, "--constraint sa")
@@ -281,7 +281,7 @@ def test_constraint_flags_become_the_options_a_spec_would_give():
 
 
 def test_a_settings_section_must_be_a_mapping_or_empty(tmp_path: Path):
-    from cdd_cli.spec import load_spec
+    from cdd_cli.spec.reader import load_spec
 
     assert load_spec(write(tmp_path, "projection:\nsearch:\n")).projection == ALMSettings()
     with pytest.raises(InputError, match=r"^.*spec.yaml:1: projection must be a mapping$"):
@@ -295,7 +295,8 @@ def test_a_settings_section_must_be_a_mapping_or_empty(tmp_path: Path):
 
 
 def test_overlay_names_problems_as_keys_or_as_flags():
-    from cdd_cli.spec import Spec, overlay
+    from cdd_cli.spec.model import Spec
+    from cdd_cli.spec.overlay import overlay
 
     with pytest.raises(
         InputError, match=r"^method must be one of cdd, paper, unconstrained, reject, got 'bogus'$"
@@ -310,7 +311,10 @@ def test_overlay_names_problems_as_keys_or_as_flags():
 
 
 def test_overlay_lays_command_line_values_over_a_spec(tmp_path: Path):
-    from cdd_cli.spec import ConstraintSpec, Spec, load_spec, overlay
+    from cdd_cli.constraints.descriptor import ConstraintSpec
+    from cdd_cli.spec.model import Spec
+    from cdd_cli.spec.overlay import overlay
+    from cdd_cli.spec.reader import load_spec
 
     path = write(
         tmp_path,
@@ -360,7 +364,8 @@ def test_overlay_lays_command_line_values_over_a_spec(tmp_path: Path):
 def test_sampling_values_out_of_range_are_named_as_flags_or_keys(
     name: str, value: int, flag: str, message: str
 ):
-    from cdd_cli.spec import Spec, overlay
+    from cdd_cli.spec.model import Spec
+    from cdd_cli.spec.overlay import overlay
 
     with pytest.raises(InputError) as refused:
         overlay(Spec(), [], sampling={name: value}, flags=True)
@@ -375,7 +380,8 @@ def test_sampling_values_out_of_range_are_named_as_flags_or_keys(
 
 
 def test_switching_method_over_a_written_projection_is_refused(tmp_path: Path):
-    from cdd_cli.spec import load_spec, overlay
+    from cdd_cli.spec.overlay import overlay
+    from cdd_cli.spec.reader import load_spec
 
     four = "projection: {eta: 1, mu_max: 10, alpha: 2, patience: 3}\n"
     with pytest.raises(InputError) as refused:
@@ -414,7 +420,8 @@ def test_switching_method_over_a_written_projection_is_refused(tmp_path: Path):
 def test_resolved_paths_are_absolute_and_names_stay_names(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    from cdd_cli.spec import ConstraintSpec, Spec, dump
+    from cdd_cli.constraints.descriptor import ConstraintSpec
+    from cdd_cli.spec.model import Spec, dump
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "surrogate").mkdir()
@@ -444,8 +451,8 @@ def test_resolved_paths_are_absolute_and_names_stay_names(
 
 
 def test_lexical_constraints_that_contradict_each_other_are_refused(tmp_path: Path):
+    from cdd_cli.constraints.descriptor import ConstraintSpec
     from cdd_cli.constraints.lexical import check_lexical_together
-    from cdd_cli.spec import ConstraintSpec
 
     def at(position: int, word: str, where: str) -> ConstraintSpec:
         return ConstraintSpec("word_at", {"position": position, "word": word}, where)
@@ -505,7 +512,7 @@ SETTING_LIMITS = [  # (setting, refused values, accepted edge values, the messag
 def test_each_setting_is_refused_past_its_limit_and_accepted_at_it(
     setting: str, refused: list, accepted: list, message: str
 ):
-    from cdd_cli.spec import Spec, check_settings
+    from cdd_cli.spec.model import Spec, check_settings
 
     def with_value(value: object) -> Spec:
         spec = Spec()
@@ -522,7 +529,8 @@ def test_each_setting_is_refused_past_its_limit_and_accepted_at_it(
 
 
 def test_the_same_constraint_twice_is_refused_naming_both_places():
-    from cdd_cli.spec import ConstraintSpec, Spec, check_settings
+    from cdd_cli.constraints.descriptor import ConstraintSpec
+    from cdd_cli.spec.model import Spec, check_settings
 
     spec = Spec()
     spec.constraints = [
@@ -556,7 +564,8 @@ def test_the_same_constraint_twice_is_refused_naming_both_places():
     ],
 )
 def test_molecule_options_are_checked_against_their_domains(kind: str, options: dict, message: str):
-    from cdd_cli.spec import ConstraintSpec, check_constraint
+    from cdd_cli.constraints.descriptor import ConstraintSpec
+    from cdd_cli.spec.entries import check_constraint
 
     with pytest.raises(InputError) as caught:
         check_constraint(ConstraintSpec(kind, options, "s.yaml:3"))
@@ -564,7 +573,8 @@ def test_molecule_options_are_checked_against_their_domains(kind: str, options: 
 
 
 def test_molecule_options_at_their_edges_are_accepted(tmp_path: Path):
-    from cdd_cli.spec import ConstraintSpec, check_constraint
+    from cdd_cli.constraints.descriptor import ConstraintSpec
+    from cdd_cli.spec.entries import check_constraint
 
     reference = tmp_path / "refs.smi"
     reference.write_text("CCO\n")
@@ -586,7 +596,8 @@ def test_molecule_options_at_their_edges_are_accepted(tmp_path: Path):
 
 
 def test_structured_options_are_checked_where_they_are_given(tmp_path: Path):
-    from cdd_cli.spec import ConstraintSpec, check_constraint
+    from cdd_cli.constraints.descriptor import ConstraintSpec
+    from cdd_cli.spec.entries import check_constraint
 
     def problem(kind: str, options: dict) -> str:
         with pytest.raises(InputError) as caught:
@@ -605,9 +616,10 @@ def test_structured_options_are_checked_where_they_are_given(tmp_path: Path):
 
 def test_a_plugins_own_option_check_speaks_in_one_line(monkeypatch: pytest.MonkeyPatch):
     from cdd_cli import plugins
-    from cdd_cli import spec as spec_module
+    from cdd_cli.constraints.descriptor import ConstraintSpec
     from cdd_cli.plugins import Option
-    from cdd_cli.spec import ConstraintSpec, check_constraint
+    from cdd_cli.spec import entries as spec_module
+    from cdd_cli.spec.entries import check_constraint
 
     seen = []
 
@@ -625,7 +637,8 @@ def test_a_plugins_own_option_check_speaks_in_one_line(monkeypatch: pytest.Monke
     check_constraint(ConstraintSpec("sa", {"tau": 3.0}, "s.yaml:7"))  # no plugin: nothing
     with pytest.raises(InputError) as caught:
         check_constraint(ConstraintSpec("mine", {"size": -1}, "s.yaml:7"))
-    assert str(caught.value) == "s.yaml:7: constraint 'mine': size must be >= 0"
+    # One line: the plugin's line break written as an escape (`errors.one_line`).
+    assert str(caught.value) == "s.yaml:7: constraint 'mine': size must be\\n  >= 0"
     with pytest.raises(plugins.PluginError) as caught:
         check_constraint(ConstraintSpec("mine", {"size": 13}, "s.yaml:7"))
     assert str(caught.value) == (
@@ -651,7 +664,8 @@ def test_a_plugins_own_option_check_speaks_in_one_line(monkeypatch: pytest.Monke
     ],
 )
 def test_lexical_options_that_mean_nothing_are_refused(kind: str, options: dict, message: str):
-    from cdd_cli.spec import ConstraintSpec, check_constraint
+    from cdd_cli.constraints.descriptor import ConstraintSpec
+    from cdd_cli.spec.entries import check_constraint
 
     with pytest.raises(InputError) as caught:
         check_constraint(ConstraintSpec(kind, options, "s.yaml:4"))
@@ -659,7 +673,8 @@ def test_lexical_options_that_mean_nothing_are_refused(kind: str, options: dict,
 
 
 def test_lexical_options_at_their_edges_are_accepted():
-    from cdd_cli.spec import ConstraintSpec, check_constraint
+    from cdd_cli.constraints.descriptor import ConstraintSpec
+    from cdd_cli.spec.entries import check_constraint
 
     for kind, options in [
         ("word_count", {"min": 0}),
@@ -677,8 +692,9 @@ def test_lexical_options_at_their_edges_are_accepted():
 def test_a_constraints_tau_range_and_margin_are_checked_at_their_edges(
     monkeypatch: pytest.MonkeyPatch,
 ):
-    from cdd_cli import spec as spec_module
-    from cdd_cli.spec import ConstraintSpec, check_constraint
+    from cdd_cli.constraints.descriptor import ConstraintSpec
+    from cdd_cli.spec import entries as spec_module
+    from cdd_cli.spec.entries import check_constraint
 
     for tau in (1.0, 10.0):  # SA's whole range, ends included
         check_constraint(ConstraintSpec("sa", {"tau": tau, "margin": 0.0}, "x"))
@@ -715,7 +731,7 @@ def test_an_optional_key_left_empty_is_as_if_not_written(tmp_path: Path):
 
 
 def test_mu_init_may_equal_mu_max_but_not_pass_it():
-    from cdd_cli.spec import Spec, check_settings
+    from cdd_cli.spec.model import Spec, check_settings
 
     spec = Spec()
     spec.projection.mu_init, spec.projection.mu_max = 8.0, 8.0
@@ -890,7 +906,7 @@ def test_a_spec_that_is_a_folder_is_refused(tmp_path: Path):
 def test_a_value_the_yaml_reader_gives_up_on_is_named_by_its_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    from cdd_cli import spec as spec_module
+    from cdd_cli.spec import reader as spec_module
 
     def too_deep(text: str) -> None:
         raise RecursionError("maximum recursion depth exceeded")
@@ -908,7 +924,7 @@ def test_unknown_types_list_the_usable_plugins_beside_the_built_ins(
 ):
     from cdd_cli import plugins
     from cdd_cli.constraints.table import BUILTINS
-    from cdd_cli.spec import constraint_from_flags
+    from cdd_cli.spec.entries import constraint_from_flags
 
     usable = plugins.Installed("mine", "mine 1.0", plugin=object())  # type: ignore[arg-type]
     broken = plugins.Installed("broken", "broken 0.1", plugin=None, problem="does not import")
@@ -923,7 +939,7 @@ def test_unknown_types_list_the_usable_plugins_beside_the_built_ins(
 
 
 def test_what_a_command_line_lays_over_a_spec_is_checked_as_the_spec_is(tmp_path: Path):
-    from cdd_cli.spec import overlay
+    from cdd_cli.spec.overlay import overlay
 
     path = write(tmp_path, "sampling: {n: 2}\n")
     with pytest.raises(InputError) as refused:
@@ -934,11 +950,11 @@ def test_what_a_command_line_lays_over_a_spec_is_checked_as_the_spec_is(tmp_path
 
 
 def test_a_value_of_no_type_a_key_takes_names_them_all():
-    from cdd_cli.spec import _check_type, _Located
+    from cdd_cli.spec.reader import Located, check_type
 
     node = yaml.compose("3.5")
     with pytest.raises(InputError) as refused:
-        _check_type(_Located("p.yaml"), node, "shape", 3.5, (str, list))  # a plugin's option
+        check_type(Located("p.yaml"), node, "shape", 3.5, (str, list))  # a plugin's option
     assert str(refused.value) == "p.yaml:1: key 'shape': expected str or list, got 3.5"
 
 
@@ -990,7 +1006,8 @@ def test_the_apis_typed_constraint_values_take_their_types_keys():
 
 def test_a_json_schema_is_read_and_checked_once_for_a_check_and_a_build(tmp_path: Path):
     from cdd_cli.constraints import json_schema, structured
-    from cdd_cli.spec import ConstraintSpec, check_constraint
+    from cdd_cli.constraints.descriptor import ConstraintSpec
+    from cdd_cli.spec.entries import check_constraint
 
     path = tmp_path / "s.json"
     path.write_text('{"type": "object", "properties": {"n": {"type": "integer"}}}')

@@ -12,8 +12,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from cdd_cli import distributed
 from cdd_cli.errors import InputError
+from cdd_cli.output import distributed
 from cdd_cli.run.runner import Output
 from cdd_cli.torchrun import write_run
 

@@ -26,8 +26,8 @@ from cdd_cli.cli.train import train_app
 from cdd_cli.constraints.structured import entry_patterns
 from cdd_cli.errors import handle_signals, one_line
 from cdd_cli.evaluate.report import evaluate
-from cdd_cli.shards import merge_shards
-from cdd_cli.spec import dump
+from cdd_cli.output.shards import merge_shards
+from cdd_cli.spec.model import dump
 from cdd_cli.version import __version__
 
 app = ClickStyleTyper(

@@ -9,15 +9,10 @@ from pathlib import Path
 from typing import Optional
 
 from cdd_cli.errors import InputError
-from cdd_cli.spec import (
-    Spec,
-    constraint_from_flags,
-    keys_of,
-    load_spec,
-    overlay,
-    takes_tau,
-    tau_is_optional,
-)
+from cdd_cli.spec.entries import constraint_from_flags, keys_of, takes_tau, tau_is_optional
+from cdd_cli.spec.model import Spec
+from cdd_cli.spec.overlay import overlay
+from cdd_cli.spec.reader import load_spec
 
 
 def build_spec(

@@ -15,8 +15,8 @@ import typer
 
 from cdd_cli.cli.flags import parse_shard
 from cdd_cli.cli.terminal import console
-from cdd_cli.distributed import launch_from_env
 from cdd_cli.errors import InputError, Interrupted, Terminated, one_line, raising_signals
+from cdd_cli.output.distributed import launch_from_env
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

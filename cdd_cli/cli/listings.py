@@ -13,7 +13,7 @@ from cdd_cli.cli.options import JsonOpt
 from cdd_cli.constraints.surrogates import SHIPPED_SURROGATES
 from cdd_cli.models.checkpoint import read_config
 from cdd_cli.models.registry import shipped_models
-from cdd_cli.spec import constraint_rows
+from cdd_cli.spec.entries import constraint_rows
 
 
 def constraints_ls(as_json: JsonOpt = False) -> None:

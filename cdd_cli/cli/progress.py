@@ -186,7 +186,7 @@ class RichReporter(Display):
 
     def pass_started(self, samples: int, redraws: int, steps: int) -> None:
         with self.lock:
-            if self.pace is None:  # a Generation driven without a run (tests)
+            if self.pace is None:  # a BatchDrawer driven without a run (tests)
                 return
             self.pace.begin_pass(samples, redraws, steps, self.clock())
             self.news = ProjectionNews()
@@ -209,7 +209,7 @@ class RichReporter(Display):
 
     def step(self, info: StepInfo) -> None:
         with self.lock:
-            if self.pace is None:  # a Generation driven without a run (tests)
+            if self.pace is None:  # a BatchDrawer driven without a run (tests)
                 return
             self.pace.stepped(info.index, info.steps, self.clock())
             text = self.pass_text()
@@ -226,7 +226,7 @@ class RichReporter(Display):
         self.progress.update(self.projection, visible=bool(text), info=text)
 
     def alm(self, p: ALMProgress) -> None:
-        if self.projection is None:  # a Generation driven without a run (tests)
+        if self.projection is None:  # a BatchDrawer driven without a run (tests)
             return
         with self.lock:
             self.news.alm = p

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from cdd_cli.api import Generator
-from cdd_cli.cli.flags import build_spec, parse_shard
+from cdd_cli.cli.flags import build_spec, parse_shard, resume_command
 from cdd_cli.cli.guard import fail, processes_sharing, run_guarded, set_threads
 from cdd_cli.cli.help import choice_metavar
 from cdd_cli.cli.options import (
@@ -36,7 +36,7 @@ from cdd_cli.errors import InputError
 from cdd_cli.prompts import PromptInput, check_prompt, read_prompts
 from cdd_cli.run.runner import Output
 from cdd_cli.settings import DECODINGS, DTYPE_NAMES
-from cdd_cli.spec import Spec
+from cdd_cli.spec.model import Spec
 from cdd_cli.torchrun import write_run
 
 
@@ -117,7 +117,7 @@ def molecules(
         resolved = build_spec(
             spec, model, constraint, tau, method, steps, batch_size, seed, n, novel, decode
         )
-        output_to = Output(output, resume, parse_shard(shard))
+        output_to = Output(output, resume, parse_shard(shard), resume_hint=resume_command())
         raise typer.Exit(sample(resolved, "molecules", output_to, device, quiet, verbose))
 
     run_guarded(body)
@@ -222,7 +222,7 @@ def generate(
             temperature=temperature, top_p=top_p,
         )  # fmt: skip
         resolved.sampling.chat = chat or resolved.sampling.chat
-        output_to = Output(output, resume, parse_shard(shard))
+        output_to = Output(output, resume, parse_shard(shard), resume_hint=resume_command())
         code = sample(resolved, "text", output_to, device, quiet, verbose, prompts=given,
                       length=length)  # fmt: skip
         raise typer.Exit(code)

@@ -80,6 +80,9 @@ class Descriptor:
     needs_tau: bool = False
     # Whether its options are given in a spec file only (no flag can give them).
     spec_only: bool = False
+    # Whether its closed form is a pattern whose paths the look-ahead weighs
+    # (`projection.lookahead`, which serves nothing else).
+    pattern: bool = False
     check: Check | None = None
     check_together: CheckTogether | None = None
     source: str = "built-in"  # or the plugin's "distribution version"

@@ -34,8 +34,8 @@ from cdd_cli.models.gguf import SMOLLM2_FILE
 from cdd_cli.models.registry import ASSETS, SHIPPED
 from cdd_cli.models.surrogate import load_surrogate
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
+from cdd_cli.output.jsonl import read_jsonl
 from cdd_cli.prompts import check_unicode
-from cdd_cli.records import read_jsonl
 
 # Longer than the longest continuation cdd can write (65,536 tokens of GPT-2 text, a few
 # characters each): read before anything tokenizes it.

@@ -9,6 +9,7 @@ import os
 from dataclasses import fields
 from typing import Any
 
+from cdd_cli.constraints import table
 from cdd_cli.diffusion.processes import block_count
 from cdd_cli.errors import InputError
 from cdd_cli.methods import METHODS, REPAIR_BY_MODEL
@@ -16,7 +17,7 @@ from cdd_cli.models.families import FAMILIES
 from cdd_cli.models.registry import LoadedModel
 from cdd_cli.models.tokenizers import SmilesTokenizer
 from cdd_cli.settings import ALMSettings, SearchSettings
-from cdd_cli.spec import Spec
+from cdd_cli.spec.model import Spec
 
 
 def fill(settings: Any, values: dict[str, Any]) -> None:
@@ -45,7 +46,7 @@ def fill_defaults(spec: Spec, loaded: LoadedModel) -> None:
     fill(projection, method.projection_defaults(loaded.kind, [c.type for c in spec.constraints]))
     fill(search, method.search_defaults(loaded.kind))
     fill(spec.repair, REPAIR_BY_MODEL[loaded.kind])
-    patterns = {"regex", "json_schema"} & {c.type for c in spec.constraints}
+    patterns = [c for c in spec.constraints if table.lookup(c.type, c.where).pattern]
     if spec.method == "cdd" and projection.lookahead and not patterns:
         # The look-ahead weighs a pattern's paths; nothing else has them (a word layout's
         # weights are not exposed to it), and a setting that silently does nothing misleads.
@@ -53,7 +54,7 @@ def fill_defaults(spec: Spec, loaded: LoadedModel) -> None:
             f"{spec.source}: projection.lookahead serves a regex or json_schema constraint; "
             "this spec has none (set it to 0)"
         )
-    if spec.method in ("cdd", "paper") and projection.mu_init > projection.mu_max:
+    if method.projects and projection.mu_init > projection.mu_max:
         filled = "mu_init" if "mu_init" not in given else "mu_max"
         raise InputError(
             f"{spec.source}: projection needs 0 < mu_init <= mu_max, got mu_init "

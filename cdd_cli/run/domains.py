@@ -18,7 +18,7 @@ from cdd_cli.models.registry import LoadedModel
 from cdd_cli.models.tokenizers import TextTokenizer
 from cdd_cli.prompts import PromptInput
 from cdd_cli.reporting import Tally
-from cdd_cli.run.generation import Draw, Prompt
+from cdd_cli.run.drawing import Draw, Prompt
 
 DEFAULT_LENGTH = 64  # continuation tokens, where the model's length leaves room
 
@@ -63,14 +63,15 @@ class Domain:
 class MoleculeTally(Tally):
     def __init__(self, constraints: list, method: str):
         super().__init__(constraints, method)
-        self.reports: list[MoleculeReport] = []
+        self.molecules: list[MoleculeReport] = []  # each record's molecule, described
 
     def add(self, row: dict) -> None:
         super().add(row)
-        self.reports.append(MoleculeReport(**{f.name: row[f.name] for f in fields(MoleculeReport)}))
+        described = {f.name: row[f.name] for f in fields(MoleculeReport)}
+        self.molecules.append(MoleculeReport(**described))
 
     def progress(self) -> str:
-        valid = sum(r.valid for r in self.reports)
+        valid = sum(m.valid for m in self.molecules)
         tally = f"valid {valid}/{self.count}"
         return tally + (f", violating {self.violating}" if self.constraints else "")
 
@@ -96,7 +97,7 @@ class Molecules(Domain):
 
     def summary(self, tally: Tally, elapsed: float, shape: Shape) -> str:
         assert isinstance(tally, MoleculeTally)
-        summary = summarise(tally.reports)
+        summary = summarise(tally.molecules)
         novelty = "n/a" if summary.novelty is None else f"{summary.novelty:.1%}"
         unique = f"{summary.uniqueness:.1%}" if summary.valid else "n/a"  # as `cdd eval` says
         return (

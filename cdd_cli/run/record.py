@@ -1,5 +1,5 @@
-"""The record schema: what one sample's JSONL line says (the records layer, `records.py`,
-writes and reads these lines as plain data)."""
+"""The record schema: what one sample's JSONL line says (the output layer, `output/`, writes
+and reads these lines as plain data)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from cdd_cli.constraints.base import Constraint
 from cdd_cli.diffusion.sampler import sample_seed
 from cdd_cli.methods import METHODS
 from cdd_cli.models.registry import LoadedModel
-from cdd_cli.run.generation import Draw, Prompt
-from cdd_cli.spec import Spec
+from cdd_cli.run.drawing import Draw, Prompt
+from cdd_cli.spec.model import Spec
 from cdd_cli.version import __version__
 
 

@@ -8,7 +8,7 @@ projection) -> records -> JSONL.
 - `Run.records`: the records, each as soon as it is final (a domain object says what differs
   between molecules and text);
 - `write`: those records appended to an output (resume, shards and the resolved configuration
-  in `records.py`), with the closing summary.
+  in `output/`), with the closing summary.
 """
 
 from __future__ import annotations
@@ -22,21 +22,16 @@ from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.errors import InputError
 from cdd_cli.models import registry
 from cdd_cli.models.registry import LoadedModel
+from cdd_cli.output.config import check_resolved_config, earlier_config, holds_records
+from cdd_cli.output.resume import Share, resume_from, written_records
 from cdd_cli.prompts import PromptInput
-from cdd_cli.records import (
-    Share,
-    check_resolved_config,
-    earlier_config,
-    holds_records,
-    resume_from,
-    written_records,
-)
 from cdd_cli.reporting import Display, Reporter, Tally
 from cdd_cli.run.defaults import check_batch_fits, check_blocks, fill_defaults
 from cdd_cli.run.domains import Domain, Shape
-from cdd_cli.run.generation import Generation, Prompt
+from cdd_cli.run.drawing import BatchDrawer, Prompt
 from cdd_cli.run.record import record
-from cdd_cli.spec import Spec, overlay
+from cdd_cli.spec.model import Spec
+from cdd_cli.spec.overlay import overlay
 
 EXIT_OK, EXIT_VIOLATIONS = 0, 3
 
@@ -108,7 +103,7 @@ class Run:
         spec, loaded, constraints = self.spec, self.compiled.loaded, self.constraints
         domain, n = self.compiled.domain, self.n
         reporter = reporter or Reporter()
-        generation = Generation(spec, loaded, constraints, self.length, reporter)
+        drawer = BatchDrawer(spec, loaded, constraints, self.length, reporter)
         share = share or Share()
         for c in constraints:  # novelty: the satisfied texts already written count as seen
             c.remember(share.satisfied)
@@ -122,7 +117,7 @@ class Run:
         for prompt in self.prompts:
             told = [c.with_prompt(prompt.text or "", len(prompt.ids)) for c in constraints]
             first = prompt.index * n  # the prompt's first sample, counted over the run
-            for draw in generation.finished(share.samples(first, n, str(prompt.index)), prompt):
+            for draw in drawer.finished(share.samples(first, n, str(prompt.index)), prompt):
                 row = record(draw, told, spec, loaded, prompt, fields(draw))
                 tally.add(row)
                 written += 1
@@ -181,6 +176,18 @@ class Output:
     # Another file whose records of this run count as written (torchrun: the file the ranks'
     # parts are gathered into).
     written: str | None = None
+    # How an interrupted run is finished, in the caller's words (the CLI: its command line
+    # with --resume); None: the API's call.
+    resume_hint: str | None = None
+
+    def finish_hint(self) -> str:
+        """What an interrupted run's message tells its user to do to finish it."""
+        if self.resume_hint is not None:
+            return self.resume_hint
+        return (
+            f"the same Generator.write() call with Output({self.path!r}, resume=True) "
+            "(Output: cdd_cli.run.runner)"
+        )
 
 
 def keep_file_defaults(run: Run, output: str) -> None:
@@ -216,6 +223,7 @@ def write(
     )  # fmt: skip
     total = share.count(0, run.n * len(run.prompts))  # this process's records of the run
     records = run.records(display, share)
-    for _ in written_records(resolved, records, output.path, total, display, len(share.ids)):
+    hint = output.finish_hint()
+    for _ in written_records(resolved, records, output.path, total, display, len(share.ids), hint):
         pass
     return EXIT_VIOLATIONS if run.tally and run.tally.violating else EXIT_OK

@@ -15,10 +15,12 @@ from pathlib import Path
 import torch
 
 from cdd_cli.constraints.registry import build_constraints
+from cdd_cli.constraints.table import plugin_of
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.reference import read_smiles
 from cdd_cli.models import registry
-from cdd_cli.spec import Spec, domain_of, plugin_of
+from cdd_cli.spec.entries import domain_of
+from cdd_cli.spec.model import Spec
 from cdd_cli.train.configs import JudgeSurrogateConfig
 from cdd_cli.train.surrogate import (
     INVALID_SCORE,

@@ -13,7 +13,7 @@ from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.models import registry
 from cdd_cli.projection.search import SearchSettings, best_first
-from cdd_cli.spec import Spec
+from cdd_cli.spec.model import Spec
 from tests.conftest import make_tokenizer
 from tests.generation import generation
 

@@ -23,7 +23,7 @@ from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.models import registry
 from cdd_cli.models.surrogate import SparseTokens
 from cdd_cli.plugins import PluginError, PluginWarning
-from cdd_cli.spec import load_spec
+from cdd_cli.spec.reader import load_spec
 from tests.limits import HANG_S
 
 runner = CliRunner()

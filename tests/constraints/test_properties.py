@@ -16,6 +16,7 @@ from rdkit.Chem import rdMolDescriptors as descriptors
 from typer.testing import CliRunner
 
 from cdd_cli.cli.app import app
+from cdd_cli.constraints.descriptor import ConstraintSpec
 from cdd_cli.constraints.properties import (
     LipinskiConstraint,
     PainsConstraint,
@@ -31,7 +32,7 @@ from cdd_cli.evaluate.properties import QUANTITIES, molecule_property
 from cdd_cli.evaluate.reference import library, novelty_reference, write_smiles
 from cdd_cli.models import registry
 from cdd_cli.models.surrogate import SoftTokenRegressor, SurrogateConfig, load_surrogate
-from cdd_cli.spec import ConstraintSpec, check_constraint, constraint_from_flags
+from cdd_cli.spec.entries import check_constraint, constraint_from_flags
 from cdd_cli.train.properties import TARGETS, train_property_surrogate
 from tests.conftest import QM9_SAMPLE
 
@@ -70,7 +71,7 @@ def test_every_property_is_rdkit_on_the_canonical_molecule():
 def options(kind: str, **given) -> dict:
     spec = ConstraintSpec(kind, given, "test")
     check_constraint(spec)
-    from cdd_cli.spec import option_defaults
+    from cdd_cli.spec.entries import option_defaults
 
     return {**option_defaults(kind), **given}
 

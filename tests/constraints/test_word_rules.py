@@ -35,7 +35,8 @@ from cdd_cli.constraints.lexical.layout import WordLayout
 from cdd_cli.constraints.lexical.rules import split_sentences, split_words, word_key
 from cdd_cli.errors import InputError
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
-from cdd_cli.spec import Spec, load_spec
+from cdd_cli.spec.model import Spec
+from cdd_cli.spec.reader import load_spec
 from tests.constraints.test_lexical_constraints import draw_plans
 from tests.test_text import generate, records
 

@@ -164,7 +164,7 @@ def test_unconstrained_text_is_scored_by_the_constraints_judge_too(tmp_path: Pat
     # report the shipped classifier: eval scores it with that classifier, as the constraint does.
     from cdd_cli.constraints.registry import build_constraints
     from cdd_cli.models import registry
-    from cdd_cli.spec import constraint_from_flags
+    from cdd_cli.spec.entries import constraint_from_flags
 
     texts = [" you are a stupid worthless idiot", " the weather was mild in the valley"]
     path = tmp_path / "r.jsonl"

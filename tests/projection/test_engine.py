@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 import cdd_cli.projection.stages as stages
 from cdd_cli.cli.app import app
 from cdd_cli.constraints.base import DifferentiableConstraint, ExactConstraint
+from cdd_cli.constraints.descriptor import ConstraintSpec
 from cdd_cli.diffusion.processes import UniformProcess, make_process
 from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator
 from cdd_cli.errors import InputError
@@ -24,7 +25,7 @@ from cdd_cli.projection import engine
 from cdd_cli.reporting import Reporter
 from cdd_cli.run.defaults import fill_defaults
 from cdd_cli.settings import SearchSettings
-from cdd_cli.spec import ConstraintSpec, Spec
+from cdd_cli.spec.model import Spec
 from tests.generation import generation
 from tests.projection.test_projection import CARBON, CarbonCount, explicit
 
@@ -282,7 +283,7 @@ class RejectsTheSecondOnce(NoCarbonEver):
 def test_finished_samples_come_out_before_the_batch_redraws_the_rest(
     uniform_model_dir: Path, monkeypatch
 ):
-    import cdd_cli.run.generation as generation_module
+    import cdd_cli.run.drawing as generation_module
 
     monkeypatch.setattr(generation_module, "canonical", lambda text: text)  # the toy model's SMILES
     loaded = registry.load(str(uniform_model_dir), "molecules")
@@ -299,7 +300,7 @@ def test_a_redraw_rides_in_the_next_pass_with_samples_not_yet_begun(
 ):
     """A sample the judges reject is drawn again in the next pass beside fresh samples (not
     in a pass of its own), and its record comes out once final."""
-    import cdd_cli.run.generation as generation_module
+    import cdd_cli.run.drawing as generation_module
 
     monkeypatch.setattr(generation_module, "canonical", lambda text: text)  # the toy model's SMILES
     loaded = registry.load(str(uniform_model_dir), "molecules")

@@ -19,7 +19,8 @@ from cdd_cli.models.surrogate import Tokens, token_mass
 from cdd_cli.projection import engine, stages
 from cdd_cli.projection.alm import project
 from cdd_cli.settings import ALMSettings, SearchSettings
-from cdd_cli.spec import Spec, load_spec
+from cdd_cli.spec.model import Spec
+from cdd_cli.spec.reader import load_spec
 from tests.conftest import make_tokenizer
 from tests.generation import generation
 

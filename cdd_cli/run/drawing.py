@@ -27,7 +27,7 @@ from cdd_cli.models.registry import LoadedModel
 from cdd_cli.models.tokenizers import Continuation, SmilesTokenizer
 from cdd_cli.projection.engine import Job, Parts
 from cdd_cli.reporting import Reporter
-from cdd_cli.spec import Spec
+from cdd_cli.spec.model import Spec
 
 
 @dataclass(frozen=True)
@@ -100,8 +100,9 @@ def runs(items: Sequence[Draw], key: Callable[[Draw], int]) -> list[tuple[int, i
     return list(zip(bounds, [*bounds[1:], len(items)], strict=True))
 
 
-class Generation:
-    """Draws batches of samples with the spec's method and certifies them with the judges.
+class BatchDrawer:
+    """Draws batches (the sampler's passes) of samples with the spec's method and certifies
+    them with the judges, redrawing what they reject while the method allows.
     The spec's settings are already filled in (`run.defaults.fill_defaults`)."""
 
     def __init__(
@@ -185,7 +186,7 @@ class Generation:
             self.stage_seconds[name] = self.stage_seconds.get(name, 0.0) + seconds
         # Each sample pays an equal share of the batch's sampling and its own projection time.
         projecting = list(hook.seconds) if hook else [0.0] * len(draws)
-        reports = hook.reports() if hook else []
+        accounts = hook.reports() if hook else []  # each sample's projection account
         base = (elapsed - sum(projecting)) / len(draws)
         texts = [continuation(row) for row in ids.tolist()]
         values = judge(told, texts)
@@ -199,7 +200,7 @@ class Generation:
                 not (self.molecules and self.constraints) or canonical(texts[i]) is not None
             )
             if hook is not None:
-                for key, value in reports[i].items():
+                for key, value in accounts[i].items():
                     # Costs add up over a sample's draws; who did the work is the last draw's.
                     d.projection[key] = value if key == "settled_by" else d.projection[key] + value
         for c in self.constraints:  # e.g. novelty: later samples must differ from these

@@ -23,8 +23,9 @@ import torch
 import torch.distributed as dist
 
 from cdd_cli.errors import InputError
-from cdd_cli.records import JsonlWriter, cut_torn_tail, existing_records, read_jsonl
-from cdd_cli.shards import record_key, shard_config, write_config
+from cdd_cli.output.jsonl import JsonlWriter, read_jsonl
+from cdd_cli.output.resume import cut_torn_tail, existing_records
+from cdd_cli.output.shards import record_key, shard_config, write_config
 
 # A barrier waits for the slowest rank: a run may take days.
 BARRIER_TIMEOUT = datetime.timedelta(days=30)

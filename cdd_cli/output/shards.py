@@ -16,13 +16,8 @@ from pathlib import Path
 import yaml
 
 from cdd_cli.errors import InputError
-from cdd_cli.records import (
-    JsonlWriter,
-    first_difference,
-    read_config,
-    read_jsonl,
-    write_whole_file,
-)
+from cdd_cli.output.config import first_difference, read_config, write_whole_file
+from cdd_cli.output.jsonl import JsonlWriter, read_jsonl
 
 
 def shard_config(path: Path) -> dict:
