@@ -3,7 +3,7 @@
 The sampler hands every step's prediction x' = p(x_0 | x_t) [B, L, V] to the engine, which
 passes it through its stages in order and hands back what the sampler then draws from
 (the paper's projection: y* = argmin KL(x' || y) subject to argmax(y) satisfying every
-constraint). Each stage (`stages.py`) leaves alone the samples an earlier stage settled at
+constraint). Each stage (`stages/`) leaves alone the samples an earlier stage settled at
 this step, except ClosedForms (every sample, every step) and FlipSearch (which judges every
 sample not idle, or not accepted at the final prediction).
 
@@ -53,10 +53,7 @@ from cdd_cli.constraints.base import (
 from cdd_cli.diffusion.sampler import StepInfo
 from cdd_cli.projection.alm import ALMProgress
 from cdd_cli.projection.search import Reader
-from cdd_cli.projection.stages import (
-    Accounts,
-    Step,
-)
+from cdd_cli.projection.step import Accounts, Step
 
 
 @dataclass

@@ -11,7 +11,6 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-import cdd_cli.projection.stages as stages
 from cdd_cli.cli import app
 from cdd_cli.constraints.base import DifferentiableConstraint, ExactConstraint
 from cdd_cli.diffusion.processes import UniformProcess, make_process
@@ -21,6 +20,9 @@ from cdd_cli.methods import METHODS, PAPER_BY_FAMILY
 from cdd_cli.models import registry
 from cdd_cli.models.surrogate import Tokens, token_mass
 from cdd_cli.projection import engine
+from cdd_cli.projection.stages import alm as alm_stage
+from cdd_cli.projection.stages.alm import ALM
+from cdd_cli.projection.step import Step
 from cdd_cli.reporting import Reporter
 from cdd_cli.run.defaults import fill_defaults
 from cdd_cli.settings import SearchSettings
@@ -32,13 +34,13 @@ from tests.projection.test_projection import CARBON, CarbonCount, explicit
 def count_alm_calls(monkeypatch) -> list[int]:
     """Patches the ALM stage's `project`: the returned list gets each call's batch size."""
     calls: list[int] = []
-    original = stages.project
+    original = alm_stage.project
 
     def spy(probs, *args, **kwargs):
         calls.append(len(probs))
         return original(probs, *args, **kwargs)
 
-    monkeypatch.setattr(stages, "project", spy)
+    monkeypatch.setattr(alm_stage, "project", spy)
     return calls
 
 
@@ -101,18 +103,18 @@ def test_before_surrogates_from_the_final_prediction_is_left_to_the_exact_search
     cdd = METHODS["cdd"].engine(job, explicit(project_from=0.5), search)
     names = [type(s).__name__ for s in cdd.stages]
     assert "LinearisedLadder" not in names and names[-1] == "FlipSearch"
-    alm = next(s for s in cdd.stages if isinstance(s, stages.ALM))
+    alm = next(s for s in cdd.stages if isinstance(s, ALM))
 
-    def step(index: int) -> stages.Step:
+    def step(index: int) -> Step:
         info = StepInfo(index, 10, 0.5, 0.4)
         x = torch.zeros(2, 3, dtype=torch.long)
-        return stages.Step(torch.ones(2, 3, 4), x, info, x == -1, [False] * 2, torch.zeros(2) > 0)
+        return Step(torch.ones(2, 3, 4), x, info, x == -1, [False] * 2, torch.zeros(2) > 0)
 
     assert alm.due(step(6)) and not alm.due(step(10)) and not alm.due(step(2))
     job.final_surrogates = True
     cdd = METHODS["cdd"].engine(job, explicit(project_from=0.5), search)
     assert "LinearisedLadder" in [type(s).__name__ for s in cdd.stages]
-    assert next(s for s in cdd.stages if isinstance(s, stages.ALM)).due(step(10))
+    assert next(s for s in cdd.stages if isinstance(s, ALM)).due(step(10))
 
 
 def test_an_engine_refuses_a_stage_before_what_it_needs():
