@@ -185,9 +185,10 @@ class Parts:
         return [r for _, _, engine in self.parts for r in engine.reports()]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Job:
-    """What the engine is built for: one batch of samples of one prompt."""
+    """What the engine is built for: one batch of samples of one prompt (built by name: most
+    fields are callables, which a position would not tell apart)."""
 
     constraints: Sequence[Constraint]
     closed_forms: list[ClosedFormProjection]

@@ -44,6 +44,18 @@ def count_alm_calls(monkeypatch) -> list[int]:
     return calls
 
 
+def carbon_job(final_surrogates: bool = True) -> engine.Job:
+    """A job of one carbon count, nothing fixed, no samples: enough to build an engine."""
+    return engine.Job(
+        constraints=[CarbonCount(tau=3.0)],
+        closed_forms=[],
+        fixed_positions=lambda x: x == -1,
+        generators=[],
+        decode=lambda ids: "",
+        final_surrogates=final_surrogates,
+    )
+
+
 @pytest.mark.parametrize("preset", ["paper", "cdd"])
 def test_paper_projects_every_step_and_cdd_only_the_last(
     uniform_model_dir: Path, monkeypatch, preset: str
@@ -59,7 +71,13 @@ def test_paper_projects_every_step_and_cdd_only_the_last(
     constraint = CarbonCount(tau=0.0, token=common, symbol=loaded.tokenizer.vocab[common])
     settings = explicit(project_from=0.0 if preset == "paper" else 0.95, max_outer_iters=3)
     gens = [sample_generator(2, 0, i) for i in range(3)]
-    job = engine.Job([constraint], [], process.fixed_positions, gens, loaded.tokenizer.decode)
+    job = engine.Job(
+        constraints=[constraint],
+        closed_forms=[],
+        fixed_positions=process.fixed_positions,
+        generators=gens,
+        decode=loaded.tokenizer.decode,
+    )
     hook = METHODS[preset].engine(job, settings, SearchSettings(project_from=0.9, max_nodes=2000))
     calls = count_alm_calls(monkeypatch)
     sampler.sample(gens, 12, hook)
@@ -71,7 +89,7 @@ def test_paper_projects_every_step_and_cdd_only_the_last(
 
 
 def test_paper_stages_are_the_papers_and_cdd_has_all_eight():
-    job = engine.Job([CarbonCount(tau=3.0)], [], lambda x: x == -1, [], lambda ids: "")
+    job = carbon_job()
     search = SearchSettings(project_from=0.0, max_nodes=2000)
     paper = METHODS["paper"].engine(job, explicit(), search)
     cdd = METHODS["cdd"].engine(job, explicit(), SearchSettings(project_from=0.9, max_nodes=2000))
@@ -96,9 +114,7 @@ def test_before_surrogates_from_the_final_prediction_is_left_to_the_exact_search
     """A draw before `repair.surrogates_from`: no ladder, and the ALM projects the regular
     steps from its `project_from` on but not the final prediction (the flip search repairs it,
     in the model's own probabilities)."""
-    job = engine.Job(
-        [CarbonCount(tau=3.0)], [], lambda x: x == -1, [], lambda ids: "", final_surrogates=False
-    )
+    job = carbon_job(final_surrogates=False)
     search = SearchSettings(project_from=0.9, max_nodes=2000)
     cdd = METHODS["cdd"].engine(job, explicit(project_from=0.5), search)
     names = [type(s).__name__ for s in cdd.stages]
@@ -118,7 +134,7 @@ def test_before_surrogates_from_the_final_prediction_is_left_to_the_exact_search
 
 
 def test_an_engine_refuses_a_stage_before_what_it_needs():
-    job = engine.Job([CarbonCount(tau=3.0)], [], lambda x: x == -1, [], lambda ids: "")
+    job = carbon_job()
     cdd = METHODS["cdd"].engine(job, explicit(), SearchSettings(project_from=0.9, max_nodes=2000))
     ladder, judges = cdd.stages[2], cdd.stages[1]
     with pytest.raises(ValueError, match=r"^LinearisedLadder needs accepted, argmax, which no"):

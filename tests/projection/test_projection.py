@@ -65,13 +65,13 @@ def cdd_engine(
 ) -> engine.Engine:
     """The `cdd` preset's engine for one batch (a `layout`: the closed-form projection)."""
     job = engine.Job(
-        constraints,
-        [layout] if layout else [],
-        fixed_positions,
-        generators,
-        decode,
-        reader,
-        well_formed,
+        constraints=constraints,
+        closed_forms=[layout] if layout else [],
+        fixed_positions=fixed_positions,
+        generators=generators,
+        decode=decode,
+        reader=reader,
+        well_formed=well_formed,
     )
     return METHODS["cdd"].engine(job, settings, SearchSettings(project_from=0.9, max_nodes=2000))
 
