@@ -34,7 +34,7 @@ def sample_categorical(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Ten
     return ids.clamp_(max=probs.shape[-1] - 1)  # a row without mass (or NaN) has no answer
 
 
-class Shape:
+class TemperatureTopP:
     """How a step draws from a distribution: its probabilities to the power 1 / temperature
     (the logits divided by it), cut to the nucleus, the fewest most probable tokens holding
     `top_p` of the mass (Holtzman et al.). Applied where a token is drawn, to the rows being
@@ -84,12 +84,12 @@ class MaskedProcess:
         vocab_size: int,
         mask_id: int,
         schedule: LogLinearSchedule | None = None,
-        shape: Shape | None = None,
+        temperature_top_p: TemperatureTopP | None = None,
     ):
         self.vocab_size = vocab_size
         self.mask_id = mask_id
         self.schedule = schedule or LogLinearSchedule()
-        self.shape = shape or Shape()
+        self.temperature_top_p = temperature_top_p or TemperatureTopP()
 
     def timesteps(self, steps: int) -> torch.Tensor:
         # MDLM stops just short of 0 and then replaces leftover masks by their argmax.
@@ -164,7 +164,7 @@ class MaskedProcess:
         x_s = x_t.clone()
         # Only the positions that unmask are drawn: a V-wide inverse CDF over every position
         # would cost a sixth of a text model's step.
-        x_s[changing] = sample_categorical(self.shape(x0_probs[changing]), u)
+        x_s[changing] = sample_categorical(self.temperature_top_p(x0_probs[changing]), u)
         return x_s
 
     def finish(self, x0_probs: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -217,11 +217,11 @@ class OrderedProcess(MaskedProcess):
         order: str = "confidence",
         block_length: int = 0,
         schedule: LogLinearSchedule | None = None,
-        shape: Shape | None = None,
+        temperature_top_p: TemperatureTopP | None = None,
     ):
         if order not in ORDERS:
             raise ValueError(f"order {order!r} is not one of {', '.join(ORDERS)}")
-        super().__init__(vocab_size, mask_id, schedule, shape)
+        super().__init__(vocab_size, mask_id, schedule, temperature_top_p)
         self.order = order
         self.block_length = block_length
 
@@ -231,7 +231,8 @@ class OrderedProcess(MaskedProcess):
     def scores(self, x0_probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
         """[N] how sure the model is at N positions' distributions [N, V] (higher: surer)."""
         if self.order == "confidence":
-            drawn = sample_categorical(self.shape(x0_probs), uniforms)  # as `step` draws
+            # As `step` draws.
+            drawn = sample_categorical(self.temperature_top_p(x0_probs), uniforms)
             return x0_probs.gather(-1, drawn.unsqueeze(-1)).squeeze(-1)
         if self.order == "margin":
             top = x0_probs.topk(2, dim=-1).values
@@ -290,7 +291,7 @@ class OrderedProcess(MaskedProcess):
             changing = self.changing(x_t, t, s, uniforms, x0_probs)
         x_s = x_t.clone()
         u = uniforms.to(x_t.device)[changing]
-        x_s[changing] = sample_categorical(self.shape(x0_probs[changing]), u)
+        x_s[changing] = sample_categorical(self.temperature_top_p(x0_probs[changing]), u)
         return x_s
 
 
@@ -305,11 +306,11 @@ class UniformProcess:
         self,
         vocab_size: int,
         schedule: LogLinearSchedule | None = None,
-        shape: Shape | None = None,
+        temperature_top_p: TemperatureTopP | None = None,
     ):
         self.vocab_size = vocab_size
         self.schedule = schedule or LogLinearSchedule()
-        self.shape = shape or Shape()
+        self.temperature_top_p = temperature_top_p or TemperatureTopP()
 
     def timesteps(self, steps: int) -> torch.Tensor:
         # The last interval is never drawn: the noise removal reads x at times[-2].
@@ -364,7 +365,7 @@ class UniformProcess:
         uniforms: torch.Tensor,
         changing: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        shaped = self.shape(x0_probs)  # every position draws: the whole prediction
+        shaped = self.temperature_top_p(x0_probs)  # every position draws: the whole prediction
         if shaped is not x0_probs:
             shaped = shaped / shaped.sum(-1, keepdim=True)  # the posterior wants a distribution
         return sample_categorical(self.posterior(shaped, x_t, t, s), uniforms)
@@ -403,13 +404,15 @@ def make_process(
     mask_id: int,
     sampler: str = "ancestral",
     block_length: int = 0,
-    shape: Shape | None = None,
+    temperature_top_p: TemperatureTopP | None = None,
 ) -> MaskedProcess | UniformProcess:
     """The reverse process of a model's noise, with `sampler` (ancestral, or an order of
-    OrderedProcess) choosing which masked positions each step decides, drawing as `shape`
-    says (temperature, top_p)."""
+    OrderedProcess) choosing which masked positions each step decides, drawing with
+    `temperature_top_p`."""
     if noise == "masked":
         if sampler != "ancestral":
-            return OrderedProcess(vocab_size, mask_id, sampler, block_length, shape=shape)
-        return MaskedProcess(vocab_size, mask_id, shape=shape)
-    return UniformProcess(vocab_size, shape=shape)
+            return OrderedProcess(
+                vocab_size, mask_id, sampler, block_length, temperature_top_p=temperature_top_p
+            )
+        return MaskedProcess(vocab_size, mask_id, temperature_top_p=temperature_top_p)
+    return UniformProcess(vocab_size, temperature_top_p=temperature_top_p)

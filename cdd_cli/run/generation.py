@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, closed_forms
-from cdd_cli.diffusion.processes import PromptFixed, Shape, make_process
+from cdd_cli.diffusion.processes import PromptFixed, TemperatureTopP, make_process
 from cdd_cli.diffusion.sampler import Sampler, sample_generator
 from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.methods import METHODS
@@ -122,7 +122,7 @@ class Generation:
             loaded.tokenizer.mask_id,
             sampling.sampler,
             sampling.block_length,
-            Shape(sampling.temperature, sampling.top_p),
+            TemperatureTopP(sampling.temperature, sampling.top_p),
         )
         self.sampler = Sampler(
             loaded.model,
