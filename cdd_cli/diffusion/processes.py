@@ -73,7 +73,10 @@ def make_argmax(probs: torch.Tensor, ids: torch.Tensor | list[int]) -> torch.Ten
 
 
 class MaskedProcess:
-    """Absorbing-state diffusion with the SUBS parameterisation and copy-over."""
+    """Absorbing-state diffusion (MDLM: Sahoo et al. 2024, arXiv 2406.07524) with its SUBS
+    parameterisation (no mass on the mask; decided tokens copied over) and its ancestral step.
+    The formulas are named by what they say, not by equation number (not checked here
+    against the paper's text); DESIGN.md §2 states them."""
 
     name = "masked"
     removal_passes = 1  # the noise removal only fills the masks left
@@ -120,7 +123,8 @@ class MaskedProcess:
         return probs
 
     def unmask_probability(self, t: float, s: float) -> float:
-        """Chance that a masked position takes a token on the step from t to s."""
+        """Chance that a masked position takes a token on the step from t to s:
+        (move_t - move_s) / move_t, the token mass of MDLM's reverse step (`step`)."""
         move_t = self.schedule.move(torch.tensor(t)).item()
         move_s = self.schedule.move(torch.tensor(s)).item()
         return (move_t - move_s) / move_t
@@ -150,8 +154,14 @@ class MaskedProcess:
         uniforms: torch.Tensor,
         changing: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """x_s from x_t. `changing` [B, L], where given, replaces the positions the uniforms
-        would unmask (a hook may reorder which masked positions a step decides)."""
+        """x_s from x_t by MDLM's ancestral step under SUBS: a masked position draws from
+
+            q(x_s | x_t, x_0) = x_0 (move_t - move_s) / move_t   for a token,
+                                move_s / move_t                   for the mask,
+
+        with x_0 the (projected) prediction and move(t) the masking probability; a decided
+        position keeps its token. `changing` [B, L], where given, replaces the positions the
+        uniforms would unmask (a hook may reorder which masked positions a step decides)."""
         # One uniform decides both whether a position unmasks (u < p) and, rescaled to u / p,
         # which token it takes: the same law as one draw over the tokens and the mask. A
         # position unmasked against its uniform (u >= p) draws with (u - p) / (1 - p).
@@ -296,7 +306,10 @@ class OrderedProcess(MaskedProcess):
 
 
 class UniformProcess:
-    """Uniform-noise diffusion (UDLM): every token may change at every step."""
+    """Uniform-noise diffusion (UDLM: Schiff et al. 2025, arXiv 2412.10193): every token may
+    change at every step. Its reverse step is the posterior of the uniform forward process
+    given the prediction (`posterior`), named by what it says, not by equation number (not
+    checked here against the paper's text); DESIGN.md §2 states it."""
 
     name = "uniform"
     keeps_decided = False  # every token may change at every step
@@ -333,7 +346,13 @@ class UniformProcess:
     def posterior(
         self, x0_probs: torch.Tensor, x_t: torch.Tensor, t: float, s: float
     ) -> torch.Tensor:
-        """q(x_s | x_t, x_0) with x_0 replaced by its predicted distribution; rows sum to 1."""
+        """UDLM's reverse step: q(x_s | x_t, x_0) with x_0 replaced by its predicted
+        distribution x, a_t and a_s the signal levels and N the vocabulary size,
+
+            q(x_s | x_t, x) = [a_t N x * e_xt + (a_t / a_s - a_t) e_xt + (a_s - a_t) x
+                               + (1 - a_t / a_s)(1 - a_s) / N] / [a_t N x[x_t] + 1 - a_t]
+
+        (e_xt: the one-hot of x_t); rows sum to 1."""
         a_t = self.schedule.alpha(torch.tensor(t)).item()
         a_s = self.schedule.alpha(torch.tensor(s)).item()
         n = self.vocab_size

@@ -2,10 +2,11 @@
 
 The sampler hands every step's prediction x' = p(x_0 | x_t) [B, L, V] to the engine, which
 passes it through its stages in order and hands back what the sampler then draws from
-(the paper's projection: y* = argmin KL(x' || y) subject to argmax(y) satisfying every
-constraint). Each stage (`stages/`) leaves alone the samples an earlier stage settled at
-this step, except ClosedForms (every sample, every step) and FlipSearch (which judges every
-sample not idle, or not accepted at the final prediction).
+(the paper's KL projection, Cardei et al. 2025, §4: y* = argmin KL(x' || y) subject to
+argmax(y) satisfying every constraint; `alm.py` states its augmented Lagrangian). Each stage
+(`stages/`) leaves alone the samples an earlier stage settled at this step, except
+ClosedForms (every sample, every step) and FlipSearch (which judges every sample not idle,
+or not accepted at the final prediction).
 
 `cdd` (the default method), at a step:
 
