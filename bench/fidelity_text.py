@@ -255,7 +255,7 @@ def sampler_probabilities(
         probs = torch.cat(
             [generation.sampler.predict(x[k : k + 256], 1.0) for k in range(0, len(x), 256)]
         )[:, keep:]
-    shaped = process.shape(probs)
+    shaped = process.temperature_top_p(probs)
     shaped = shaped / shaped.sum(-1, keepdim=True)
     times = process.timesteps(generation.spec.sampling.steps).tolist()
     reveal = [

@@ -82,7 +82,11 @@ def main() -> None:
             support=256,
         )
         job = engine.Job(
-            [toxicity], [], process.fixed_positions, generators, Gpt2Tokenizer().decode
+            constraints=[toxicity],
+            closed_forms=[],
+            fixed_positions=process.fixed_positions,
+            generators=generators,
+            decode=Gpt2Tokenizer().decode,
         )
         hook = METHODS["cdd"].engine(job, settings, SearchSettings(project_from=0.9))
     started = time.perf_counter()

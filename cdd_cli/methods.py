@@ -28,13 +28,13 @@ from typing import Any
 
 from cdd_cli.constraints.base import DifferentiableConstraint, ExactConstraint
 from cdd_cli.projection.engine import Engine, Job
+from cdd_cli.projection.judges import Judges
 from cdd_cli.projection.stages import (
     ALM,
     ClosedFormLookAhead,
     ClosedForms,
     FinalJudges,
     FlipSearch,
-    Judges,
     KeepClosedForms,
     LinearisedLadder,
     LookAhead,

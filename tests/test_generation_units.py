@@ -185,7 +185,8 @@ def test_a_draw_begins_with_no_projection():
 def test_generation_builds_the_sampler_the_spec_says(loaded):
     drawing = generation(spec_of(decode="plain", temperature=0.7, top_p=0.9), loaded, [], 3)
     assert isinstance(drawing.process, UniformProcess)
-    assert (drawing.process.shape.temperature, drawing.process.shape.top_p) == (0.7, 0.9)
+    drawn_with = drawing.process.temperature_top_p
+    assert (drawn_with.temperature, drawn_with.top_p) == (0.7, 0.9)
     assert drawing.sampler.steps == 3 and drawing.sampler.syntax is None
     assert drawing.sampler.process is drawing.process
     assert drawing.length == loaded.config.model_length == 24

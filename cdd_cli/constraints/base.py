@@ -20,7 +20,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 
@@ -49,9 +49,58 @@ class ClosedFormProjection(Protocol):
         """May edit `changing` [B, L] in place: which masked positions this step decides."""
 
 
+@runtime_checkable
+class WeighedClosedForm(ClosedFormProjection, Protocol):
+    """A closed form that can weigh the matches that follow a decision (a pattern's layout):
+    what `projection.lookahead` needs to draw a masked step's decision in proportion to the
+    matches under the model's next prediction. Its continuation is positions
+    `start` .. `start + length`."""
+
+    start: int
+    length: int
+
+    def candidates(
+        self,
+        probs: torch.Tensor,
+        x: torch.Tensor,
+        fixed: torch.Tensor,
+        count: int,
+        generator: torch.Generator,
+    ) -> tuple[list, torch.Tensor]:
+        """`count` plans for one sample (`probs` [L, V]) and the masses they were drawn by."""
+
+    def rows_along(self, probs: torch.Tensor, plans: list, positions: torch.Tensor) -> torch.Tensor:
+        """[K, N, V] one sample's rows at `positions` [N], kept to each of the K plans."""
+
+    def log_weight(self, probs: torch.Tensor, x: torch.Tensor, fixed: torch.Tensor) -> torch.Tensor:
+        """[B] the log mass `probs` [B, L, V] gives the matches that fit the decided tokens."""
+
+    def log_weight_of(
+        self, mass: torch.Tensor, x: torch.Tensor, decided: torch.Tensor
+    ) -> torch.Tensor:
+        """[K] `log_weight` of K sequences `x` [K, L] under the masses of `candidates`."""
+
+
 # Called with the constraints that share it, the tokenizer, the first continuation position and
-# the continuation's length; raises InputError where no output can satisfy them.
+# the continuation's length; raises InputError where no output can satisfy them. A builder may
+# also be a `ServingBuilder` and a `FullLayoutBuilder` (a plugin's builder need be neither).
 ClosedFormBuilder = Callable[[list, Any, int, int], ClosedFormProjection]
+
+
+@runtime_checkable
+class ServingBuilder(Protocol):
+    """A builder whose projection also serves constraints of other families (a pattern's path
+    bans the tokens that spell an excluded word): it takes those it `serves` into its group."""
+
+    def serves(self, constraint: Constraint) -> bool: ...
+
+
+@runtime_checkable
+class FullLayoutBuilder(Protocol):
+    """A builder whose projection gives every position of the continuation a role when
+    `lays_out_every_position` is true: two such projections would undo each other."""
+
+    lays_out_every_position: bool
 
 
 @dataclass(frozen=True)
@@ -146,14 +195,19 @@ def closed_forms(
     # A builder may serve another family's constraints in its own projection (`serves`: a
     # pattern's path bans the tokens that spell an excluded word) and then takes them.
     for builder in list(groups):
-        serves = getattr(builder, "serves", None)
-        for other in [o for o in groups if o is not builder and serves is not None]:
-            groups[builder] += [c for c in groups[other] if serves(c)]
-            groups[other] = [c for c in groups[other] if not serves(c)]
+        if not isinstance(builder, ServingBuilder):
+            continue
+        for other in [o for o in groups if o is not builder]:
+            groups[builder] += [c for c in groups[other] if builder.serves(c)]
+            groups[other] = [c for c in groups[other] if not builder.serves(c)]
             if not groups[other]:
                 del groups[other]
     # Two projections that each give every position its role would undo each other.
-    laying = [g for b, g in groups.items() if getattr(b, "lays_out_every_position", False)]
+    laying = [
+        g
+        for b, g in groups.items()
+        if isinstance(b, FullLayoutBuilder) and b.lays_out_every_position
+    ]
     if len(laying) > 1:
         names = [", ".join(dict.fromkeys(c.name for c in g)) for g in laying]
         raise InputError(

@@ -34,7 +34,7 @@ def sample_categorical(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Ten
     return ids.clamp_(max=probs.shape[-1] - 1)  # a row without mass (or NaN) has no answer
 
 
-class Shape:
+class TemperatureTopP:
     """How a step draws from a distribution: its probabilities to the power 1 / temperature
     (the logits divided by it), cut to the nucleus, the fewest most probable tokens holding
     `top_p` of the mass (Holtzman et al.). Applied where a token is drawn, to the rows being
@@ -73,7 +73,10 @@ def make_argmax(probs: torch.Tensor, ids: torch.Tensor | list[int]) -> torch.Ten
 
 
 class MaskedProcess:
-    """Absorbing-state diffusion with the SUBS parameterisation and copy-over."""
+    """Absorbing-state diffusion (MDLM: Sahoo et al. 2024, arXiv 2406.07524) with its SUBS
+    parameterisation (no mass on the mask; decided tokens copied over) and its ancestral step.
+    The formulas are named by what they say, not by equation number (not checked here
+    against the paper's text); DESIGN.md §2 states them."""
 
     name = "masked"
     removal_passes = 1  # the noise removal only fills the masks left
@@ -84,12 +87,12 @@ class MaskedProcess:
         vocab_size: int,
         mask_id: int,
         schedule: LogLinearSchedule | None = None,
-        shape: Shape | None = None,
+        temperature_top_p: TemperatureTopP | None = None,
     ):
         self.vocab_size = vocab_size
         self.mask_id = mask_id
         self.schedule = schedule or LogLinearSchedule()
-        self.shape = shape or Shape()
+        self.temperature_top_p = temperature_top_p or TemperatureTopP()
 
     def timesteps(self, steps: int) -> torch.Tensor:
         # MDLM stops just short of 0 and then replaces leftover masks by their argmax.
@@ -120,7 +123,8 @@ class MaskedProcess:
         return probs
 
     def unmask_probability(self, t: float, s: float) -> float:
-        """Chance that a masked position takes a token on the step from t to s."""
+        """Chance that a masked position takes a token on the step from t to s:
+        (move_t - move_s) / move_t, the token mass of MDLM's reverse step (`step`)."""
         move_t = self.schedule.move(torch.tensor(t)).item()
         move_s = self.schedule.move(torch.tensor(s)).item()
         return (move_t - move_s) / move_t
@@ -150,8 +154,14 @@ class MaskedProcess:
         uniforms: torch.Tensor,
         changing: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """x_s from x_t. `changing` [B, L], where given, replaces the positions the uniforms
-        would unmask (a hook may reorder which masked positions a step decides)."""
+        """x_s from x_t by MDLM's ancestral step under SUBS: a masked position draws from
+
+            q(x_s | x_t, x_0) = x_0 (move_t - move_s) / move_t   for a token,
+                                move_s / move_t                   for the mask,
+
+        with x_0 the (projected) prediction and move(t) the masking probability; a decided
+        position keeps its token. `changing` [B, L], where given, replaces the positions the
+        uniforms would unmask (a hook may reorder which masked positions a step decides)."""
         # One uniform decides both whether a position unmasks (u < p) and, rescaled to u / p,
         # which token it takes: the same law as one draw over the tokens and the mask. A
         # position unmasked against its uniform (u >= p) draws with (u - p) / (1 - p).
@@ -164,7 +174,7 @@ class MaskedProcess:
         x_s = x_t.clone()
         # Only the positions that unmask are drawn: a V-wide inverse CDF over every position
         # would cost a sixth of a text model's step.
-        x_s[changing] = sample_categorical(self.shape(x0_probs[changing]), u)
+        x_s[changing] = sample_categorical(self.temperature_top_p(x0_probs[changing]), u)
         return x_s
 
     def finish(self, x0_probs: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -217,11 +227,11 @@ class OrderedProcess(MaskedProcess):
         order: str = "confidence",
         block_length: int = 0,
         schedule: LogLinearSchedule | None = None,
-        shape: Shape | None = None,
+        temperature_top_p: TemperatureTopP | None = None,
     ):
         if order not in ORDERS:
             raise ValueError(f"order {order!r} is not one of {', '.join(ORDERS)}")
-        super().__init__(vocab_size, mask_id, schedule, shape)
+        super().__init__(vocab_size, mask_id, schedule, temperature_top_p)
         self.order = order
         self.block_length = block_length
 
@@ -231,7 +241,8 @@ class OrderedProcess(MaskedProcess):
     def scores(self, x0_probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
         """[N] how sure the model is at N positions' distributions [N, V] (higher: surer)."""
         if self.order == "confidence":
-            drawn = sample_categorical(self.shape(x0_probs), uniforms)  # as `step` draws
+            # As `step` draws.
+            drawn = sample_categorical(self.temperature_top_p(x0_probs), uniforms)
             return x0_probs.gather(-1, drawn.unsqueeze(-1)).squeeze(-1)
         if self.order == "margin":
             top = x0_probs.topk(2, dim=-1).values
@@ -290,12 +301,15 @@ class OrderedProcess(MaskedProcess):
             changing = self.changing(x_t, t, s, uniforms, x0_probs)
         x_s = x_t.clone()
         u = uniforms.to(x_t.device)[changing]
-        x_s[changing] = sample_categorical(self.shape(x0_probs[changing]), u)
+        x_s[changing] = sample_categorical(self.temperature_top_p(x0_probs[changing]), u)
         return x_s
 
 
 class UniformProcess:
-    """Uniform-noise diffusion (UDLM): every token may change at every step."""
+    """Uniform-noise diffusion (UDLM: Schiff et al. 2025, arXiv 2412.10193): every token may
+    change at every step. Its reverse step is the posterior of the uniform forward process
+    given the prediction (`posterior`), named by what it says, not by equation number (not
+    checked here against the paper's text); DESIGN.md §2 states it."""
 
     name = "uniform"
     keeps_decided = False  # every token may change at every step
@@ -305,11 +319,11 @@ class UniformProcess:
         self,
         vocab_size: int,
         schedule: LogLinearSchedule | None = None,
-        shape: Shape | None = None,
+        temperature_top_p: TemperatureTopP | None = None,
     ):
         self.vocab_size = vocab_size
         self.schedule = schedule or LogLinearSchedule()
-        self.shape = shape or Shape()
+        self.temperature_top_p = temperature_top_p or TemperatureTopP()
 
     def timesteps(self, steps: int) -> torch.Tensor:
         # The last interval is never drawn: the noise removal reads x at times[-2].
@@ -332,7 +346,13 @@ class UniformProcess:
     def posterior(
         self, x0_probs: torch.Tensor, x_t: torch.Tensor, t: float, s: float
     ) -> torch.Tensor:
-        """q(x_s | x_t, x_0) with x_0 replaced by its predicted distribution; rows sum to 1."""
+        """UDLM's reverse step: q(x_s | x_t, x_0) with x_0 replaced by its predicted
+        distribution x, a_t and a_s the signal levels and N the vocabulary size,
+
+            q(x_s | x_t, x) = [a_t N x * e_xt + (a_t / a_s - a_t) e_xt + (a_s - a_t) x
+                               + (1 - a_t / a_s)(1 - a_s) / N] / [a_t N x[x_t] + 1 - a_t]
+
+        (e_xt: the one-hot of x_t); rows sum to 1."""
         a_t = self.schedule.alpha(torch.tensor(t)).item()
         a_s = self.schedule.alpha(torch.tensor(s)).item()
         n = self.vocab_size
@@ -364,7 +384,7 @@ class UniformProcess:
         uniforms: torch.Tensor,
         changing: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        shaped = self.shape(x0_probs)  # every position draws: the whole prediction
+        shaped = self.temperature_top_p(x0_probs)  # every position draws: the whole prediction
         if shaped is not x0_probs:
             shaped = shaped / shaped.sum(-1, keepdim=True)  # the posterior wants a distribution
         return sample_categorical(self.posterior(shaped, x_t, t, s), uniforms)
@@ -403,13 +423,15 @@ def make_process(
     mask_id: int,
     sampler: str = "ancestral",
     block_length: int = 0,
-    shape: Shape | None = None,
+    temperature_top_p: TemperatureTopP | None = None,
 ) -> MaskedProcess | UniformProcess:
     """The reverse process of a model's noise, with `sampler` (ancestral, or an order of
-    OrderedProcess) choosing which masked positions each step decides, drawing as `shape`
-    says (temperature, top_p)."""
+    OrderedProcess) choosing which masked positions each step decides, drawing with
+    `temperature_top_p`."""
     if noise == "masked":
         if sampler != "ancestral":
-            return OrderedProcess(vocab_size, mask_id, sampler, block_length, shape=shape)
-        return MaskedProcess(vocab_size, mask_id, shape=shape)
-    return UniformProcess(vocab_size, shape=shape)
+            return OrderedProcess(
+                vocab_size, mask_id, sampler, block_length, temperature_top_p=temperature_top_p
+            )
+        return MaskedProcess(vocab_size, mask_id, temperature_top_p=temperature_top_p)
+    return UniformProcess(vocab_size, temperature_top_p=temperature_top_p)

@@ -15,6 +15,7 @@ probable sequence the syntax accepts instead of the position-by-position argmax.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -108,6 +109,64 @@ class Remembered:
         return x_s.clone()
 
 
+@dataclass
+class ReverseStep:
+    """One regular step of a batch from time t to s, everything its draw reads fixed before
+    the hook sees the prediction: the hook can look at the step's draw (`StepInfo.decide`),
+    and the sampler then draws the same x_s from what the hook hands back. Rows a:b of the
+    batch can be drawn and described apart (`StepInfo.rows`)."""
+
+    process: MaskedProcess | UniformProcess
+    predict: Callable[[torch.Tensor, float], torch.Tensor]  # p(x_0 | x) at a time, [N, L, V]
+    index: int
+    steps: int
+    t: float
+    s: float
+    x: torch.Tensor  # [B, L] x_t
+    uniforms: torch.Tensor  # [B, L] the step's uniforms, one per position
+    changing: torch.Tensor  # [B, L] positions the draw changes; a hook may edit it in place
+    prefix: torch.Tensor | None  # [B, P] the prompt's tokens, restored after the draw
+
+    def draw(self, probs: torch.Tensor, a: int = 0, b: int | None = None) -> torch.Tensor:
+        """x_s [b - a, L] of rows a:b (all rows by default) from their `probs`."""
+        rows = slice(a, b)
+        x_s = self.process.step(
+            probs, self.x[rows], self.t, self.s, self.uniforms[rows], self.changing[rows]
+        )
+        if self.prefix is not None:  # prompt tokens never change (uniform noise would)
+            x_s[:, : self.prefix.shape[1]] = self.prefix[rows]
+        return x_s
+
+    def predict_at_s(self, x_s: torch.Tensor) -> torch.Tensor:
+        """The model's next prediction p(x_0 | x_s) for any tokens x_s [N, L]."""
+        return self.predict(x_s, self.s)
+
+    def info(self) -> StepInfo:
+        """The step as the hook sees it."""
+        return self.described(self.changing, self.draw)
+
+    def rows(self, a: int, b: int) -> StepInfo:
+        """The step as rows a:b of the batch see it (`StepInfo.rows`)."""
+        return self.described(self.changing[a:b], functools.partial(self.draw, a=a, b=b))
+
+    def described(
+        self, changing: torch.Tensor, draw: Callable[[torch.Tensor], torch.Tensor]
+    ) -> StepInfo:
+        # A masked step remembers its draw (`Remembered`): a hook that looks at it and hands
+        # the prediction back unchanged does not pay for it twice.
+        decide = Remembered(draw) if self.process.keeps_decided else None
+        return StepInfo(
+            index=self.index,
+            steps=self.steps,
+            t=self.t,
+            s=self.s,
+            changing=changing,
+            decide=decide,
+            cut=self.rows,
+            predict=self.predict_at_s,
+        )
+
+
 class Sampler:
     def __init__(
         self,
@@ -180,6 +239,11 @@ class Sampler:
         last = self.steps - 1
         for i in range(last):
             t, s = times[i], times[i + 1]
+            # The step, in order: the model's prediction p(x_0 | x_t); the positions the
+            # step's uniforms unmask; the hook's projection of the prediction (CDD's engine,
+            # `projection/engine.py`); the draw of x_s from what the hook hands back
+            # (`ReverseStep` fixes the uniforms before the hook sees them, so the draw it can
+            # look ahead at is the draw the sampler makes).
             uniforms = torch.stack([torch.rand(length, generator=g) for g in generators])
             uniforms = uniforms.to(device)
             # Each prediction overwrites the one before (a hook must copy what it keeps): a
@@ -189,36 +253,21 @@ class Sampler:
             changing = self.process.changing(x, t, s, uniforms, probs, keep)
             if keep:
                 changing[:, :keep] = False
-
-            def draw(
-                probs: torch.Tensor,
-                a: int = 0,
-                b: int = len(generators),
-                x=x,
+            step = ReverseStep(
+                process=self.process,
+                predict=self.predict,
+                index=i,
+                steps=self.steps,
                 t=t,
                 s=s,
+                x=x,
                 uniforms=uniforms,
                 changing=changing,
-            ) -> torch.Tensor:
-                """The step's draw of rows a:b from their `probs` (each row its own)."""
-                x_s = self.process.step(probs, x[a:b], t, s, uniforms[a:b], changing[a:b])
-                if keep:  # prompt tokens never change (uniform noise would resample them)
-                    x_s[:, :keep] = prefix[a:b]
-                return x_s
-
-            def ahead(x_s: torch.Tensor, s=s) -> torch.Tensor:
-                return self.predict(x_s, s)
-
-            def cut(
-                a: int, b: int, i=i, t=t, s=s, changing=changing, draw=draw, ahead=ahead
-            ) -> StepInfo:
-                part = Remembered(lambda p: draw(p, a, b)) if self.process.keeps_decided else None
-                return StepInfo(i, self.steps, t, s, changing[a:b], part, cut, ahead)
-
-            decide = Remembered(draw) if self.process.keeps_decided else None
-            info = StepInfo(i, self.steps, t, s, changing, decide, cut, ahead)
+                prefix=prefix if keep else None,
+            )
+            info = step.info()
             projected = hook(probs, x, info) if hook is not None else probs
-            x_next = (decide or draw)(projected)
+            x_next = (info.decide or step.draw)(projected)
             cached = probs if self.cacheable and torch.equal(x_next, x) else None
             x = x_next
             if on_step is not None:

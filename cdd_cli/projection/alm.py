@@ -1,14 +1,27 @@
 """The CDD projection, solved with an augmented Lagrangian (the paper's method).
 
+The paper: Cardei, Christopher, Hartvigsen, Kailkhura, Fioretto, "Constrained Discrete
+Diffusion", NeurIPS 2025 (arXiv 2503.09790), §4. The formulas below are its, named by what
+they say rather than by an equation number (which could not be checked here against the
+paper's text); DESIGN.md §1 states the same.
+
+The KL projection of the model's prediction x' subject to the constraints:
+
     y* = argmin_y KL(x' || y)  subject to  argmax(y) in C
 
 For every sample whose argmax already violates some constraint (judged by the surrogates on
-the one-hot argmax), the logits of y start at log x' and take `inner_iters` gradient steps on
+the one-hot argmax), the logits of y start at log x' and take `inner_iters` gradient steps
+y <- y - eta grad_y L on the augmented Lagrangian
 
-    L(y) = KL(x' || softmax y) + sum_i lam_i dg_i(phi(y)) + mu_i / 2 dg_i(phi(y))^2
+    L(y; lam, mu) = KL(x' || softmax y) + sum_i lam_i dg_i(phi(y)) + mu_i / 2 dg_i(phi(y))^2
 
-where phi is a Gumbel-softmax relaxation of y; then lam_i += mu_i dg_i(argmax y) and
-mu_i = min(alpha mu_i, mu_max). lam and mu are per sample and per constraint. A sample whose
+where dg_i = max(0, g_i - tau_i) is constraint i's violation and phi the Gumbel-softmax
+relaxation of y (`gumbel_noise`): phi(y) = softmax((y + G) / T_sample), G ~ Gumbel(0, 1).
+Each outer iteration then updates the multipliers on the argmax,
+
+    lam_i <- lam_i + mu_i dg_i(argmax y),    mu_i <- min(alpha mu_i, mu_max).
+
+lam and mu are per sample and per constraint. A sample whose
 argmax becomes feasible is frozen (its y is no longer touched) while the rest keep iterating;
 a sample that is feasible from the start costs one surrogate call and is returned unchanged,
 and so is one with no movable position (every token already decided by a masked model).
@@ -111,6 +124,8 @@ def restricted(
 def gumbel_noise(
     shape: tuple[int, ...], generators: Sequence[torch.Generator] | None, device: torch.device
 ) -> torch.Tensor:
+    """Gumbel(0, 1) noise G of `shape`, for the relaxation phi(y) = softmax((y + G) / T_sample)
+    (the paper's Gumbel-softmax relaxation of the argmax, §4)."""
     # One generator per row keeps each sample's result independent of the batch around it.
     if generators is None:
         u = torch.rand(shape, device=device)
@@ -129,9 +144,10 @@ def project(
     multipliers: Multipliers | None = None,
     tokens: torch.Tensor | None = None,
 ) -> ProjectionResult:
-    """Project x' = `probs` [B, L, V] onto the constraints; `fixed` [B, L] marks positions the
-    sampler will not change (they keep their distribution), and `tokens` [B, L], where given,
-    what those positions hold (the sampler's x_t; else their argmax, read V wide)."""
+    """The KL projection of x' = `probs` [B, L, V] onto the constraints, solved with the
+    augmented Lagrangian (module docstring). `fixed` [B, L] marks positions the sampler will
+    not change (they keep their distribution), and `tokens` [B, L], where given, what those
+    positions hold (the sampler's x_t; else their argmax, read V wide)."""
     if any(getattr(settings, f.name) is None for f in fields(settings)):
         raise ValueError("ALMSettings left to the model: see run.defaults.fill_defaults")
     started = time.perf_counter()
@@ -207,11 +223,13 @@ def project(
         for _ in range(settings.inner_iters):
             y = y.detach().requires_grad_(True)
             noise = gumbel_noise(tuple(y.shape), gens, device)
+            # phi(y): the Gumbel-softmax relaxation the surrogates read.
             soft: Tokens = ((y + noise) / settings.temperature).softmax(-1)
             if support is not None:  # read over the support, never V wide
                 soft = SparseTokens(soft, support_live)
             dg = surrogate_violations(constraints, soft)
             kl = (x * (log_x - y.log_softmax(-1))).sum((-1, -2))
+            # The augmented Lagrangian L(y; lam, mu) of the module docstring.
             loss = kl + (lam_live * dg).sum(-1) + (mu_live / 2 * dg.square()).sum(-1)
             (grad,) = torch.autograd.grad(loss.sum(), y)
             y = y.detach() - settings.eta * grad * move
@@ -221,6 +239,7 @@ def project(
             if support is not None:
                 top = support_live.gather(-1, top[..., None]).squeeze(-1)
             dg_hard = surrogate_violations(constraints, top)
+            # The multiplier updates, on the argmax's violations.
             lam[live] = lam_live + mu_live * dg_hard
             mu[live] = (mu_live * settings.alpha).clamp(max=settings.mu_max)
             outer_iters[live] += 1

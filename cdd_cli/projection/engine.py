@@ -2,10 +2,11 @@
 
 The sampler hands every step's prediction x' = p(x_0 | x_t) [B, L, V] to the engine, which
 passes it through its stages in order and hands back what the sampler then draws from
-(the paper's projection: y* = argmin KL(x' || y) subject to argmax(y) satisfying every
-constraint). Each stage (`stages.py`) leaves alone the samples an earlier stage settled at
-this step, except ClosedForms (every sample, every step) and FlipSearch (which judges every
-sample not idle, or not accepted at the final prediction).
+(the paper's KL projection, Cardei et al. 2025, §4: y* = argmin KL(x' || y) subject to
+argmax(y) satisfying every constraint; `alm.py` states its augmented Lagrangian). Each stage
+(`stages/`) leaves alone the samples an earlier stage settled at this step, except
+ClosedForms (every sample, every step) and FlipSearch (which judges every sample not idle,
+or not accepted at the final prediction).
 
 `cdd` (the default method), at a step:
 
@@ -53,10 +54,7 @@ from cdd_cli.constraints.base import (
 from cdd_cli.diffusion.sampler import StepInfo
 from cdd_cli.projection.alm import ALMProgress
 from cdd_cli.projection.search import Reader
-from cdd_cli.projection.stages import (
-    Accounts,
-    Step,
-)
+from cdd_cli.projection.step import Accounts, Step
 
 
 @dataclass
@@ -188,9 +186,10 @@ class Parts:
         return [r for _, _, engine in self.parts for r in engine.reports()]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Job:
-    """What the engine is built for: one batch of samples of one prompt."""
+    """What the engine is built for: one batch of samples of one prompt (built by name: most
+    fields are callables, which a position would not tell apart)."""
 
     constraints: Sequence[Constraint]
     closed_forms: list[ClosedFormProjection]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, closed_forms
-from cdd_cli.diffusion.processes import PromptFixed, Shape, make_process
+from cdd_cli.diffusion.processes import PromptFixed, TemperatureTopP, make_process
 from cdd_cli.diffusion.sampler import Sampler, sample_generator
 from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.methods import METHODS
@@ -123,7 +123,7 @@ class BatchDrawer:
             loaded.tokenizer.mask_id,
             sampling.sampler,
             sampling.block_length,
-            Shape(sampling.temperature, sampling.top_p),
+            TemperatureTopP(sampling.temperature, sampling.top_p),
         )
         self.sampler = Sampler(
             loaded.model,
@@ -162,19 +162,21 @@ class BatchDrawer:
                 margin = self.method.margin(spec.repair, attempts)
                 constraints = [c.tightened(margin * c.repair_unit) for c in told]
                 job = Job(
-                    constraints,
-                    closed_forms(constraints, tokenizer, keep, self.length),
-                    fixed_positions,
-                    generators[a:b],
-                    continuation,
-                    tokenizer if isinstance(tokenizer, SmilesTokenizer) else None,
+                    constraints=constraints,
+                    closed_forms=closed_forms(constraints, tokenizer, keep, self.length),
+                    fixed_positions=fixed_positions,
+                    generators=generators[a:b],
+                    decode=continuation,
+                    reader=tokenizer if isinstance(tokenizer, SmilesTokenizer) else None,
                     # Without a syntax there is nothing to decode (and a text model's V-wide
                     # copy of the prediction would cost more than the projection).
-                    self.sampler.well_formed if self.sampler.syntax is not None else None,
-                    self.reporter.alm,
-                    self.reporter.stage,
-                    attempts + 1 >= (spec.repair.surrogates_from or 1),
-                    continuation.readable if continuation.check is not None else None,
+                    well_formed=(
+                        self.sampler.well_formed if self.sampler.syntax is not None else None
+                    ),
+                    on_progress=self.reporter.alm,
+                    on_stage=self.reporter.stage,
+                    final_surrogates=attempts + 1 >= (spec.repair.surrogates_from or 1),
+                    readable=continuation.readable if continuation.check is not None else None,
                 )
                 parts.append((a, b, self.method.engine(job, spec.projection, spec.search)))
             hook = Parts(parts) if parts[0][2] is not None else None

@@ -13,6 +13,7 @@ from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.models import registry
 from cdd_cli.projection.search import SearchSettings, best_first
+from cdd_cli.projection.stages import flip_search as flip_search_stage
 from cdd_cli.spec.model import Spec
 from tests.conftest import make_tokenizer
 from tests.generation import generation
@@ -268,15 +269,13 @@ def test_each_reading_is_judged_once():
 def test_novel_generation_never_returns_a_known_molecule(
     shipped_vocab_model_dir: Path, monkeypatch
 ):
-    import cdd_cli.projection.stages as hook_module
-
     readings = []
 
     def spy(*args, **kwargs):
         readings.append(args[4] if len(args) > 4 else kwargs.get("reader"))
         return best_first(*args, **kwargs)
 
-    monkeypatch.setattr(hook_module, "best_first", spy)
+    monkeypatch.setattr(flip_search_stage, "best_first", spy)
     loaded = registry.load(str(shipped_vocab_model_dir), "molecules")
     # The tiny random model mostly writes nonsense; declare everything valid it makes known.
     spec = Spec(method="cdd")

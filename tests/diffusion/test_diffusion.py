@@ -204,20 +204,20 @@ def test_the_masked_noise_removal_changes_only_masked_positions():
 
 
 def test_temperature_and_top_p_shape_the_rows_a_step_draws_from():
-    from cdd_cli.diffusion.processes import Shape
+    from cdd_cli.diffusion.processes import TemperatureTopP
 
     probs = torch.tensor([[0.5, 0.25, 0.15, 0.1], [0.97, 0.01, 0.01, 0.01]])
-    assert Shape()(probs) is probs  # 1 and 1: untouched
-    kept = Shape(top_p=0.7)(probs) > 0
+    assert TemperatureTopP()(probs) is probs  # 1 and 1: untouched
+    kept = TemperatureTopP(top_p=0.7)(probs) > 0
     # The fewest most probable tokens holding 0.7: 0.5 + 0.25 in the first row; the top one,
     # which alone holds more, in the second.
     assert kept.tolist() == [[True, True, False, False], [True, False, False, False]]
-    cooled = Shape(temperature=0.5)(probs)
+    cooled = TemperatureTopP(temperature=0.5)(probs)
     assert torch.allclose(
         cooled / cooled.sum(-1, keepdim=True), (probs**2) / (probs**2).sum(-1, keepdim=True)
     )
     # A masked step draws only from the nucleus: 2,000 draws never leave it.
-    process = MaskedProcess(4, 3, shape=Shape(top_p=0.7))
+    process = MaskedProcess(4, 3, temperature_top_p=TemperatureTopP(top_p=0.7))
     spread = torch.tensor([0.5, 0.3, 0.2, 0.0]).expand(1, 2000, 4)
     x = torch.full((1, 2000), 3)
     drawn = process.step(spread, x, 1.0, 0.0, torch.rand(1, 2000), torch.ones(1, 2000) > 0)
@@ -253,12 +253,13 @@ def test_make_process_builds_the_sampler_asked_for():
     assert type(make_process("uniform", 5, 4)) is UniformProcess
     assert make_process("masked", 5, 4).vocab_size == make_process("uniform", 5, 4).vocab_size == 5
     assert make_process("masked", 5, 4, "margin").block_length == 0  # one block by default
-    # The draw's shape (temperature, top_p) reaches every kind of step.
-    from cdd_cli.diffusion.processes import Shape
+    # The draw's temperature and top_p reach every kind of step.
+    from cdd_cli.diffusion.processes import TemperatureTopP
 
-    shape = Shape(0.5, 0.9)
+    shape = TemperatureTopP(0.5, 0.9)
     for noise, sampler in (("masked", "ancestral"), ("masked", "confidence"), ("uniform", "")):
-        assert make_process(noise, 5, 4, sampler or "ancestral", shape=shape).shape is shape
+        made = make_process(noise, 5, 4, sampler or "ancestral", temperature_top_p=shape)
+        assert made.temperature_top_p is shape
 
 
 def test_make_argmax_breaks_ties_toward_the_wanted_token():
@@ -296,26 +297,27 @@ def test_make_argmax_swaps_the_wanted_tokens_mass_with_the_argmaxs_at_every_posi
 
 
 def test_a_nucleus_is_cut_row_by_row_at_any_rank_and_scale():
-    from cdd_cli.diffusion.processes import Shape
+    from cdd_cli.diffusion.processes import TemperatureTopP
 
     generator = torch.Generator().manual_seed(5)
     probs = torch.rand(2, 3, 6, generator=generator).softmax(-1)
-    nucleus = Shape(top_p=0.5)
+    nucleus = TemperatureTopP(top_p=0.5)
     shaped = nucleus(probs)
     assert torch.equal(shaped.reshape(6, 6), nucleus(probs.reshape(6, 6)))
     # Probabilities to a power are not normalised: the nucleus is of their own total.
     assert torch.allclose(nucleus(probs * 3.0), shaped * 3.0)
-    assert torch.equal(Shape(temperature=0.5, top_p=0.5)(probs) > 0, nucleus(probs**2) > 0)
+    cooled = TemperatureTopP(temperature=0.5, top_p=0.5)(probs)
+    assert torch.equal(cooled > 0, nucleus(probs**2) > 0)
     # The fewest tokens holding top_p: a token whose betters already hold exactly it is out.
     exact = torch.tensor([[0.5, 0.25, 0.25], [0.25, 0.5, 0.25]])
     assert (nucleus(exact) > 0).tolist() == [[True, False, False], [False, True, False]]
 
 
 def test_a_uniform_step_draws_every_position_from_the_posterior_of_the_shaped_prediction():
-    from cdd_cli.diffusion.processes import Shape
+    from cdd_cli.diffusion.processes import TemperatureTopP
 
     vocab = 5
-    process = UniformProcess(vocab, shape=Shape(top_p=0.6))
+    process = UniformProcess(vocab, temperature_top_p=TemperatureTopP(top_p=0.6))
     gen = torch.Generator().manual_seed(3)
     # Enough positions that a posterior off by the nucleus' missing mass draws differently.
     x0 = torch.rand(2, 400, vocab, generator=gen).softmax(-1)
@@ -323,7 +325,7 @@ def test_a_uniform_step_draws_every_position_from_the_posterior_of_the_shaped_pr
     u = torch.rand(2, 400, generator=gen)
     # The nucleus, renormalised (the posterior mixes x0 with constants: a sum other than 1
     # would shift its mass), then the posterior, drawn with each position's own uniform.
-    shaped = process.shape(x0)
+    shaped = process.temperature_top_p(x0)
     expected = sample_categorical(
         process.posterior(shaped / shaped.sum(-1, keepdim=True), x_t, 0.7, 0.4), u
     )

@@ -17,7 +17,8 @@ from cdd_cli.cli.app import app
 from cdd_cli.constraints.structured import RegexConstraint, pattern_layout
 from cdd_cli.diffusion.sampler import StepInfo
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
-from cdd_cli.projection.stages import Accounts, ClosedFormLookAhead, ClosedForms, Step, _draw
+from cdd_cli.projection.stages.closed_forms import ClosedFormLookAhead, ClosedForms, _draw
+from cdd_cli.projection.step import Accounts, Step
 
 TOKENIZER = Gpt2Tokenizer()
 PATTERN = "(cat|dog)( (cat|dog))*"

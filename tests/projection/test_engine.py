@@ -11,7 +11,6 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-import cdd_cli.projection.stages as stages
 from cdd_cli.cli.app import app
 from cdd_cli.constraints.base import DifferentiableConstraint, ExactConstraint
 from cdd_cli.constraints.descriptor import ConstraintSpec
@@ -22,6 +21,9 @@ from cdd_cli.methods import METHODS, PAPER_BY_FAMILY
 from cdd_cli.models import registry
 from cdd_cli.models.surrogate import Tokens, token_mass
 from cdd_cli.projection import engine
+from cdd_cli.projection.stages import alm as alm_stage
+from cdd_cli.projection.stages.alm import ALM
+from cdd_cli.projection.step import Step
 from cdd_cli.reporting import Reporter
 from cdd_cli.run.defaults import fill_defaults
 from cdd_cli.settings import SearchSettings
@@ -33,14 +35,26 @@ from tests.projection.test_projection import CARBON, CarbonCount, explicit
 def count_alm_calls(monkeypatch) -> list[int]:
     """Patches the ALM stage's `project`: the returned list gets each call's batch size."""
     calls: list[int] = []
-    original = stages.project
+    original = alm_stage.project
 
     def spy(probs, *args, **kwargs):
         calls.append(len(probs))
         return original(probs, *args, **kwargs)
 
-    monkeypatch.setattr(stages, "project", spy)
+    monkeypatch.setattr(alm_stage, "project", spy)
     return calls
+
+
+def carbon_job(final_surrogates: bool = True) -> engine.Job:
+    """A job of one carbon count, nothing fixed, no samples: enough to build an engine."""
+    return engine.Job(
+        constraints=[CarbonCount(tau=3.0)],
+        closed_forms=[],
+        fixed_positions=lambda x: x == -1,
+        generators=[],
+        decode=lambda ids: "",
+        final_surrogates=final_surrogates,
+    )
 
 
 @pytest.mark.parametrize("preset", ["paper", "cdd"])
@@ -58,7 +72,13 @@ def test_paper_projects_every_step_and_cdd_only_the_last(
     constraint = CarbonCount(tau=0.0, token=common, symbol=loaded.tokenizer.vocab[common])
     settings = explicit(project_from=0.0 if preset == "paper" else 0.95, max_outer_iters=3)
     gens = [sample_generator(2, 0, i) for i in range(3)]
-    job = engine.Job([constraint], [], process.fixed_positions, gens, loaded.tokenizer.decode)
+    job = engine.Job(
+        constraints=[constraint],
+        closed_forms=[],
+        fixed_positions=process.fixed_positions,
+        generators=gens,
+        decode=loaded.tokenizer.decode,
+    )
     hook = METHODS[preset].engine(job, settings, SearchSettings(project_from=0.9, max_nodes=2000))
     calls = count_alm_calls(monkeypatch)
     sampler.sample(gens, 12, hook)
@@ -70,7 +90,7 @@ def test_paper_projects_every_step_and_cdd_only_the_last(
 
 
 def test_paper_stages_are_the_papers_and_cdd_has_all_eight():
-    job = engine.Job([CarbonCount(tau=3.0)], [], lambda x: x == -1, [], lambda ids: "")
+    job = carbon_job()
     search = SearchSettings(project_from=0.0, max_nodes=2000)
     paper = METHODS["paper"].engine(job, explicit(), search)
     cdd = METHODS["cdd"].engine(job, explicit(), SearchSettings(project_from=0.9, max_nodes=2000))
@@ -95,29 +115,27 @@ def test_before_surrogates_from_the_final_prediction_is_left_to_the_exact_search
     """A draw before `repair.surrogates_from`: no ladder, and the ALM projects the regular
     steps from its `project_from` on but not the final prediction (the flip search repairs it,
     in the model's own probabilities)."""
-    job = engine.Job(
-        [CarbonCount(tau=3.0)], [], lambda x: x == -1, [], lambda ids: "", final_surrogates=False
-    )
+    job = carbon_job(final_surrogates=False)
     search = SearchSettings(project_from=0.9, max_nodes=2000)
     cdd = METHODS["cdd"].engine(job, explicit(project_from=0.5), search)
     names = [type(s).__name__ for s in cdd.stages]
     assert "LinearisedLadder" not in names and names[-1] == "FlipSearch"
-    alm = next(s for s in cdd.stages if isinstance(s, stages.ALM))
+    alm = next(s for s in cdd.stages if isinstance(s, ALM))
 
-    def step(index: int) -> stages.Step:
+    def step(index: int) -> Step:
         info = StepInfo(index, 10, 0.5, 0.4)
         x = torch.zeros(2, 3, dtype=torch.long)
-        return stages.Step(torch.ones(2, 3, 4), x, info, x == -1, [False] * 2, torch.zeros(2) > 0)
+        return Step(torch.ones(2, 3, 4), x, info, x == -1, [False] * 2, torch.zeros(2) > 0)
 
     assert alm.due(step(6)) and not alm.due(step(10)) and not alm.due(step(2))
     job.final_surrogates = True
     cdd = METHODS["cdd"].engine(job, explicit(project_from=0.5), search)
     assert "LinearisedLadder" in [type(s).__name__ for s in cdd.stages]
-    assert next(s for s in cdd.stages if isinstance(s, stages.ALM)).due(step(10))
+    assert next(s for s in cdd.stages if isinstance(s, ALM)).due(step(10))
 
 
 def test_an_engine_refuses_a_stage_before_what_it_needs():
-    job = engine.Job([CarbonCount(tau=3.0)], [], lambda x: x == -1, [], lambda ids: "")
+    job = carbon_job()
     cdd = METHODS["cdd"].engine(job, explicit(), SearchSettings(project_from=0.9, max_nodes=2000))
     ladder, judges = cdd.stages[2], cdd.stages[1]
     with pytest.raises(ValueError, match=r"^LinearisedLadder needs accepted, argmax, which no"):

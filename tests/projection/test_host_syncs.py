@@ -24,14 +24,17 @@ LOOKAHEAD = "which samples decide where, read once a step; each candidate's pick
 
 # (module, function) -> ({method: calls}, why)
 ALLOWED: dict[tuple[str, str], tuple[dict[str, int], str]] = {
-    ("projection/stages.py", "Judges.decided_text"): ({"tolist": 1}, JUDGES),
-    ("projection/stages.py", "FinalJudges.run"): ({"tolist": 1}, JUDGES),
-    ("projection/stages.py", "LinearisedLadder.run"): ({"tolist": 3}, JUDGES),
-    ("projection/stages.py", "LookAhead.run"): ({"tolist": 2}, ACCOUNTS),
-    ("projection/stages.py", "ClosedFormLookAhead.run"): ({"cpu": 1, "tolist": 1}, LOOKAHEAD),
-    ("projection/stages.py", "ALM.run"): ({"tolist": 2}, ACCOUNTS),
-    ("projection/stages.py", "RedrawAfterALM.run"): ({"tolist": 2}, ACCOUNTS),
-    ("projection/stages.py", "FlipSearch.run"): ({"tolist": 3, "cpu": 2}, SEARCH),
+    ("projection/judges.py", "Judges.decided_text"): ({"tolist": 1}, JUDGES),
+    ("projection/stages/final.py", "FinalJudges.run"): ({"tolist": 1}, JUDGES),
+    ("projection/stages/final.py", "LinearisedLadder.run"): ({"tolist": 3}, JUDGES),
+    ("projection/stages/redraws.py", "LookAhead.run"): ({"tolist": 2}, ACCOUNTS),
+    ("projection/stages/closed_forms.py", "ClosedFormLookAhead.run"): (
+        {"cpu": 1, "tolist": 1},
+        LOOKAHEAD,
+    ),
+    ("projection/stages/alm.py", "ALM.run"): ({"tolist": 2}, ACCOUNTS),
+    ("projection/stages/redraws.py", "RedrawAfterALM.run"): ({"tolist": 2}, ACCOUNTS),
+    ("projection/stages/flip_search.py", "FlipSearch.run"): ({"tolist": 3, "cpu": 2}, SEARCH),
     ("projection/alm.py", "project"): ({"cpu": 2, "item": 4, "tolist": 2}, ACCOUNTS),
     ("projection/linearized.py", "linearised_search"): ({"cpu": 1, "tolist": 5}, JUDGES),
     ("projection/search.py", "best_first"): ({"tolist": 4}, SEARCH),
@@ -53,7 +56,9 @@ ALLOWED: dict[tuple[str, str], tuple[dict[str, int], str]] = {
     ("constraints/pattern_layout.py", "PatternLayout.log_weight_of"): ({"cpu": 1}, LAYOUT),
     ("constraints/pattern_layout.py", "PatternLayout.set_mass"): ({"cpu": 4}, LAYOUT),
 }
-PER_STEP = sorted({module for module, _ in ALLOWED} | {"projection/engine.py"})
+PER_STEP = sorted(
+    {module for module, _ in ALLOWED} | {"projection/engine.py", "projection/step.py"}
+)
 SYNCS = {"cpu", "item", "tolist"}
 
 

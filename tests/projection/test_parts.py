@@ -10,7 +10,7 @@ import torch
 from cdd_cli.diffusion.sampler import StepInfo
 from cdd_cli.projection import engine
 from cdd_cli.projection.engine import Engine, Parts, StageProgress, check_order
-from cdd_cli.projection.stages import Accounts, Step
+from cdd_cli.projection.step import Accounts, Step
 
 
 class Clock:
@@ -66,15 +66,15 @@ class Marks:
 
 
 class First(Marks):
-    pass
+    name = "First"
 
 
 class Second(Marks):
-    pass
+    name = "Second"
 
 
 class Third(Marks):
-    pass
+    name = "Third"
 
 
 def info(index: int = 0, steps: int = 4) -> StepInfo:
@@ -130,6 +130,8 @@ def test_the_stages_run_in_order_and_each_sample_counts_the_steps_a_stage_change
 
 def test_a_stage_that_is_not_due_still_counts_the_time_it_took_to_say_so(clock: Clock):
     class Slow(Marks):
+        name = "Slow"
+
         def due(self, step: Step) -> bool:
             self.clock.now += 0.25
             return False
@@ -168,6 +170,8 @@ def test_the_engine_reports_each_samples_accounts_in_order(clock: Clock):
 
 
 class Needs:
+    name = "Needs"
+
     def __init__(self, needs: tuple[str, ...], provides: tuple[str, ...]):
         self.needs, self.provides = needs, provides
 

@@ -16,8 +16,10 @@ from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.methods import CDD_SHARED, METHODS
 from cdd_cli.models import registry
 from cdd_cli.models.surrogate import Tokens, token_mass
-from cdd_cli.projection import engine, stages
+from cdd_cli.projection import engine
 from cdd_cli.projection.alm import project
+from cdd_cli.projection.judges import Judges
+from cdd_cli.projection.stages import final as final_stages
 from cdd_cli.settings import ALMSettings, SearchSettings
 from cdd_cli.spec.model import Spec
 from cdd_cli.spec.reader import load_spec
@@ -64,13 +66,13 @@ def cdd_engine(
 ) -> engine.Engine:
     """The `cdd` preset's engine for one batch (a `layout`: the closed-form projection)."""
     job = engine.Job(
-        constraints,
-        [layout] if layout else [],
-        fixed_positions,
-        generators,
-        decode,
-        reader,
-        well_formed,
+        constraints=constraints,
+        closed_forms=[layout] if layout else [],
+        fixed_positions=fixed_positions,
+        generators=generators,
+        decode=decode,
+        reader=reader,
+        well_formed=well_formed,
     )
     return METHODS["cdd"].engine(job, settings, SearchSettings(project_from=0.9, max_nodes=2000))
 
@@ -563,13 +565,13 @@ def test_the_ladder_takes_on_a_final_prediction_the_judge_cannot_read(monkeypatc
     sa = readable_sa(tokenizer)
     assert sa.judge(["CCO", "CC(C"])[1] is None
     handed: list[list[int]] = []
-    original = stages.linearised_search
+    original = final_stages.linearised_search
 
     def spy(probs, rows, *args, **kwargs):
         handed.append(list(rows))
         return original(probs, rows, *args, **kwargs)
 
-    monkeypatch.setattr(stages, "linearised_search", spy)
+    monkeypatch.setattr(final_stages, "linearised_search", spy)
     hook = cdd_engine(
         [sa],
         explicit(),
@@ -696,12 +698,10 @@ def test_the_layout_does_not_undo_what_the_final_prediction_settled():
 
 
 def test_what_only_an_exact_judge_rejects_goes_to_the_flip_search(monkeypatch):
-    import cdd_cli.projection.stages as hook_module
-
     calls = []
-    original = hook_module.linearised_search
+    original = final_stages.linearised_search
     monkeypatch.setattr(
-        hook_module, "linearised_search", lambda *a, **k: calls.append(a[1]) or original(*a, **k)
+        final_stages, "linearised_search", lambda *a, **k: calls.append(a[1]) or original(*a, **k)
     )
     tokenizer = make_tokenizer()
     ids = torch.tensor([tokenizer.encode("CC(CO", 12)] * 2)  # a branch never closed
@@ -1077,8 +1077,8 @@ def test_a_sequence_the_syntax_cannot_read_is_refused_unjudged():
     tokenizer = make_tokenizer()
     good, bad = (tokenizer.encode(s, 12) for s in ("CC(C)O", "CC(CO"))
     judge = CountedParses()
-    plain = stages.Judges([judge], tokenizer.decode, lambda x: x == -1)
-    checked = stages.Judges([judge], tokenizer.decode, lambda x: x == -1, tokenizer.readable)
+    plain = Judges([judge], tokenizer.decode, lambda x: x == -1)
+    checked = Judges([judge], tokenizer.decode, lambda x: x == -1, tokenizer.readable)
     assert plain.accept_all([good, bad]) == [True, False] and len(judge.judged) == 2
     judge.judged.clear()
     assert checked.accept_all([good, bad]) == [True, False]

@@ -13,9 +13,21 @@ from cdd_cli.constraints.base import DifferentiableConstraint, ExactConstraint
 from cdd_cli.diffusion.processes import make_argmax
 from cdd_cli.diffusion.sampler import StepInfo
 from cdd_cli.models.surrogate import Tokens, token_mass
-from cdd_cli.projection import linearized, stages
+from cdd_cli.projection import linearized
+from cdd_cli.projection import step as step_module
 from cdd_cli.projection.alm import ProjectionResult
-from cdd_cli.projection.stages import Accounts, Judges, Step
+from cdd_cli.projection.judges import Judges
+from cdd_cli.projection.stages import alm as alm_stage
+from cdd_cli.projection.stages import closed_forms as closed_form_stages
+from cdd_cli.projection.stages import final as final_stages
+from cdd_cli.projection.stages import flip_search as flip_search_stage
+from cdd_cli.projection.stages import redraws as redraw_stages
+from cdd_cli.projection.stages.alm import ALM
+from cdd_cli.projection.stages.closed_forms import ClosedForms, KeepClosedForms
+from cdd_cli.projection.stages.final import FinalJudges, LinearisedLadder
+from cdd_cli.projection.stages.flip_search import FlipSearch
+from cdd_cli.projection.stages.redraws import LookAhead, RedrawAfterALM, Redraws
+from cdd_cli.projection.step import Accounts, Step
 from cdd_cli.settings import SearchSettings
 from tests.projection.test_projection import explicit
 
@@ -45,7 +57,9 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
-    monkeypatch.setattr(stages, "time", fake)
+    # Every module of the stages that reads the time, the accounts' among them.
+    for module in (step_module, closed_form_stages, final_stages, redraw_stages, flip_search_stage):
+        monkeypatch.setattr(module, "time", fake)
     monkeypatch.setattr(linearized, "time", fake)
     return fake
 
@@ -152,12 +166,12 @@ class Layout:
 
 def test_closed_forms_plan_apply_and_order_in_turn(clock: Clock):
     first, second = Layout(clock), Layout(clock)
-    stage = stages.ClosedForms([first, second], generators=["g0", "g1"])
+    stage = ClosedForms([first, second], generators=["g0", "g1"])
     probs, x = rows("ab", "cd"), ids("a_", "__")
     changing = torch.tensor([[False, True], [False, False]])
     step = make_step(probs, x, changing=changing)
     accounts = Accounts(2)
-    assert stage.due(step) and not stages.ClosedForms([], []).due(step)
+    assert stage.due(step) and not ClosedForms([], []).due(step)
     stage.run(step, accounts)
     plan, apply, order = first.calls
     assert plan[1] is probs and plan[2] is x and plan[3] is step.fixed
@@ -176,20 +190,20 @@ def test_closed_forms_plan_apply_and_order_in_turn(clock: Clock):
 def test_closed_forms_leave_the_order_alone_where_every_token_may_change(clock: Clock):
     layout = Layout(clock)
     step = make_step(rows("ab"), ids("ab"), final=True)
-    stages.ClosedForms([layout], generators=[]).run(step, Accounts(1))
+    ClosedForms([layout], generators=[]).run(step, Accounts(1))
     assert [call[0] for call in layout.calls] == ["plan", "apply"]
 
 
 def test_closed_forms_kept_after_the_alm_on_what_it_was_free_to_move(clock: Clock):
     layout = Layout(clock)
-    closed = stages.ClosedForms([layout], generators=[])
-    keep = stages.KeepClosedForms(closed)
+    closed = ClosedForms([layout], generators=[])
+    keep = KeepClosedForms(closed)
     probs, x = rows("ab", "cd"), ids("a_", "__")
     step = make_step(probs, x, settled=[False, True])
     assert not keep.due(step)  # nothing projected yet
     step.projected = torch.tensor([True, False])
     step.plans = {0: ["kept"]}
-    assert keep.due(step) and not stages.KeepClosedForms(stages.ClosedForms([], [])).due(step)
+    assert keep.due(step) and not KeepClosedForms(ClosedForms([], [])).due(step)
     keep.run(step, Accounts(2))
     ((_, seen, plans, frozen),) = layout.calls
     assert seen is probs and plans == ["kept"]
@@ -203,7 +217,7 @@ def test_final_judges_read_decided_tokens_as_they_are_and_settle_what_they_accep
     # Sample 0 decided an "a" at position 0, which its prediction no longer favours; sample
     # 1's prediction reads "ab" and it was settled earlier; sample 2 reads "cb".
     count = AtMost(tau=0.0, clock=clock, seconds=6.0)
-    stage = stages.FinalJudges(judges(count))
+    stage = FinalJudges(judges(count))
     step = make_step(rows("cb", "ab", "cb"), ids("a_", "__", "__"), final=True)
     step.settled[1] = True
     accounts = Accounts(3)
@@ -218,8 +232,8 @@ def test_final_judges_read_decided_tokens_as_they_are_and_settle_what_they_accep
 
 
 def test_the_ladder_is_due_at_the_final_prediction_for_surrogates_only():
-    ladder = stages.LinearisedLadder(judges(AtMost(tau=0.0)), 0, None)
-    exact_only = stages.LinearisedLadder(judges(Lacks()), 0, None)
+    ladder = LinearisedLadder(judges(AtMost(tau=0.0)), 0, None)
+    exact_only = LinearisedLadder(judges(Lacks()), 0, None)
     final = make_step(rows("ab"), ids("ab"), final=True)
     assert not ladder.due(final)  # the final judges have not spoken
     final.accepted = torch.tensor([False])
@@ -244,7 +258,7 @@ def test_the_ladder_settles_what_a_surrogates_judge_rejects(clock: Clock):
         spreads.append(spread)
         return spread
 
-    ladder = stages.LinearisedLadder(check, 0, well_formed)
+    ladder = LinearisedLadder(check, 0, well_formed)
     step = make_step(probs, ids("___", "___", "___"), final=True)
     step.argmax = probs.argmax(-1)
     step.accepted = torch.tensor([True, False, False])
@@ -267,7 +281,7 @@ def test_the_ladder_settles_what_a_surrogates_judge_rejects(clock: Clock):
 
 
 def test_the_ladder_leaves_samples_no_surrogates_judge_rejects(clock: Clock):
-    ladder = stages.LinearisedLadder(judges(Lacks(), AtMost(tau=1.0)), 0, None)
+    ladder = LinearisedLadder(judges(Lacks(), AtMost(tau=1.0)), 0, None)
     probs = rows("ab", "bb")
     step = make_step(probs, ids("__", "__"), final=True)
     step.argmax = probs.argmax(-1)
@@ -359,7 +373,7 @@ def test_redraws_are_acceptable_draws_of_each_samples_own_generator():
     for global_seed in (0, 1):  # the global generator has nothing to do with the draws
         torch.manual_seed(global_seed)
         count = AtMost(tau=0.0)
-        redraws = stages.Redraws(judges(count), generators(2))
+        redraws = Redraws(judges(count), generators(2))
         found = redraws.acceptable(probs, info, x, [0, 1])
         ((texts),) = count.texts
         assert len(texts) == 16  # 8 draws a sample, judged in one call
@@ -399,10 +413,10 @@ def test_look_ahead_settles_good_draws_and_redraws_bad_ones(clock: Clock):
     step = masked_step(probs, x, changing, settled=[False, True, False, False, False])
     before = probs.clone()
     count = AtMost(tau=0.0, clock=clock, seconds=1.0)
-    stage = stages.LookAhead(stages.Redraws(judges(count), generators(5)), project_from=0.5)
+    stage = LookAhead(Redraws(judges(count), generators(5)), project_from=0.5)
     assert stage.due(step)
-    assert not stages.LookAhead(stages.Redraws(judges(Lacks()), []), 0.5).due(step)
-    assert not stages.LookAhead(stages.Redraws(judges(count), []), 0.75).due(step)
+    assert not LookAhead(Redraws(judges(Lacks()), []), 0.5).due(step)
+    assert not LookAhead(Redraws(judges(count), []), 0.75).due(step)
     accounts = Accounts(5)
     stage.run(step, accounts)
     assert count.texts[0] == ["acc", "ba", "bbb"]  # what samples 2, 3, 4 would decide
@@ -420,7 +434,7 @@ def test_look_ahead_settles_good_draws_and_redraws_bad_ones(clock: Clock):
 
 def test_look_ahead_has_nothing_to_look_at_in_the_final_prediction(clock: Clock):
     count = AtMost(tau=0.0)
-    stage = stages.LookAhead(stages.Redraws(judges(count), generators(1)), project_from=0.5)
+    stage = LookAhead(Redraws(judges(count), generators(1)), project_from=0.5)
     step = make_step(rows("aa"), ids("__"), final=True)
     stage.run(step, Accounts(1))
     assert count.texts == [] and step.ahead is None and not step.settled.any()
@@ -448,10 +462,10 @@ def test_the_alm_stage_passes_its_state_through_and_keeps_the_accounts(monkeypat
         calls[-1]["multipliers"] = multipliers
         return alm_result(probs, [True, False, True], next(results))
 
-    monkeypatch.setattr(stages, "project", fake_project)
+    monkeypatch.setattr(alm_stage, "project", fake_project)
     gens, progress = generators(3), lambda report: None
     count = AtMost(tau=0.0)
-    stage = stages.ALM([count], explicit(project_from=0.5), gens, progress)
+    stage = ALM([count], explicit(project_from=0.5), gens, progress)
     probs, x = rows("ab", "ab", "ab"), ids("a_", "__", "_b")
     step = masked_step(probs, x, torch.ones(3, 2, dtype=torch.bool), [False, True, False])
     accounts = Accounts(3)
@@ -489,7 +503,7 @@ def test_after_the_alm_bad_draws_are_redrawn_or_take_the_argmax(clock: Clock):
     step.projected = torch.tensor([False, True, True, False])
     before = probs.clone()
     count = AtMost(tau=0.0, clock=clock, seconds=1.0)
-    stage = stages.RedrawAfterALM(stages.Redraws(judges(count), generators(4)))
+    stage = RedrawAfterALM(Redraws(judges(count), generators(4)))
     assert stage.due(step)
     accounts = Accounts(4)
     accounts.seconds = [10.0] * 4
@@ -512,7 +526,7 @@ def test_after_the_alm_a_prediction_it_did_not_move_is_copied_before_it_is_decid
     step = masked_step(probs, ids("__"), changing)
     step.projected = torch.tensor([False])
     before = probs.clone()
-    stages.RedrawAfterALM(stages.Redraws(judges(AtMost(tau=0.0)), generators(1))).run(
+    RedrawAfterALM(Redraws(judges(AtMost(tau=0.0)), generators(1))).run(
         step, Accounts(1)
     )
     assert torch.equal(probs, before)  # maybe the sampler's cache: not touched
@@ -520,7 +534,7 @@ def test_after_the_alm_a_prediction_it_did_not_move_is_copied_before_it_is_decid
 
 
 def test_after_the_alm_nothing_is_redrawn_where_the_stage_has_no_draw_to_look_at():
-    stage = stages.RedrawAfterALM(stages.Redraws(judges(AtMost(tau=0.0)), generators(1)))
+    stage = RedrawAfterALM(Redraws(judges(AtMost(tau=0.0)), generators(1)))
     probs = rows("aa")
     step = make_step(probs, ids("__"), final=True, decide=lambda p: p.argmax(-1))
     assert not stage.due(step)  # the ALM has not run
@@ -532,8 +546,8 @@ def test_after_the_alm_nothing_is_redrawn_where_the_stage_has_no_draw_to_look_at
     assert not stage.due(no_draw)
 
 
-def flip_search(check: Judges, well_formed=None, repair: bool = True) -> stages.FlipSearch:
-    return stages.FlipSearch(check, SearchSettings(2, 100, 0.5), None, well_formed, repair)
+def flip_search(check: Judges, well_formed=None, repair: bool = True) -> FlipSearch:
+    return FlipSearch(check, SearchSettings(2, 100, 0.5), None, well_formed, repair)
 
 
 def test_the_flip_search_is_due_for_exact_constraints_or_the_final_repair():
@@ -543,7 +557,7 @@ def test_the_flip_search_is_due_for_exact_constraints_or_the_final_repair():
     assert flip_search(judges(AtMost(tau=0.0))).due(final)
     both = flip_search(judges(AtMost(tau=0.0), Lacks()), repair=False)
     assert both.due(earlier) and both.due(final)
-    late = stages.FlipSearch(judges(Lacks()), SearchSettings(2, 100, 0.75), None, None, False)
+    late = FlipSearch(judges(Lacks()), SearchSettings(2, 100, 0.75), None, None, False)
     assert not late.due(earlier)
 
 
