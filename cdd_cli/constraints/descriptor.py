@@ -87,6 +87,10 @@ class Descriptor:
     check_together: CheckTogether | None = None
     source: str = "built-in"  # or the plugin's "distribution version"
 
+    def applies_to(self, text_model: bool) -> bool:
+        """Whether it judges what a text model (else a molecule model) writes."""
+        return self.domain == "any" or text_model == (self.domain == "text")
+
     @property
     def tau_default(self) -> float | None:
         return self.defaults.get("tau")

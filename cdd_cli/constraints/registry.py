@@ -28,7 +28,7 @@ def build_constraints(
             described = table.descriptor_of(spec.type)
             if described is None:  # spec validation admits only types the table has
                 raise InputError(f"{spec.where}: constraint type '{spec.type}' is not available")
-            if described.domain != "any" and text_model != (described.domain == "text"):
+            if not described.applies_to(text_model):
                 needs = "a text model (`cdd generate`)" if not text_model else "molecules"
                 raise InputError(
                     f"{spec.where}: '{spec.type}' applies to {needs}; {model.name} is "
