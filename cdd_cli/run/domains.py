@@ -12,7 +12,7 @@ import torch
 
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import CANONICALIZER, MoleculeReport, describe, summarise
-from cdd_cli.evaluate.reference import model_reference
+from cdd_cli.evaluate.reference import default_reference
 from cdd_cli.models.chat import apply_template, read_template
 from cdd_cli.models.registry import LoadedModel
 from cdd_cli.models.tokenizers import TextTokenizer
@@ -88,8 +88,13 @@ class Molecules(Domain):
         return [Prompt()], loaded.config.model_length
 
     def record_fields(self, loaded: LoadedModel, decode: str) -> Callable[[Draw], dict]:
-        reference = model_reference(loaded.directory)
-        return lambda draw: {**describe(draw.text, reference).fields(), "decode": decode}
+        # `novel` judged against what a novelty constraint calls known by default, named.
+        reference, against = default_reference(loaded.directory) or (None, None)
+        return lambda draw: {
+            **describe(draw.text, reference).fields(),
+            "novel_against": against,
+            "decode": decode,
+        }
 
     def tally(self, constraints: list, method: str) -> Tally:
         return MoleculeTally(constraints, method)
