@@ -248,3 +248,15 @@ def test_a_run_fills_its_defaults_once(monkeypatch, tmp_path: Path):
                                  "-q", "-o", str(out)])  # fmt: skip
     assert result.exit_code in (0, 3), result.stderr
     assert filled == ["cdd"] and len(out.read_text().splitlines()) == 2
+
+
+def test_the_apis_errors_name_no_flag(tmp_path: Path):
+    """An API caller never wrote --model or --dtype: the API says model '...', dtype '...'."""
+    with pytest.raises(cdd.InputError) as missing:
+        cdd.load_model("nope", device="cpu")
+    assert str(missing.value).startswith("model 'nope': no such directory, and not a shipped")
+    assert "--" not in str(missing.value).split(";")[0]
+    with pytest.raises(cdd.InputError, match=r"^model 'hf://x': a hub model is hf://owner/name$"):
+        cdd.Generator("hf://x")
+    with pytest.raises(cdd.InputError, match=r"^dtype 'bfloat16': only published families"):
+        cdd.Generator("default-molecules", dtype="bfloat16", device="cpu")

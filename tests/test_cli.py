@@ -124,6 +124,8 @@ def test_missing_model_directory(tmp_path: Path):
     result = runner.invoke(app, ["molecules", "--model", str(tmp_path / "nope")])
     assert result.exit_code == 2
     assert "no such directory" in one_error_line(result)
+    # The command line names its flag (the API, which has none, says "model '...'").
+    assert one_error_line(result).startswith(f"cdd: error: --model {tmp_path / 'nope'}: no such")
 
 
 def test_directory_without_checkpoint(tmp_path: Path):

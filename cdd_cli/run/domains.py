@@ -153,7 +153,9 @@ def tokenize_prompts(
     for index, one in enumerate(given):
         if one is None:
             if template is not None:
-                raise InputError("--chat needs a prompt (--prompt or --prompts)")
+                raise InputError(
+                    "chat needs a prompt", cli="--chat needs a prompt (--prompt or --prompts)"
+                )
             prompts.append(Prompt(index))
             continue
         text = one.text if template is None else apply_template(*template, one.text)
@@ -169,9 +171,10 @@ def tokenize_prompts(
     longest = len(prompts[index].ids)
     length = asked or min(DEFAULT_LENGTH, limit - longest)
     if length <= 0 or longest + length > limit:
-        need = "leaves no room in" if asked is None else f"+ --length {length} exceed"
-        raise InputError(
-            f"prompt {index} ({longest} tokens) {need} model {loaded.name}'s "
-            f"length of {limit} tokens"
-        )
+        need = "leaves no room in" if asked is None else f"+ length {length} exceed"
+        problem = f"prompt {index} ({longest} tokens) {need} model {loaded.name}'s length of "
+        problem += f"{limit} tokens"
+        # The command line names the length by its flag (the first "+ length": the model's
+        # name comes after it).
+        raise InputError(problem, cli=problem.replace("+ length", "+ --length", 1))
     return prompts, length
