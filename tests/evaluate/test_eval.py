@@ -163,6 +163,7 @@ def test_malformed_records_are_refused_in_one_line(tmp_path: Path, row: dict, ex
     assert len(lines) == 1 and f"r.jsonl:1: {expected}" in lines[0]
 
 
+@pytest.mark.slow
 def test_unconstrained_text_is_scored_by_the_constraints_judge_too(tmp_path: Path):
     # A baseline drawn without a toxicity constraint must compare with constrained runs, which
     # report the shipped classifier: eval scores it with that classifier, as the constraint does.

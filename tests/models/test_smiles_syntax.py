@@ -41,6 +41,7 @@ def test_the_automaton_agrees_with_rdkit(tokenizer: SmilesTokenizer, syntax: Smi
         assert syntax.accepts(ids) == [parses], smiles
 
 
+@pytest.mark.slow
 def test_every_training_molecule_is_well_formed():
     loaded = registry.load("default-molecules", "molecules", "cpu")
     path = loaded.directory / "reference.smi.gz"
@@ -52,6 +53,7 @@ def test_every_training_molecule_is_well_formed():
     assert all(loaded.tokenizer.syntax().accepts(ids))
 
 
+@pytest.mark.slow
 def test_the_search_finds_the_most_probable_well_formed_sequence():
     # Brute force over every sequence of a 9-token vocabulary (no specials but the layout's).
     tokenizer = SmilesTokenizer(["C", "1", "(", ")", "="])
@@ -84,6 +86,7 @@ def test_a_well_formed_argmax_is_left_alone(tokenizer: SmilesTokenizer, syntax: 
     assert fixed is not None and syntax.accepts(fixed) == [True]
 
 
+@pytest.mark.slow
 def test_the_sampler_writes_only_well_formed_smiles():
     loaded = registry.load("default-molecules", "molecules", "cpu")
     process = make_process("uniform", loaded.config.vocab_size, loaded.tokenizer.mask_id)
