@@ -77,6 +77,7 @@ def test_molecules_writes_one_record_per_sample(uniform_model_dir: Path):
     assert "molecules in" in result.stderr and "valid" in result.stderr
 
 
+@pytest.mark.slow
 def test_output_file_is_appended_and_batch_size_does_not_change_records(
     uniform_model_dir: Path, tmp_path: Path
 ):
@@ -167,6 +168,7 @@ def test_models_ls_lists_the_default():
     assert all(row["megabytes"] and row["megabytes"] <= 30 for row in listed)
 
 
+@pytest.mark.slow
 def test_sa_constraint_records_are_certified_by_rdkit(
     shipped_vocab_model_dir: Path, tmp_path: Path
 ):
@@ -230,6 +232,7 @@ def test_sa_constraint_records_are_certified_by_rdkit(
     assert "support: 4\n" in config and "mu_init: 4.0\n" in config
 
 
+@pytest.mark.slow
 def test_novel_combines_with_sa():
     """On the shipped QM9 model, --novel with an SA bound: exit 0, and every record is a valid
     molecule absent from the training set and from the run so far, with SA <= tau by RDKit."""
@@ -291,6 +294,7 @@ def test_an_unwritable_output_is_one_line_and_exit_2(tmp_path: Path):
     assert not out.exists()  # refused before the output file was made
 
 
+@pytest.mark.slow
 def test_appending_records_of_other_settings_is_refused(tmp_path: Path):
     out = tmp_path / "r.jsonl"
     first = runner.invoke(app, ["molecules", "-n", "1", "-o", str(out), "-q"])
@@ -364,6 +368,7 @@ def test_device_auto_is_the_cpu_without_cuda():
     assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
 
 
+@pytest.mark.slow
 def test_without_a_terminal_progress_is_plain_lines(uniform_model_dir: Path):
     import re
 
@@ -418,6 +423,7 @@ def test_ctrl_c_says_what_was_kept(tmp_path: Path):
     ]
 
 
+@pytest.mark.slow
 def test_every_sa_constrained_record_of_the_shipped_model_meets_tau():
     """The positive end of the contract, on the real QM9 model: `-c sa --tau 3.5` exits 0 and
     every record is a valid molecule whose SA, recomputed here by RDKit, is at most 3.5."""
@@ -520,6 +526,7 @@ def test_without_a_terminal_progress_is_plain_log_lines():
     assert quiet.exit_code == 0 and not re.search(r"molecules \d/3", quiet.stderr)
 
 
+@pytest.mark.slow
 def test_the_command_lets_torch_threads_wait_passively_unless_told(tmp_path: Path):
     """Spinning OpenMP threads took a busy machine's cores (README, --threads): the command
     sets OMP_WAIT_POLICY=PASSIVE before torch loads, and keeps a value the user set."""

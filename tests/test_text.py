@@ -238,6 +238,7 @@ def test_the_toxicity_judge_and_surrogate_read_what_their_scope_names(toxicity_d
     assert not torch.allclose(past_prompt, everything, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_train_text_and_resume_from_weights_alone(tmp_path: Path):
     data = tmp_path / "corpus"
     data.mkdir()
