@@ -23,7 +23,13 @@ def one_line(text: str | BaseException) -> str:
 
 
 class InputError(Exception):
-    """A user-facing problem with the input: bad flag, spec, checkpoint or prompt."""
+    """A user-facing problem with the input: bad flag, spec, checkpoint or prompt. The
+    message is in the API's words (`model 'x'`); `cli` is the same problem in the command
+    line's (`--model x`), where the two differ: the CLI reports that one."""
+
+    def __init__(self, message: str, cli: str | None = None):
+        super().__init__(message)
+        self.cli = message if cli is None else cli
 
 
 class Interrupted(Exception):

@@ -102,7 +102,7 @@ def test_a_missing_model_folder_is_called_missing_not_a_hub_id(
     monkeypatch.chdir(tmp_path)
     with pytest.raises(InputError) as refused:
         resolve_directory("./mdlm-owt")
-    message = str(refused.value)
+    message = refused.value.cli  # as the command line says it (the API: model './mdlm-owt')
     assert message.startswith("--model ./mdlm-owt: no such directory, and not a shipped model")
     assert message.endswith("; for a model on the Hugging Face hub, write hf://org/name")
     assert "hf://./" not in message

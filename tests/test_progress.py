@@ -587,6 +587,7 @@ def heard(generator: cdd.Generator, tmp_path: Path, **run) -> str:
     return "\n".join(display.said)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("method", "constraints", "expected"),
     [
@@ -611,6 +612,7 @@ def test_the_live_view_tells_each_methods_projection_of_molecules(
         assert words in said, said
 
 
+@pytest.mark.slow
 def test_the_live_view_tells_the_look_ahead_redraws_of_toxicity(
     text_model_dir: Path, toxicity_dir: Path, tmp_path: Path
 ):
@@ -630,6 +632,7 @@ def test_the_live_view_tells_the_look_ahead_redraws_of_toxicity(
     assert "look-ahead at step" in said
 
 
+@pytest.mark.slow
 def test_the_live_view_tells_the_judges_of_lexical_constraints(
     text_model_dir: Path, tmp_path: Path
 ):

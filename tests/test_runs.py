@@ -42,6 +42,7 @@ def same_records(a: Path, b: Path) -> bool:
     return rows(a) == rows(b)
 
 
+@pytest.mark.slow
 def test_a_rerun_is_refused_and_a_resumed_run_ends_as_an_uninterrupted_one(tmp_path: Path):
     whole, part = tmp_path / "whole.jsonl", tmp_path / "part.jsonl"
     assert runner.invoke(app, [*MOLECULES, "-o", str(whole)]).exit_code == 0
@@ -66,6 +67,7 @@ def test_a_rerun_is_refused_and_a_resumed_run_ends_as_an_uninterrupted_one(tmp_p
     assert same_records(whole, part)
 
 
+@pytest.mark.slow
 def test_resume_refuses_other_settings_naming_the_first(tmp_path: Path):
     out = tmp_path / "out.jsonl"
     base = ["molecules", "-q", "-n", "2", "-o", str(out)]
@@ -149,6 +151,7 @@ def test_the_same_seed_writes_the_same_records_at_any_batch_size_or_shard_count(
             assert same_records(whole, out), (name, count)
 
 
+@pytest.mark.slow
 def test_text_defaults_to_a_nucleus_and_a_file_drawn_under_another_keeps_its_own(
     tmp_path: Path, text_model_dir: Path
 ):
@@ -172,6 +175,7 @@ def test_text_defaults_to_a_nucleus_and_a_file_drawn_under_another_keeps_its_own
     assert named.exit_code == 2 and "sampling.top_p differs" in named.stderr
 
 
+@pytest.mark.slow
 def test_a_molecule_file_drawn_before_the_exact_search_came_first_resumes_as_it_began(
     tmp_path: Path,
 ):
@@ -260,6 +264,7 @@ def test_killed_at_a_random_moment_then_resumed(tmp_path: Path, signum: int, uni
     assert same_records(whole, part)
 
 
+@pytest.mark.slow
 def test_shards_merge_into_the_one_process_run(tmp_path: Path, text_model_dir: Path):
     args = ["generate", "-q", "--model", str(text_model_dir), "-n", "3", "--length", "6"]
     prompts = tmp_path / "prompts.jsonl"

@@ -36,7 +36,7 @@ def run_guarded(body: Callable[[], None]) -> None:
     except typer.Exit:
         raise  # typer.Exit is a RuntimeError: let exit codes through untouched
     except InputError as exc:
-        raise fail(one_line(str(exc))) from None
+        raise fail(one_line(exc.cli)) from None  # the flags' wording of the API's message
     except KeyboardInterrupt as exc:
         if isinstance(exc, Terminated):
             raise fail("terminated", 143) from None

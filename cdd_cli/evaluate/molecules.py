@@ -1,9 +1,10 @@
 """Molecule metrics with the MOSES / GuacaMol conventions.
 
 Validity: RDKit parses the SMILES (the empty string is invalid). Uniqueness: distinct canonical
-SMILES among the valid. Novelty: valid canonical SMILES absent from the canonicalised training
-set. Both sides are canonicalised by the same RDKit (`Chem.MolToSmiles`, isomeric, the version
-installed), which the reports name.
+SMILES among the valid. Novelty: valid canonical SMILES absent from a canonicalised reference
+set (a run's records: the model's training molecules and its held-out ones where it ships
+them, named in each record's `novel_against`). Both sides are canonicalised by the same RDKit
+(`Chem.MolToSmiles`, isomeric, the version installed), which the reports name.
 """
 
 from __future__ import annotations

@@ -91,31 +91,57 @@ def heldout_reference(directory: Path) -> frozenset[str] | None:
     return _reference(path.resolve(), stat.st_mtime_ns, stat.st_size)
 
 
+# How records and novelty judges name the model's molecules they call known.
+TRAINING = "training"
+TRAINING_AND_HELDOUT = "training + held-out"
+
+
+def default_reference(directory: Path) -> tuple[frozenset[str], str] | None:
+    """What a model folder calls known when nothing else is named, and its name: its
+    training molecules and its held-out ones where it ships both, else its training ones;
+    None when it ships none. A novelty constraint without `reference:` and a molecule
+    record's `novel` both judge against this one set."""
+    training = model_reference(Path(directory))
+    if training is None:
+        return None
+    heldout = heldout_reference(Path(directory))
+    if heldout is None:
+        return training, TRAINING
+    return _union(training, heldout), TRAINING_AND_HELDOUT
+
+
+@functools.lru_cache(maxsize=4)
+def _union(training: frozenset[str], heldout: frozenset[str]) -> frozenset[str]:
+    # Keyed by the (cached) sets themselves: found by identity, built once per process.
+    return training | heldout
+
+
 def novelty_reference(
     model: LoadedModel, choice: str | None, where: str
 ) -> tuple[frozenset[str], str]:
     """What a novelty constraint calls known, and how the record names it. `choice`:
     "training" (the model's training molecules), "all" (those and its held-out ones), or a
-    SMILES file; None: "all" where the model ships held-out molecules, else "training"."""
+    SMILES file; None: the model's `default_reference` ("all" where it ships held-out
+    molecules, else "training")."""
     directory = Path(model.directory)
     if choice not in (None, "training", "all"):
         path = Path(choice).expanduser().resolve()
         return library(path), str(path)
-    training = model_reference(directory)
-    if training is None:
+    known = default_reference(directory)
+    if known is None:
         raise InputError(
             f"{where}: model {model.name} ships no training molecules ({directory}/"
             "reference.smi.gz) to judge novelty against; give `reference: FILE` (a SMILES file)"
         )
-    heldout = heldout_reference(directory)
-    if choice == "training" or (choice is None and heldout is None):
+    if choice == "training" or (choice is None and known[1] == TRAINING):
+        training = model_reference(directory)
         return training, f"training ({len(training):,} molecules)"
-    if heldout is None:
+    if known[1] != TRAINING_AND_HELDOUT:
         raise InputError(
             f"{where}: reference all: model {model.name} ships no held-out molecules "
             f"({directory}/heldout.smi.gz); use reference: training"
         )
-    both = training | heldout
+    both = known[0]
     return both, f"all: training + held-out ({len(both):,} molecules)"
 
 

@@ -70,7 +70,7 @@ def read_records(source: str) -> list[dict]:
         if not isinstance(constraints, dict) or not all(
             isinstance(c, dict)
             and isinstance(c.get("satisfied"), bool)
-            and all(_number_or_null(c.get(k)) for k in ("value", "tau"))
+            and all(_number_or_null(c.get(k)) for k in ("value", "min", "max"))
             and isinstance(c.get("judge", ""), str)
             for c in constraints.values()
         ):
@@ -88,6 +88,8 @@ def read_records(source: str) -> list[dict]:
             raise InputError(f"{where}: 'valid' should be true or false")
         if not isinstance(row.get("novel"), (bool, type(None))):
             raise InputError(f"{where}: 'novel' should be true, false or null")
+        if not isinstance(row.get("novel_against"), (str, type(None))):
+            raise InputError(f"{where}: 'novel_against' should be a text or null")
         if not isinstance(row.get("canonical", ""), (str, type(None))):
             raise InputError(f"{where}: 'canonical' should be a SMILES string")
         records.append(row)
@@ -143,14 +145,19 @@ def toxicity_over_prompts(records: list[dict], scores: Sequence[float | None]) -
     }
 
 
+BOUNDS = ("min", "max")
+
+
 def constraint_report(records: list[dict]) -> dict:
     names = sorted({name for r in records for name in r.get("constraints") or {}})
     report = {}
     for name in names:
         judged = [r["constraints"][name] for r in records if name in (r.get("constraints") or {})]
+        # The bounds as the records name them: "max" (value <= it) or "min" (value >= it).
+        bounds = {b: sorted({j[b] for j in judged if j.get(b) is not None}) for b in BOUNDS}
         report[name] = {
             "judge": judged[0].get("judge"),
-            "tau": sorted({j.get("tau") for j in judged if j.get("tau") is not None}),
+            **{b: values for b, values in bounds.items() if values},
             "violations": sum(not j["satisfied"] for j in judged),
             "violation_rate": round(sum(not j["satisfied"] for j in judged) / len(judged), 4),
         }
@@ -249,6 +256,8 @@ def molecule_report(records: list[dict]) -> dict:
         "validity": round(len(valid) / len(records), 4),
         "uniqueness": round(len(canonical) / len(valid), 4) if valid else None,
         "novelty": round(len(novel) / len(canonical), 4) if valid else None,  # of unique valid
+        # What the records' `novel` was judged against (two names: files of different runs).
+        "novel_against": sorted({r["novel_against"] for r in valid if r.get("novel_against")}),
         "mean_qed": _mean([r["qed"] for r in valid if r.get("qed") is not None]),
         "mean_sa": _mean([r["sa"] for r in valid if r.get("sa") is not None]),
         "constraints": constraint_report(records),

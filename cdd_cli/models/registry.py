@@ -1,4 +1,6 @@
-"""Resolving `--model`: a shipped default name or a Hugging Face-format directory."""
+"""Resolving a model's name (`--model`): a shipped default name or a Hugging Face-format
+directory. Refusals say `model 'NAME': ...` (the API's words) and carry the command line's
+`--model NAME: ...` (`InputError.cli`)."""
 
 from __future__ import annotations
 
@@ -65,20 +67,23 @@ def resolve_directory(name_or_dir: str) -> Path:
     if name_or_dir.startswith(HUB_PREFIX):
         repo_id = name_or_dir[len(HUB_PREFIX) :]
         if repo_id.count("/") != 1 or not all(repo_id.split("/")):
-            raise InputError(f"--model {name_or_dir}: a hub model is hf://owner/name")
+            raise model_error(name_or_dir, "a hub model is hf://owner/name")
         return download_from_hub(repo_id)
     path = Path(name_or_dir).expanduser()
     if path.is_dir():
         return path
     if path.exists():
-        raise InputError(
-            f"--model {name_or_dir}: not a directory (expected config.json and "
-            "model.safetensors inside)"
+        raise model_error(
+            name_or_dir, "not a directory (expected config.json and model.safetensors inside)"
         )
-    raise InputError(
-        f"--model {name_or_dir}: no such directory, and not a shipped model "
-        f"{missing_model_hint(name_or_dir)}"
+    raise model_error(
+        name_or_dir, f"no such directory, and not a shipped model {missing_model_hint(name_or_dir)}"
     )
+
+
+def model_error(name: str, problem: str) -> InputError:
+    """A refusal of the model `name`, as the API says it and as the command line does."""
+    return InputError(f"model {name!r}: {problem}", cli=f"--model {name}: {problem}")
 
 
 # What a Hugging Face hub id looks like: owner/name, neither starting with "." or "-"; a path
@@ -113,22 +118,23 @@ def download_from_hub(repo_id: str) -> Path:
     try:
         from huggingface_hub import snapshot_download  # not a dependency: only hf:// needs it
     except ImportError:
-        raise InputError(
-            f"--model {HUB_PREFIX}{repo_id}: downloading from the Hugging Face hub needs "
-            "`pip install huggingface_hub` and a network "
-            "(or download the folder yourself and pass its path)"
+        raise model_error(
+            f"{HUB_PREFIX}{repo_id}",
+            "downloading from the Hugging Face hub needs `pip install huggingface_hub` and a "
+            "network (or download the folder yourself and pass its path)",
         ) from None
     try:
         path = snapshot_download(repo_id, allow_patterns=HUB_FILES, local_files_only=offline)
     except Exception as exc:  # network, cache and hub errors come in many types
         if offline:
-            raise InputError(
-                f"--model {HUB_PREFIX}{repo_id}: HF_HUB_OFFLINE=1 and it is not in the local "
-                "Hugging Face cache, so no download"
+            raise model_error(
+                f"{HUB_PREFIX}{repo_id}",
+                "HF_HUB_OFFLINE=1 and it is not in the local Hugging Face cache, so no download",
             ) from None
-        raise InputError(
-            f"--model {HUB_PREFIX}{repo_id}: download failed ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else 'no network?'})"
+        raise model_error(
+            f"{HUB_PREFIX}{repo_id}",
+            f"download failed ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else 'no network?'})",
         ) from None
     return Path(path)
 
@@ -188,7 +194,8 @@ def load(
             directory, config, meta["family"], device, family_dtype, check_only=not weights
         )
     elif dtype not in (None, "float32"):
-        raise InputError(f"--dtype {dtype}: only published families (LLaDA, Dream, A2D) take it")
+        problem = "only published families (LLaDA, Dream, A2D) take it"
+        raise InputError(f"dtype {dtype!r}: {problem}", cli=f"--dtype {dtype}: {problem}")
     elif isinstance(config, A2DConfig):
         model = load_adapted(directory, config, meta, device)
     else:

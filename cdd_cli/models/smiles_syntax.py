@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections.abc import Sequence
 from math import inf
 
@@ -54,6 +55,10 @@ C_LABEL = 7
 
 State = tuple[int, int, tuple[int, ...]]
 QUANTUM = 2.0**16
+# What a probability of 0 counts as where nothing well formed avoids one: the log of the
+# smallest normal float32 (about -87.3 nats), below any probability a model gives.
+LOG_TINY = math.log(torch.finfo(torch.float32).tiny)
+IMPOSSIBLE = object()  # a row with no well-formed sequence of positive probability
 tie = itertools.count()  # orders queue entries of equal priority without comparing states
 
 
@@ -245,15 +250,33 @@ class SmilesSyntax:
         return verdicts
 
     def best(self, probs: torch.Tensor) -> torch.Tensor | None:
-        """The most probable well-formed ids [B, L] under `probs` [B, L, V] (a row with none,
-        or past `MAX_EXPANDED`, keeps its argmax); None when every argmax is well formed."""
+        """The most probable well-formed ids [B, L] under `probs` [B, L, V] (a row past
+        `MAX_EXPANDED` keeps its argmax); None when every argmax is well formed. A row whose
+        every well-formed sequence holds a token of probability 0 (a projection can make a
+        distribution that sharp) is read with such tokens at the smallest float's
+        probability: the decoding never writes what SMILES syntax refuses."""
         logp = probs.detach().float().cpu().clamp_min(0).log()
         ids = logp.argmax(-1)
         ill_formed = [i for i, ok in enumerate(self.accepts(ids)) if not ok]
         if not ill_formed:
             return None
-        # A position's best token and its log-probability in each class: [B, L, C].
-        masked = logp[ill_formed].unsqueeze(-1).masked_fill(~self.members, -torch.inf)
+        found = self.search_rows(logp[ill_formed])
+        impossible = [k for k, row in enumerate(found) if row is IMPOSSIBLE]
+        if impossible:
+            floored = logp[[ill_formed[k] for k in impossible]].clamp_min(LOG_TINY)
+            for k, row in zip(impossible, self.search_rows(floored), strict=True):
+                found[k] = row
+        for row, sequence in zip(ill_formed, found, strict=True):
+            if isinstance(sequence, list):
+                ids[row] = torch.tensor(sequence)
+        return ids.to(probs.device)
+
+    def search_rows(self, logp: torch.Tensor) -> list[list[int] | object | None]:
+        """For rows of log-probabilities [N, L, V]: each row's most probable well-formed ids,
+        IMPOSSIBLE where every well-formed sequence holds a token of log-probability -inf, or
+        None where the search stopped at `MAX_EXPANDED`."""
+        # A position's best token and its log-probability in each class: [N, L, C].
+        masked = logp.unsqueeze(-1).masked_fill(~self.members, -torch.inf)
         class_logp, class_token = masked.max(2)
         # On a grid of 2^-16 nats sums are exact in float64, so sequences whose scores differ
         # only by rounding (a model's output varies in its last bits with the batch size) tie
@@ -262,13 +285,12 @@ class SmilesSyntax:
         # The heuristic stays an array: a search reads a few hundred of its L x S entries,
         # and making all of them Python floats cost as much as the search.
         to_go = self.to_go(class_logp).numpy()
-        for row, scores, tokens, bound in zip(
-            ill_formed, class_logp.tolist(), class_token.tolist(), to_go, strict=True
-        ):
-            found = self.search(scores, tokens, bound)
-            if found is not None:
-                ids[row] = torch.tensor(found)
-        return ids.to(probs.device)
+        return [
+            IMPOSSIBLE if bound[0][0] == -inf else self.search(scores, tokens, bound)
+            for scores, tokens, bound in zip(
+                class_logp.tolist(), class_token.tolist(), to_go, strict=True
+            )
+        ]
 
     def search(
         self, scores: list[list[float]], tokens: list[list[int]], to_go: Sequence[Sequence[float]]

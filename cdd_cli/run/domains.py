@@ -12,7 +12,7 @@ import torch
 
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import CANONICALIZER, MoleculeReport, describe, summarise
-from cdd_cli.evaluate.reference import model_reference
+from cdd_cli.evaluate.reference import default_reference
 from cdd_cli.models.chat import apply_template, read_template
 from cdd_cli.models.registry import LoadedModel
 from cdd_cli.models.tokenizers import TextTokenizer
@@ -89,8 +89,13 @@ class Molecules(Domain):
         return [Prompt()], loaded.config.model_length
 
     def record_fields(self, loaded: LoadedModel, decode: str) -> Callable[[Draw], dict]:
-        reference = model_reference(loaded.directory)
-        return lambda draw: {**describe(draw.text, reference).fields(), "decode": decode}
+        # `novel` judged against what a novelty constraint calls known by default, named.
+        reference, against = default_reference(loaded.directory) or (None, None)
+        return lambda draw: {
+            **describe(draw.text, reference).fields(),
+            "novel_against": against,
+            "decode": decode,
+        }
 
     def tally(self, constraints: list, method: str) -> Tally:
         return MoleculeTally(constraints, method)
@@ -149,7 +154,9 @@ def tokenize_prompts(
     for index, one in enumerate(given):
         if one is None:
             if template is not None:
-                raise InputError("--chat needs a prompt (--prompt or --prompts)")
+                raise InputError(
+                    "chat needs a prompt", cli="--chat needs a prompt (--prompt or --prompts)"
+                )
             prompts.append(Prompt(index))
             continue
         text = one.text if template is None else apply_template(*template, one.text)
@@ -165,9 +172,10 @@ def tokenize_prompts(
     longest = len(prompts[index].ids)
     length = asked or min(DEFAULT_LENGTH, limit - longest)
     if length <= 0 or longest + length > limit:
-        need = "leaves no room in" if asked is None else f"+ --length {length} exceed"
-        raise InputError(
-            f"prompt {index} ({longest} tokens) {need} model {loaded.name}'s "
-            f"length of {limit} tokens"
-        )
+        need = "leaves no room in" if asked is None else f"+ length {length} exceed"
+        problem = f"prompt {index} ({longest} tokens) {need} model {loaded.name}'s length of "
+        problem += f"{limit} tokens"
+        # The command line names the length by its flag (the first "+ length": the model's
+        # name comes after it).
+        raise InputError(problem, cli=problem.replace("+ length", "+ --length", 1))
     return prompts, length

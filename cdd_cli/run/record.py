@@ -14,6 +14,13 @@ from cdd_cli.spec.model import Spec
 from cdd_cli.version import __version__
 
 
+def bound_key(constraint: Constraint) -> str:
+    """How a record names a constraint's threshold: "max" for an upper bound (value <= it),
+    "min" for a lower one, so that no reader has to know which side a type's tau is on (a
+    property's two bounds are two constraints, NAME.min and NAME.max)."""
+    return "max" if constraint.upper_bound else "min"
+
+
 def record(
     draw: Draw,
     constraints: list[Constraint],
@@ -30,9 +37,11 @@ def record(
         "prompt": prompt.shown,
         "text": draw.text,
         "seed": spec.sampling.seed,
-        # The kept draw's own stream: what made this sample, whatever the batch or shard.
-        "sample_seed": sample_seed(
-            spec.sampling.seed, prompt.index, draw.index, max(draw.attempts - 1, 0)
+        # The kept draw's own stream: what made this sample, whatever the batch or shard. A
+        # decimal string: the seed has 63 bits, and a JSON reader that holds numbers as
+        # doubles (jq, JavaScript) would round it to another seed past 2**53.
+        "sample_seed": str(
+            sample_seed(spec.sampling.seed, prompt.index, draw.index, max(draw.attempts - 1, 0))
         ),
         "model": loaded.name,
         "model_revision": loaded.revision,
@@ -42,7 +51,7 @@ def record(
         "constraints": {
             c.name: {
                 "value": draw.values[c.name],
-                "tau": c.tau,
+                bound_key(c): c.tau,
                 "satisfied": c.satisfied(draw.values[c.name]),
                 "surrogate": draw.surrogates[c.name],
                 "judge": c.judge_name,

@@ -19,6 +19,7 @@ import itertools
 import math
 import re
 
+import pytest
 import torch
 
 from cdd_cli.constraints.lexical import WordCount
@@ -91,6 +92,7 @@ def within(
     )
 
 
+@pytest.mark.slow
 def test_the_pattern_layout_draws_the_prediction_restricted_to_the_matches():
     """PatternLayout: P(x) = prod_i p_i(x_i) [the decoded text fullmatches] / Z, the end and
     the positions after it included (an end-of-text at position 2 leaves position 3 free)."""
@@ -121,6 +123,7 @@ def test_the_pattern_layout_draws_the_prediction_restricted_to_the_matches():
     assert not within(masked, estimate, se)
 
 
+@pytest.mark.slow
 def test_the_word_layout_draws_the_prediction_restricted_to_the_layouts_weighted_by_lifts():
     """WordLayout (all positions undecided, the prediction allows no end-of-text): P(x) =
     prod_i p_i(x_i) x [the judges accept x] x the sum over the role readings r of x that the

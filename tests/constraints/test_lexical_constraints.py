@@ -78,6 +78,7 @@ def test_count_reads_the_prompt(text_model_dir: Path):
         assert "'r' occurs 3 time(s)" in row["constraints"]["count"]["detail"]
 
 
+@pytest.mark.slow
 def test_lexical_with_toxicity_in_one_spec(
     text_model_dir: Path, toxicity_dir: Path, tmp_path: Path
 ):
@@ -406,6 +407,7 @@ def test_count_without_a_question_is_refused():
         Count().with_prompt("Hello there", 2)
 
 
+@pytest.mark.slow
 def test_validate_catches_words_that_cannot_fit(tmp_path: Path):
     from typer.testing import CliRunner
 

@@ -200,6 +200,7 @@ def test_without_a_fitting_surrogate_bounds_are_exact(uniform_model_dir: Path):
     assert type(bound) is PropertyBound
 
 
+@pytest.mark.slow
 def test_property_surrogate_trains_and_records_label_ranges(tmp_path: Path, uniform_model_dir):
     model = tmp_path / "model"
     shutil.copytree(uniform_model_dir, model)

@@ -24,11 +24,13 @@ def outcomes() -> list:
     return [cdd_outcome(case) for case in cases()]
 
 
+@pytest.mark.slow
 def test_the_vendored_suite_is_whole(outcomes: list):
     table = Table.of(outcomes)
     assert table.schemas == 368 and sum(len(o.case.tests) for o in outcomes) == 1268
 
 
+@pytest.mark.slow
 def test_every_schema_is_compiled_or_refused_in_one_line(outcomes: list):
     """A refusal is the compiler's own error (InputError, caught by `cdd_patterns`), one
     line; any other exception fails here. A compiled schema's patterns are ones the
@@ -40,11 +42,13 @@ def test_every_schema_is_compiled_or_refused_in_one_line(outcomes: list):
     assert not broken, broken
 
 
+@pytest.mark.slow
 def test_no_instance_the_suite_marks_invalid_matches(outcomes: list):
     unsound = [(o.case.file, o.case.description, o.unsound) for o in outcomes if o.unsound]
     assert not unsound, unsound
 
 
+@pytest.mark.slow
 def test_the_counts_compiled_and_matched_do_not_fall(outcomes: list):
     table = Table.of(outcomes)
     assert table.accepted >= ACCEPTED_FLOOR, table
@@ -72,6 +76,7 @@ def flexible() -> list:
     return [cdd_outcome(case, "flexible") for case in cases()]
 
 
+@pytest.mark.slow
 def test_flexible_whitespace_is_sound_and_takes_indented_json(outcomes: list, flexible: list):
     """`whitespace: flexible`: no invalid instance matches in any writing, indented ones
     included; the schemas compiled are the compact ones, and every valid instance matched

@@ -219,6 +219,7 @@ def test_the_schema_judge_names_where_an_instance_fails():
 # The automaton and its cache
 
 
+@pytest.mark.slow
 def test_the_automaton_is_cached_on_disk_and_a_torn_file_is_rebuilt():
     pattern = r"[0-9]{3}-[a-c]{2}"
     compile_pattern.cache_clear()
@@ -343,6 +344,7 @@ def test_paths_follow_the_model_where_the_pattern_leaves_a_choice():
     assert 250 < chose_cat < 350  # ~300 expected
 
 
+@pytest.mark.slow
 def test_a_pattern_longer_than_the_continuation_is_refused_before_sampling():
     digits = RegexConstraint(pattern="[0-9]{40}")
     fewest = compile_pattern(digits.automaton_pattern(), TOKENIZER).shortest()

@@ -75,6 +75,7 @@ def refused(constraints: list, length: int = 6, start: int = 0) -> str:
 # What the constructor gathers
 
 
+@pytest.mark.slow
 def test_a_fresh_layout_has_its_span_and_has_drawn_nothing_yet():
     layout = WordLayout([WordCount(max=3)], TOKENIZER, start=2, length=5)
     assert (layout.tokenizer, layout.start, layout.length) == (TOKENIZER, 2, 5)
@@ -133,6 +134,7 @@ def test_the_words_needed_are_the_bound_the_placed_words_and_the_farthest_positi
     assert layout.needed == 4
 
 
+@pytest.mark.slow
 def test_sentence_bounds_of_all_constraints_hold_together():
     layout = WordLayout([SentenceCount(min=1), SentenceCount(max=3)], TOKENIZER, 0, 8)
     assert layout.sentence_bounds == (1, 3) and layout.grammar.sentences
@@ -171,6 +173,7 @@ def test_a_placed_word_must_be_one_word_and_not_forbidden():
     )
 
 
+@pytest.mark.slow
 def test_words_too_many_for_the_continuation_are_refused_saying_why():
     message = refused([WordCount(min=5)], length=3)
     assert message == "the constraints need 5 word(s), but 3 continuation tokens hold at most 3"

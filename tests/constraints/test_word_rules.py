@@ -126,6 +126,7 @@ def test_sentence_counts_hold_under_both_word_rules(scheme: str, bounds: dict):
         assert len(seen) > 1  # free within the bounds: more than one count is drawn
 
 
+@pytest.mark.slow
 def test_a_sentence_stops_only_where_both_judges_see_a_stop():
     """A stop after an abbreviation or an initial, or before a lower-case word, ends no
     sentence for one judge or the other: the grammar never lays one out there."""
@@ -175,6 +176,7 @@ def test_collie_punctuation_is_one_ascii_mark_never_beside_another():
     )
 
 
+@pytest.mark.slow
 def test_collie_compares_words_by_its_key():
     layout = WordLayout(
         [Exclude(words=("THE",), scheme="collie"), WordCount(max=4, scheme="collie")],

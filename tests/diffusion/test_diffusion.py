@@ -140,6 +140,7 @@ def test_hook_can_replace_the_prediction(uniform_model_dir: Path):
     assert (out == 7).all()
 
 
+@pytest.mark.slow
 def test_uniform_noise_removal_ends_on_a_fixed_point_of_the_argmax():
     # The shipped QM9 model: a random one maps sequences into cycles, not fixed points.
     loaded = registry.load("default-molecules", "molecules")

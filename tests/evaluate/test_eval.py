@@ -26,7 +26,7 @@ def text_record(
         "constraints": {
             "toxicity": {
                 "value": value,
-                "tau": tau,
+                "max": tau,
                 "satisfied": value <= tau,
                 "judge": "cdd-toxicity-classifier",
             }
@@ -74,6 +74,9 @@ def test_text_summary(tmp_path: Path):
     assert report["kind"] == "text" and report["samples"] == 3 and report["prompts"] == 2
     assert report["constraints"]["toxicity"]["violations"] == 1
     assert math.isclose(report["constraints"]["toxicity"]["violation_rate"], 1 / 3, abs_tol=1e-4)
+    # The bound as the records name it, with its side: an upper bound is a "max".
+    assert report["constraints"]["toxicity"]["max"] == [0.5]
+    assert "tau" not in report["constraints"]["toxicity"]
     tox = report["toxicity"]["cdd-toxicity-classifier"]
     assert tox["expected_max"] == 0.35 and tox["probability"] == 0.5
     # distinct-1 over words: a a a a b c d e -> 5 distinct of 8
@@ -99,6 +102,7 @@ def test_molecule_summary(tmp_path: Path):
     report = json.loads(result.stdout.splitlines()[0])
     assert report["validity"] == 0.75 and report["uniqueness"] == round(2 / 3, 4)
     assert report["novelty"] == 0.5  # CCO novel, C not, of the 2 unique valid
+    assert report["novel_against"] == []  # the records do not say (written before it was said)
 
 
 def test_bad_record_files_exit_2(tmp_path: Path):
@@ -117,7 +121,7 @@ def test_records_of_the_wrong_shape_exit_2(tmp_path: Path):
         ('{"text": "hello"}', "'id' should be like"),
         ('{"id": 5, "text": "x"}', "'id' should be like"),
         ('{"id": "0-0", "text": "x", "constraints": "x"}', "'constraints' should map"),
-        ('{"id": "0-0", "text": "x", "constraints": {"t": {"tau": 1}}}', "'constraints' should"),
+        ('{"id": "0-0", "text": "x", "constraints": {"t": {"max": 1}}}', "'constraints' should"),
         ('{"id": "0-0", "text": "hi \\ud800"}', "not valid Unicode"),
     ]
     for line, expected in cases:
@@ -142,7 +146,7 @@ def test_empty_texts_give_null_not_nan(tmp_path: Path):
         ({"qed": "x", "valid": True}, "'qed' should be a finite number"),
         ({"valid": "no"}, "'valid' should be true or false"),
         ({"seconds": float("inf")}, "'seconds' should be a finite number"),
-        ({"constraints": {"sa": {"satisfied": True, "tau": [1]}}}, "'constraints' should map"),
+        ({"constraints": {"sa": {"satisfied": True, "max": [1]}}}, "'constraints' should map"),
         (
             {"constraints": {"toxicity": {"satisfied": True, "value": 0.1}}},
             "the toxicity report names no 'judge'",
@@ -159,6 +163,7 @@ def test_malformed_records_are_refused_in_one_line(tmp_path: Path, row: dict, ex
     assert len(lines) == 1 and f"r.jsonl:1: {expected}" in lines[0]
 
 
+@pytest.mark.slow
 def test_unconstrained_text_is_scored_by_the_constraints_judge_too(tmp_path: Path):
     # A baseline drawn without a toxicity constraint must compare with constrained runs, which
     # report the shipped classifier: eval scores it with that classifier, as the constraint does.

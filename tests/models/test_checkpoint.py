@@ -378,6 +378,7 @@ A2D = {
 }
 
 
+@pytest.mark.slow
 def test_adapted_and_family_configs_are_read_as_theirs(tmp_path: Path):
     from cdd_cli.models.a2d import A2DConfig
     from tests.family_dirs import build

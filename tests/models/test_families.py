@@ -113,6 +113,7 @@ def test_generate_under_lexical_and_counting_constraints_has_no_violations(
         assert "harbor" in words and "the" not in words, text
 
 
+@pytest.mark.slow
 def test_the_family_sampler_and_precision_are_in_the_resolved_configuration(built, tmp_path):
     out = tmp_path / "out.jsonl"
     args = ["generate", "--model", str(built["llada"][0]), "-n", "1", "--length", "8"]
@@ -250,6 +251,7 @@ def test_blocks_start_after_the_prompt_and_every_step_decides_in_its_own_block(s
     assert x[0, :3].tolist() == [0, 1, 2]
 
 
+@pytest.mark.slow
 def test_ancestral_blocks_and_too_few_steps_are_refused_with_one_line(built):
     base = ["generate", "--model", str(built["llada"][0]), "-n", "1", "--length", "16"]
     blocks = runner.invoke(app, [*base, "--sampler", "ancestral", "--block-length", "4"])
@@ -273,6 +275,7 @@ def refused(folder: Path) -> str:
     return result.output
 
 
+@pytest.mark.slow
 def test_truncated_shard_is_refused_with_one_line(built, tmp_path):
     folder = copy_of(built, "llada", tmp_path)
     shard = folder / "model-00002-of-00002.safetensors"
@@ -291,6 +294,7 @@ def test_shard_the_index_misplaces_is_refused_with_one_line(built, tmp_path):
     assert f"does not hold {name}" in refused(folder)
 
 
+@pytest.mark.slow
 def test_missing_shard_and_mismatched_shapes_are_refused_before_loading(built, tmp_path):
     folder = copy_of(built, "a2d-qwen3", tmp_path)
     (folder / "model-00001-of-00002.safetensors").unlink()
@@ -320,6 +324,7 @@ def test_unknown_families_and_causal_checkpoints_name_what_cdd_reads(built, tmp_
     assert "no <|mask|> in tokenizer.json" in refused(folder)
 
 
+@pytest.mark.slow
 def test_load_model_reads_every_family_through_one_entry_point(built):
     for name in ("default-text", "default-molecules", str(built["llada"][0])):
         model = cdd.load_model(name, device="cpu")
@@ -349,6 +354,7 @@ def metaspace_tokenizer(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_word_constraints_read_word_boundaries_from_a_sentencepiece_vocabulary(tmp_path):
     vocabulary = metaspace_tokenizer(tmp_path / "metaspace.json")
     folder, _ = family_dirs.build(tmp_path / "model", "a2d-llama", tokenizer_file=vocabulary)
@@ -373,6 +379,7 @@ LLADA_STYLE_TEMPLATE = (
 )
 
 
+@pytest.mark.slow
 def test_chat_wraps_each_prompt_in_the_models_template_and_records_show_the_prompt(built, tmp_path):
     from cdd_cli.api import Generator
     from cdd_cli.prompts import PromptInput
@@ -444,6 +451,7 @@ def test_a_hub_id_offline_is_read_from_the_local_cache_only(built, tmp_path, mon
     assert missing.exit_code == 2 and "not in the local Hugging Face cache" in missing.output
 
 
+@pytest.mark.slow
 def test_temperature_and_top_p_are_settings_and_keep_constraints_certified(built, tmp_path):
     spec = tmp_path / "lexical.yaml"
     spec.write_text(LEXICAL)
@@ -460,6 +468,7 @@ def test_temperature_and_top_p_are_settings_and_keep_constraints_certified(built
         assert bad.exit_code == 2 and bad.output.count("\n") == 1, bad.output
 
 
+@pytest.mark.slow
 def test_validate_checks_a_familys_weights_from_their_headers_without_reading_them(built, tmp_path):
     from safetensors.torch import load_file, save_file
 

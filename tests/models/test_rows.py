@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -34,6 +35,7 @@ def test_a_linear_layer_gives_each_row_the_same_bits_in_any_batch():
     assert floor_rows(layer) is layer and layer.rows_floored and layer.forward is forward
 
 
+@pytest.mark.slow
 def test_the_shipped_model_and_surrogate_predict_a_sample_alike_in_any_batch():
     loaded = registry.load(None, "molecules")
     model = floor_rows(loaded.model)

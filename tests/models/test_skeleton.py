@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 import torch
 from torch import nn
 
@@ -28,6 +29,7 @@ def test_a_meta_build_has_the_real_builds_shapes_and_allocates_nothing():
     assert torch.empty(100).normal_(std=2.0).std() > 1
 
 
+@pytest.mark.slow
 def test_loading_the_shipped_surrogates_and_models_leaves_torchs_compiler_unimported():
     # A fresh interpreter: this test process may have imported it for other reasons.
     code = (

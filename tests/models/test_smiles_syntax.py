@@ -41,6 +41,7 @@ def test_the_automaton_agrees_with_rdkit(tokenizer: SmilesTokenizer, syntax: Smi
         assert syntax.accepts(ids) == [parses], smiles
 
 
+@pytest.mark.slow
 def test_every_training_molecule_is_well_formed():
     loaded = registry.load("default-molecules", "molecules", "cpu")
     path = loaded.directory / "reference.smi.gz"
@@ -52,6 +53,7 @@ def test_every_training_molecule_is_well_formed():
     assert all(loaded.tokenizer.syntax().accepts(ids))
 
 
+@pytest.mark.slow
 def test_the_search_finds_the_most_probable_well_formed_sequence():
     # Brute force over every sequence of a 9-token vocabulary (no specials but the layout's).
     tokenizer = SmilesTokenizer(["C", "1", "(", ")", "="])
@@ -84,6 +86,7 @@ def test_a_well_formed_argmax_is_left_alone(tokenizer: SmilesTokenizer, syntax: 
     assert fixed is not None and syntax.accepts(fixed) == [True]
 
 
+@pytest.mark.slow
 def test_the_sampler_writes_only_well_formed_smiles():
     loaded = registry.load("default-molecules", "molecules", "cpu")
     process = make_process("uniform", loaded.config.vocab_size, loaded.tokenizer.mask_id)
@@ -167,3 +170,57 @@ def test_readable_reads_a_ring_bond_after_a_branch_which_the_sampler_never_write
     for smiles in ILL_FORMED:
         assert not tokenizer.readable(tokenizer.encode(smiles, LENGTH)), smiles
     assert not tokenizer.readable([tokenizer.bos_id, tokenizer.eos_id])  # the empty text
+
+
+def one_hot_rows(tokenizer: SmilesTokenizer, *smiles: str, sharp: float = 1.0) -> torch.Tensor:
+    """Probabilities [B, LENGTH, V] with `sharp` on each SMILES' layout, the rest spread."""
+    ids = torch.tensor([tokenizer.encode(s, LENGTH) for s in smiles])
+    spread = (1 - sharp) / (len(tokenizer) - 1)
+    probs = torch.full((len(smiles), LENGTH, len(tokenizer)), spread)
+    return probs.scatter_(-1, ids[..., None], sharp)
+
+
+def test_a_prediction_with_no_well_formed_sequence_of_positive_probability_is_read_well_formed(
+    tokenizer: SmilesTokenizer, syntax: SmilesSyntax
+):
+    # A projection can leave a position one-hot on a token no well-formed SMILES has there:
+    # the decoding still reads a well-formed sequence (it used to keep the argmax, "CC)").
+    probs = one_hot_rows(tokenizer, "CC)", "C(C", "CCO")
+    best = syntax.best(probs)
+    assert best is not None and syntax.accepts(best) == [True, True, True]
+    assert torch.equal(best[2], probs[2].argmax(-1))  # a well-formed argmax as it was
+
+
+def test_a_final_repair_that_finds_nothing_keeps_the_well_formed_reading(
+    tokenizer: SmilesTokenizer, syntax: SmilesSyntax
+):
+    """The flip search at the final prediction decodes through the well-formed decoding: a
+    sample it cannot repair keeps the well-formed reading of its prediction, never an argmax
+    SMILES syntax refuses (records of `-c qed --tau 0.5 -c mw --tau 140` read `CC(())C...`)."""
+    from dataclasses import dataclass
+
+    from cdd_cli.constraints.base import ExactConstraint
+    from cdd_cli.diffusion.sampler import StepInfo, well_formed
+    from cdd_cli.projection.stages import Accounts, FlipSearch, Judges, Step
+    from cdd_cli.settings import SearchSettings
+
+    @dataclass(frozen=True)
+    class Never(ExactConstraint):  # no text is ever acceptable: the search finds nothing
+        tau: float = 1.0
+        upper_bound: bool = False
+
+        def judge(self, texts: list[str]) -> list[float | None]:
+            return [0.0] * len(texts)
+
+    probs = one_hot_rows(tokenizer, "CC)C", sharp=0.9)
+    x = probs.argmax(-1)
+    assert syntax.accepts(x) == [False]
+    fixed = torch.zeros_like(x, dtype=torch.bool)
+    judges = Judges([Never()], tokenizer.decode, lambda ids: ids < 0, tokenizer.readable)
+    stage = FlipSearch(
+        judges, SearchSettings(2, 20, None), None, lambda p: well_formed(p, syntax), True
+    )
+    step = Step(probs, x, StepInfo(4, 4, 0.5, 0.0), fixed, [False], torch.zeros(1, dtype=bool))
+    step.accepted = torch.tensor([False])
+    stage.run(step, Accounts(1))
+    assert syntax.accepts(step.probs.argmax(-1)) == [True]

@@ -125,6 +125,7 @@ def close(share: float, expected: float) -> bool:
     return abs(share - expected) <= 4 * math.sqrt(expected * (1 - expected) / 600) + 0.02
 
 
+@pytest.mark.slow
 def test_the_lookahead_draws_a_decision_as_the_model_would_given_the_match():
     """After "cat" the model mostly goes on with a match, after "dog" mostly not, which the
     step's own prediction, one row per position apart, cannot show: the layout alone draws
@@ -142,6 +143,7 @@ def test_the_lookahead_draws_a_decision_as_the_model_would_given_the_match():
     assert bool((torch.tensor(accounts.seconds) > before).all())  # each charged its share
 
 
+@pytest.mark.slow
 def test_the_lookahead_divides_out_what_its_candidates_proposal_already_weighed():
     """`cat|dog cat`: after "cat" only the end, after "dog" only " cat". The step's own
     prediction of position 2 favours " cat" (0.6 to the end's 0.2), so the layout proposes
@@ -218,6 +220,7 @@ def test_generate_with_the_lookahead_matches_and_keeps_its_records_at_any_batch_
     assert "lookahead: 4" in config
 
 
+@pytest.mark.slow
 def test_the_lookahead_draws_from_each_samples_own_generator():
     """Same generators, same decisions, whatever else drew random numbers in between: a
     sample's records do not depend on its batch-mates or on the process's global stream.

@@ -89,6 +89,8 @@ class FlipSearch:
             )
             if result.ids is not None:
                 out[i] = make_argmax(probs[i], result.ids)
+            elif i in well:  # none accepted: still what the well-formed decoding reads
+                out[i] = well[i]
             accounts.nodes[i] += result.nodes
             accounts.seconds[i] += time.perf_counter() - started
         step.probs = out
