@@ -77,6 +77,14 @@ def without_timing(record: dict) -> dict:
     # Timing, and the provenance fields newer revisions add (when, which cdd, which weights).
     provenance = ("seconds", "created", "cdd_version", "model_revision")
     out = {k: v for k, v in record.items() if k not in provenance}
+    # Written differently since 2026-12 (the same draws): the seed as a decimal string, and a
+    # bound as "max"/"min" where it was a bare "tau".
+    if isinstance(out.get("sample_seed"), str):
+        out["sample_seed"] = int(out["sample_seed"])
+    for verdict in (out.get("constraints") or {}).values():
+        for side in ("max", "min"):
+            if side in verdict:
+                verdict["tau"] = verdict.pop(side)
     if out.get("projection"):
         # settled_by: which stage did the work, a field newer revisions add (issue 45).
         ignored = ("seconds", "settled_by")

@@ -8,7 +8,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from cdd_cli.run.generation import Draw, Prompt
 
 from cdd_cli.constraints.properties import property_bounds
 from cdd_cli.constraints.sa import SAConstraint
@@ -16,8 +15,9 @@ from cdd_cli.diffusion.sampler import sample_seed
 from cdd_cli.evaluate.reference import write_smiles
 from cdd_cli.models import registry
 from cdd_cli.run.domains import DOMAINS
+from cdd_cli.run.drawing import Draw, Prompt
 from cdd_cli.run.record import record
-from cdd_cli.spec import Spec
+from cdd_cli.spec.model import Spec
 
 
 @pytest.fixture(scope="module")

@@ -201,7 +201,9 @@ def test_a_final_repair_that_finds_nothing_keeps_the_well_formed_reading(
 
     from cdd_cli.constraints.base import ExactConstraint
     from cdd_cli.diffusion.sampler import StepInfo, well_formed
-    from cdd_cli.projection.stages import Accounts, FlipSearch, Judges, Step
+    from cdd_cli.projection.judges import Judges
+    from cdd_cli.projection.stages import FlipSearch
+    from cdd_cli.projection.step import Accounts, Step
     from cdd_cli.settings import SearchSettings
 
     @dataclass(frozen=True)
