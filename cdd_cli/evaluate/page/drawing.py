@@ -12,6 +12,7 @@ import base64
 import re
 from functools import lru_cache
 
+from rdkit import Chem
 from rdkit.Chem import Crippen, Descriptors
 from rdkit.Chem.Draw import rdMolDraw2D
 
@@ -25,15 +26,27 @@ DEFAULTS = re.compile(
 )
 
 
+# Longer strings, or any not ASCII, are no SMILES RDKit should be asked to read.
+MAX_SMILES = 1_000
+
+
+def molecule(smiles: str) -> Chem.Mol | None:
+    """The molecule RDKit reads from a SMILES (None where it is none)."""
+    if len(smiles) > MAX_SMILES or not smiles.isascii():
+        return None
+    parsed = parse(smiles)
+    return None if parsed is None else parsed[1]
+
+
 @lru_cache(maxsize=4096)
 def drawing(smiles: str) -> str | None:
     """A `data:` URI of the molecule's SVG drawing (None where RDKit cannot read it)."""
-    parsed = parse(smiles)
-    if parsed is None:
+    mol = molecule(smiles)
+    if mol is None:
         return None
     draw = rdMolDraw2D.MolDraw2DSVG(*SIZE, -1, -1, True)  # atom labels as <text>: smaller
     draw.drawOptions().clearBackground = False
-    draw.DrawMolecule(parsed[1])
+    draw.DrawMolecule(mol)
     draw.FinishDrawing()
     svg = DEFAULTS.sub("", draw.GetDrawingText())
     return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode("ascii")
@@ -41,10 +54,9 @@ def drawing(smiles: str) -> str | None:
 
 def extra_properties(smiles: str) -> dict[str, float]:
     """logP, molecular weight and heavy atoms of a SMILES RDKit reads (empty otherwise)."""
-    parsed = parse(smiles)
-    if parsed is None:
+    mol = molecule(smiles)
+    if mol is None:
         return {}
-    mol = parsed[1]
     return {
         "logp": round(Crippen.MolLogP(mol), 4),
         "mw": round(Descriptors.MolWt(mol), 4),

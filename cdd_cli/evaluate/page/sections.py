@@ -16,7 +16,6 @@ from cdd_cli.evaluate.page.drawing import drawing, extra_properties
 from cdd_cli.evaluate.page.runs import Run, finite
 
 MAX_SHOWN = 2_000  # characters of one string a card shows; the rest is counted
-MAX_SMILES_DRAWN = 1_000  # longer strings are no molecule RDKit should be asked to draw
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 # The molecule properties every page plots (recorded or computed), beside the constrained ones.
 MOLECULE_PROPERTIES = ("qed", "sa", "logp", "mw", "heavy_atoms")
@@ -186,8 +185,8 @@ def card(row: dict, config: dict, molecules: bool, json_texts: bool) -> str:
         for name in ("qed", "sa"):
             if (value := finite(row.get(name))) is not None:
                 values.setdefault(name, value)
-                if name not in row["constraints"]:
-                    rows.append(f"<tr><td>{name}</td><td>{shown(value)}</td><td></td></tr>")
+            if row.get(name) is not None and name not in row["constraints"]:
+                rows.append(f"<tr><td>{name}</td><td>{shown(row[name])}</td><td></td></tr>")
     attributes = "".join(
         f' data-p-{attribute_name(name)}="{value!r}"' for name, value in values.items()
     )
@@ -198,7 +197,7 @@ def card(row: dict, config: dict, molecules: bool, json_texts: bool) -> str:
     table = f"<table>{''.join(rows)}</table>"
     string = row["text"]
     if molecules:
-        image = drawing(string) if len(string) <= MAX_SMILES_DRAWN else None
+        image = drawing(string)
         picture = (
             f'<img src="{image}" width="150" height="110" alt="molecule">'
             if image
