@@ -98,8 +98,7 @@ def test_hostile_records_stay_text_and_the_only_script_is_the_pages(tmp_path: Pa
         {"text": "\ud800 lone surrogate \x00", "id": 7, "constraints": [1], "prompt": 3},
     ]  # fmt: skip
     records = write_jsonl(tmp_path / "run.jsonl", rows)
-    result = runner.invoke(app, ["report", records, "-o", str(tmp_path / "page.html")])
-    assert result.exit_code == 0, result.stderr
+    write_page([records], str(tmp_path / "page.html"))
     page = (tmp_path / "page.html").read_text(encoding="utf-8")
     assert page.count("<script>") == 1 and "alert(1)</script>" not in page
     assert "<b><" not in page and "<i>" not in page
@@ -118,6 +117,15 @@ def test_another_tools_jsonl_is_one_line_and_exit_2(tmp_path: Path):
     (tmp_path / "not.jsonl").write_text("<html>\n")
     result = runner.invoke(app, ["report", str(tmp_path / "not.jsonl"), "-o", "x.html"])
     assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_page_never_overwrites_its_records_and_can_go_to_stdout(tmp_path: Path):
+    records = write_jsonl(tmp_path / "run.jsonl", [molecule(0, "CCO")])
+    result = runner.invoke(app, ["report", records, "-o", records])
+    assert result.exit_code == 2 and "is one of the records files" in result.stderr
+    assert json.loads(Path(records).read_text())["text"] == "CCO"
+    result = runner.invoke(app, ["report", records, "-o", "-"])
+    assert result.exit_code == 0 and result.stdout.startswith("<!DOCTYPE html>")
 
 
 def test_a_second_file_is_overlaid_with_its_ks_distance(tmp_path: Path):

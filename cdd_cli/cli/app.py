@@ -126,7 +126,9 @@ def report(
         list[str],
         typer.Argument(help="JSONL records: the run the page is about, then runs to compare."),
     ],
-    output: Annotated[str, typer.Option("-o", "--output", help="The HTML file to write.")],
+    output: Annotated[
+        str, typer.Option("-o", "--output", help="The HTML file to write, or - for stdout.")
+    ],
 ) -> None:
     """One self-contained HTML page of a run: summary, distributions against their bounds
     (overlaid with the other files'), molecules drawn or texts with their constraints."""

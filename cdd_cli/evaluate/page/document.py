@@ -4,10 +4,12 @@ anything: the page opens from disk and fetches nothing."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
+from cdd_cli.errors import InputError
 from cdd_cli.evaluate.page.runs import Run, read_run
 from cdd_cli.evaluate.page.sections import (
     attribute_name,
@@ -149,10 +151,16 @@ exact judges' as recorded.</p>
 
 def write_page(sources: Sequence[str], out: str) -> str:
     """The page of the runs in `sources` (the first the one it is about) written whole to
-    `out`; what was written, in one line."""
+    `out` (or stdout: "-"); what was written, in one line."""
+    if out != "-" and any(s != "-" and Path(s).resolve() == Path(out).resolve() for s in sources):
+        raise InputError(f"-o {out}: is one of the records files; the page goes to another")
     runs = [read_run(source) for source in sources]
     html = page(runs)
-    write_whole_file(Path(out), html)
+    if out == "-":
+        sys.stdout.write(html)
+        sys.stdout.flush()
+    else:
+        write_whole_file(Path(out), html)
     shown = min(len(runs[0].records), MAX_CARDS)
     size = len(html.encode("utf-8")) / 1e6
     return f"{out}: {len(runs[0].records):,} records ({shown:,} shown), {size:.1f} MB"

@@ -52,8 +52,10 @@ def drawing(smiles: str) -> str | None:
     return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode("ascii")
 
 
+@lru_cache(maxsize=16384)  # each chart asks for one of the three
 def extra_properties(smiles: str) -> dict[str, float]:
-    """logP, molecular weight and heavy atoms of a SMILES RDKit reads (empty otherwise)."""
+    """logP, molecular weight and heavy atoms of a SMILES RDKit reads (empty otherwise);
+    shared between callers: read it, never change it."""
     mol = molecule(smiles)
     if mol is None:
         return {}
