@@ -96,6 +96,7 @@ def test_hostile_records_stay_text_and_the_only_script_is_the_pages(tmp_path: Pa
                                            "satisfied": "yes", "detail": hostile}}},
         {**molecule(2, "C" * 300_000), "model": hostile},
         {"text": "\ud800 lone surrogate \x00", "id": 7, "constraints": [1], "prompt": 3},
+        {**molecule(4, "CCN"), "constraints": {f"c{k}": {"value": k} for k in range(5000)}},
     ]  # fmt: skip
     records = write_jsonl(tmp_path / "run.jsonl", rows)
     write_page([records], str(tmp_path / "page.html"))
@@ -106,6 +107,7 @@ def test_hostile_records_stay_text_and_the_only_script_is_the_pages(tmp_path: Pa
     assert "characters more" in page  # the huge SMILES cut, its size stated
     assert len(page) < 1_000_000
     assert "nan" in page and "inf" in page
+    assert "4,960 more" in page and page.count("<figure>") < 50  # a few of 5,000 names
 
 
 def test_another_tools_jsonl_is_one_line_and_exit_2(tmp_path: Path):

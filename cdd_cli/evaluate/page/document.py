@@ -22,7 +22,7 @@ from cdd_cli.evaluate.page.sections import (
 from cdd_cli.output.config import write_whole_file
 from cdd_cli.version import __version__
 
-# Cards (and so drawings) on one page: a 1,000-molecule run is drawn whole in about 3 MB;
+# Cards (and so drawings) on one page: a 1,000-molecule run is drawn whole in about 3.7 MB;
 # beyond it the page says how many it shows, and the summary and charts still count all.
 MAX_CARDS = 1_000
 POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
@@ -38,7 +38,7 @@ figcaption{font-size:.9em}.chart text{font-size:10px}
 #cards{display:flex;flex-wrap:wrap;gap:.6em}
 .card{border:1px solid #ddd;border-radius:4px;padding:.4em;width:230px;font-size:12px;
 overflow-wrap:anywhere}
-.card.wide,.text .card{width:420px}.card table{border-collapse:collapse;width:100%}
+.text .card{width:420px}.card table{border-collapse:collapse;width:100%}
 .card td{padding:0 .3em 0 0}.card img{display:block;margin:auto}
 .smiles{font-family:monospace;margin:.2em 0}.detail{color:#666}
 .noimg{height:110px;display:flex;align-items:center;justify-content:center;color:#999}

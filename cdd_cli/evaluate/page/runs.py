@@ -8,6 +8,7 @@ import math
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import yaml
@@ -38,6 +39,7 @@ class Run:
     def name(self) -> str:
         return Path(self.path).name
 
+    @cached_property
     def constraints(self) -> dict[str, dict[str, float]]:
         """Each constraint's name (in the order records give them) and its bounds
         (`{"max": 3.5}`), from the first record that states them as numbers."""

@@ -7,6 +7,7 @@ control characters replaced, cut to MAX_SHOWN characters), and every number thro
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from html import escape
@@ -16,6 +17,9 @@ from cdd_cli.evaluate.page.drawing import drawing, extra_properties
 from cdd_cli.evaluate.page.runs import Run, finite
 
 MAX_SHOWN = 2_000  # characters of one string a card shows; the rest is counted
+# Constraints a card lists, and charts and sort keys a page has: cdd writes a few; a file
+# with thousands is another tool's, shown in part rather than as a page nobody can open.
+MAX_NAMES = 40
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 # The molecule properties every page plots (recorded or computed), beside the constrained ones.
 MOLECULE_PROPERTIES = ("qed", "sa", "logp", "mw", "heavy_atoms")
@@ -77,7 +81,7 @@ def summary(runs: list[Run]) -> str:
 
 def property_values(run: Run, name: str) -> list[float]:
     """A run's values of a constrained property or a molecule's (recorded, else computed)."""
-    if name in run.constraints():
+    if name in run.constraints:
         return run.constrained_values(name)
     values = []
     for row in run.records:
@@ -92,8 +96,9 @@ def property_values(run: Run, name: str) -> list[float]:
 def distributions(runs: list[Run], molecules: bool) -> str:
     """A histogram per constrained property (and the molecule properties), the runs overlaid
     with each further run's KS distance to the first."""
-    bounds = runs[0].constraints()
-    names = [n for n in bounds if runs[0].constrained_values(n)]
+    bounds = runs[0].constraints
+    plotted = (n for n in bounds if runs[0].constrained_values(n))
+    names = list(itertools.islice(plotted, MAX_NAMES))
     if molecules:
         names += [n for n in MOLECULE_PROPERTIES if n not in names]
     legend = " ".join(
@@ -170,7 +175,8 @@ def card(row: dict, config: dict, molecules: bool, json_texts: bool) -> str:
     `data-p-NAME` attributes, which the page's script sorts and filters by."""
     values: dict[str, float] = {}
     rows = []
-    for name, report in row["constraints"].items():
+    named = list(row["constraints"].items())
+    for name, report in named[:MAX_NAMES]:
         bound = next((f"{k} {shown(report[k])}" for k in ("max", "min") if k in report), "")
         detail = report.get("detail")
         rows.append(
@@ -181,6 +187,8 @@ def card(row: dict, config: dict, molecules: bool, json_texts: bool) -> str:
         )  # fmt: skip
         if (value := finite(report.get("value"))) is not None:
             values[name] = value
+    if len(named) > MAX_NAMES:
+        rows.append(f'<tr><td colspan="4" class="cut">{len(named) - MAX_NAMES:,} more</td></tr>')
     if molecules:
         for name in ("qed", "sa"):
             if (value := finite(row.get(name))) is not None:
@@ -191,7 +199,7 @@ def card(row: dict, config: dict, molecules: bool, json_texts: bool) -> str:
         f' data-p-{attribute_name(name)}="{value!r}"' for name, value in values.items()
     )
     ok = row.get("satisfied")
-    status = {True: "1", False: "0"}.get(ok, "") if isinstance(ok, bool) else ""
+    status = "1" if ok is True else "0" if ok is False else ""
     head = f'<div class="card" data-ok="{status}"{attributes}><div class="id">{mark(ok)} ' \
            f"{text(row.get('id', ''), 40)}</div>"  # fmt: skip
     table = f"<table>{''.join(rows)}</table>"
@@ -211,12 +219,10 @@ def card(row: dict, config: dict, molecules: bool, json_texts: bool) -> str:
         body += json_view(string)
     else:
         body += f'<div class="cont">{continuation(string, required, forbidden)}</div>'
-    for pattern in patterns:
-        matched = any(
-            n.startswith("regex") and r.get("satisfied") is True
-            for n, r in row["constraints"].items()
-        )
-        body += f'<p class="pattern">{mark(matched)} /{text(pattern, 200)}/</p>'
+    # The configuration's regex entries and the records' regex reports come in one order.
+    judged = [r.get("satisfied") for n, r in named if n.startswith("regex")]
+    for pattern, satisfied in zip(patterns, judged + [None] * len(patterns), strict=False):
+        body += f'<p class="pattern">{mark(satisfied)} /{text(pattern, 200)}/</p>'
     return f"{head}{body}{table}</div>"
 
 
@@ -229,7 +235,7 @@ def sort_keys(records: list[dict], molecules: bool) -> list[str]:
                 names[name] = None
     if molecules:
         names.update({"qed": None, "sa": None})
-    return list(names)
+    return list(names)[:MAX_NAMES]
 
 
 def attribute_name(name: str) -> str:
