@@ -228,7 +228,7 @@ def test_a_thousand_molecules_page_is_quick_and_small(tmp_path: Path):
 
 
 @pytest.mark.slow
-def test_molecules_with_report_writes_the_page_at_the_end(tmp_path: Path):
+def test_molecules_and_generate_with_report_write_the_page_at_the_end(tmp_path: Path):
     out, page = tmp_path / "run.jsonl", tmp_path / "page.html"
     result = subprocess.run(
         [sys.executable, "-m", "cdd_cli", "molecules", "-n", "8", "-c", "sa", "--tau", "3.5",
@@ -239,6 +239,16 @@ def test_molecules_with_report_writes_the_page_at_the_end(tmp_path: Path):
     html = page.read_text(encoding="utf-8")
     assert f"{page}: 8 records (8 shown)" in result.stderr
     assert "cdd molecules -n 8 -c sa --tau 3.5" in html and "max 3.5" in html
+    texts, page = tmp_path / "texts.jsonl", tmp_path / "texts.html"
+    result = subprocess.run(
+        [sys.executable, "-m", "cdd_cli", "generate", "--prompt", "<script>alert(1)</script>",
+         "-n", "2", "--length", "8", "--steps", "2", "-o", str(texts), "--report", str(page),
+         "-q"],
+        capture_output=True, text=True, timeout=HANG_S,
+    )  # fmt: skip
+    assert result.returncode in (0, 3), result.stderr
+    html = page.read_text(encoding="utf-8")
+    assert "&lt;script&gt;alert(1)" in html and html.count("<script>") == 1
 
 
 def png_colours(data: bytes) -> set:
