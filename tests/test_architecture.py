@@ -24,7 +24,7 @@ LAYERS = [
     {"methods", "reporting"},  # reporting: the progress hooks hear of steps and ALM rounds
     {"spec"},
     {"run"},
-    {"api", "constraint_values", "evaluate.report", "torchrun"},
+    {"api", "constraint_values", "evaluate.report", "evaluate.page", "torchrun"},
     {"cli", "train", "__main__", "__init__"},
 ]  # fmt: skip
 

@@ -159,6 +159,22 @@ def test_unwritable_output(uniform_model_dir: Path, tmp_path: Path):
     assert "is a directory" in one_error_line(result)
 
 
+def test_report_needs_an_output_file_and_writes_the_page(uniform_model_dir: Path, tmp_path: Path):
+    page = tmp_path / "page.html"
+    model = ["molecules", "--model", str(uniform_model_dir), "-n", "2", "--steps", "2"]
+    result = runner.invoke(app, [*model, "--report", str(page)])
+    assert result.exit_code == 2 and not page.exists()
+    assert "--report reads the run's records back" in one_error_line(result)
+    result = runner.invoke(app, [*model, "--report", str(tmp_path), "-o", str(tmp_path / "x")])
+    assert result.exit_code == 2
+    assert "is a directory (give an HTML file)" in one_error_line(result)
+    out = tmp_path / "run.jsonl"
+    result = runner.invoke(app, [*model, "-o", str(out), "--report", str(page), "-q"])
+    assert result.exit_code in (0, 3), result.stderr
+    assert f"{page}: 2 records (2 shown)" in result.stderr
+    assert "all 2 records" in page.read_text(encoding="utf-8")
+
+
 def test_models_ls_lists_the_default():
     result = runner.invoke(app, ["models", "ls"])
     assert result.exit_code == 0

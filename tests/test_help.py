@@ -48,7 +48,9 @@ def shown_label(param: Any, ctx: Any) -> str:
 
 
 def test_the_walk_reaches_every_command():
-    assert {"cdd molecules", "cdd generate", "cdd merge", "cdd eval", "cdd validate"} <= set(IDS)
+    assert {
+        "cdd molecules", "cdd generate", "cdd merge", "cdd eval", "cdd validate", "cdd report"
+    } <= set(IDS)  # fmt: skip
     trainers = {i for i in IDS if i.startswith("cdd train ")}
     assert len(trainers) >= 7, trainers
     assert {"cdd models ls", "cdd constraints ls"} <= set(IDS)
@@ -125,3 +127,5 @@ def test_a_choice_shows_its_values_and_a_flag_nothing():
     assert "--noise [uniform|masked]" in help_of("train", "molecules")
     assert "Usage: cdd merge [OPTIONS] OUT SHARDS..." in help_of("merge")
     assert "Usage: cdd eval [OPTIONS] RECORDS" in help_of("eval")
+    assert "Usage: cdd report [OPTIONS] RECORDS..." in help_of("report")
+    assert "--report TEXT" in molecules and "--report TEXT" in generate

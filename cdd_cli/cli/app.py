@@ -25,6 +25,7 @@ from cdd_cli.cli.terminal import console, log, show_warning
 from cdd_cli.cli.train import train_app
 from cdd_cli.constraints.structured import entry_patterns
 from cdd_cli.errors import handle_signals, one_line
+from cdd_cli.evaluate.page.document import write_page
 from cdd_cli.evaluate.report import evaluate
 from cdd_cli.output.shards import merge_shards
 from cdd_cli.spec.model import dump
@@ -115,6 +116,25 @@ def eval_command(
         indent = 2 if pretty or sys.stdout.isatty() else None
         sys.stdout.write(json.dumps(report, indent=indent) + "\n")
         sys.stdout.flush()
+
+    run_guarded(body)
+
+
+@app.command()
+def report(
+    records: Annotated[
+        list[str],
+        typer.Argument(help="JSONL records: the run the page is about, then runs to compare."),
+    ],
+    output: Annotated[
+        str, typer.Option("-o", "--output", help="The HTML file to write, or - for stdout.")
+    ],
+) -> None:
+    """One self-contained HTML page of a run: summary, distributions against their bounds
+    (overlaid with the other files'), molecules drawn or texts with their constraints."""
+
+    def body() -> None:
+        console.print(write_page(records, output), markup=False, soft_wrap=True)
 
     run_guarded(body)
 

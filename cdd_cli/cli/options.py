@@ -67,6 +67,14 @@ BatchOpt = Annotated[
 OutputOpt = Annotated[
     str, typer.Option("-o", "--output", help="JSONL file to append to, or - for stdout.")
 ]
+ReportOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--report",
+        help="Also write this HTML page of the run's records (`cdd report`) at its end, or "
+        "of what was written when it is stopped; needs -o FILE.",
+    ),
+]
 ShardOpt = Annotated[
     Optional[str],
     typer.Option(

@@ -4,6 +4,8 @@ share)."""
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -20,6 +22,7 @@ from cdd_cli.cli.options import (
     MethodOpt,
     OutputOpt,
     QuietOpt,
+    ReportOpt,
     ResumeOpt,
     ShardOpt,
     SpecOpt,
@@ -33,6 +36,9 @@ from cdd_cli.cli.progress import RichReporter
 from cdd_cli.cli.terminal import console, log
 from cdd_cli.diffusion.processes import SAMPLERS
 from cdd_cli.errors import InputError
+from cdd_cli.evaluate.page.document import write_page
+from cdd_cli.output.config import holds_records
+from cdd_cli.output.distributed import launch_from_env
 from cdd_cli.prompts import PromptInput, check_prompt, read_prompts
 from cdd_cli.run.runner import Output
 from cdd_cli.settings import DECODINGS, DTYPE_NAMES
@@ -41,10 +47,22 @@ from cdd_cli.torchrun import write_run
 
 
 def sample(
-    spec: Spec, domain: str, output: Output, device: str, quiet: bool, verbose: bool, **run: Any
+    spec: Spec,
+    domain: str,
+    output: Output,
+    device: str,
+    quiet: bool,
+    verbose: bool,
+    report: str | None = None,
+    **run: Any,
 ) -> int:
     """One API call: a Generator of `spec` writes one run (`run`: prompts, length) to
-    `output`; its summary goes to stderr. Under torchrun only rank 0 speaks."""
+    `output`; its summary goes to stderr, and its page to `report` where given (at the end,
+    or of what was written when the run is stopped). Under torchrun only rank 0 speaks."""
+    if report is not None and output.path == "-":
+        raise InputError("--report reads the run's records back: give them a file with -o FILE")
+    if report is not None and Path(report).is_dir():
+        raise InputError(f"--report {report}: is a directory (give an HTML file)")
     if output.resume and output.path == "-":
         # Nothing earlier can be read back from stdout: resuming would silently rewrite all.
         raise InputError(
@@ -64,8 +82,25 @@ def sample(
         finally:
             display.loaded()
 
-    return write_run(output, device, write, say=log, error=fail)
+    if report is None:
+        return write_run(output, device, write, say=log, error=fail)
+    try:
+        code = write_run(output, device, write, say=log, error=fail)
+    except BaseException:
+        # Stopped or failed: the page of what was written, without hiding why it stopped.
+        with contextlib.suppress(Exception):
+            write_report(report, output.path)
+        raise
+    write_report(report, output.path)
+    return code
 
+
+def write_report(page: str, records: str) -> None:
+    """The page of `records` written to `page` (by torchrun's rank 0 alone), where the file
+    holds any record."""
+    launch = launch_from_env()
+    if (launch is None or launch.rank == 0) and holds_records(records):
+        log(write_page([records], page))
 
 
 def molecules(
@@ -104,6 +139,7 @@ def molecules(
         ),
     ] = None,
     output: OutputOpt = "-",
+    report: ReportOpt = None,
     resume: ResumeOpt = False,
     shard: ShardOpt = None,
     threads: ThreadsOpt = None,
@@ -118,7 +154,7 @@ def molecules(
             spec, model, constraint, tau, method, steps, batch_size, seed, n, novel, decode
         )
         output_to = Output(output, resume, parse_shard(shard), resume_hint=resume_command())
-        raise typer.Exit(sample(resolved, "molecules", output_to, device, quiet, verbose))
+        raise typer.Exit(sample(resolved, "molecules", output_to, device, quiet, verbose, report))
 
     run_guarded(body)
 
@@ -156,6 +192,7 @@ def generate(
     spec: SpecOpt = None,
     method: MethodOpt = None,
     output: OutputOpt = "-",
+    report: ReportOpt = None,
     resume: ResumeOpt = False,
     shard: ShardOpt = None,
     threads: ThreadsOpt = None,
@@ -223,8 +260,8 @@ def generate(
         )  # fmt: skip
         resolved.sampling.chat = chat or resolved.sampling.chat
         output_to = Output(output, resume, parse_shard(shard), resume_hint=resume_command())
-        code = sample(resolved, "text", output_to, device, quiet, verbose, prompts=given,
-                      length=length)  # fmt: skip
+        code = sample(resolved, "text", output_to, device, quiet, verbose, report,
+                      prompts=given, length=length)  # fmt: skip
         raise typer.Exit(code)
 
     run_guarded(body)
