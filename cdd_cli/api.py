@@ -321,7 +321,10 @@ def schema_text(schema: dict | str | Path, whitespace: str) -> str:
         schema = os.fspath(schema)
     else:
         raise InputError(f"schema: expected a mapping or a .json file's path, got {schema!r}")
-    return load_schema(schema, "schema", whitespace)[0]
+    try:
+        return load_schema(schema, "schema", whitespace)[0]
+    except RecursionError:  # deeper than the validator's recursion reaches
+        raise InputError("schema: nested too deeply") from None
 
 
 def molecules(

@@ -132,7 +132,10 @@ def JsonSchema(schema: dict | str | Path, whitespace: str | None = None) -> Cons
         check_json(schema, f"{where}: key 'schema'")
     else:
         schema = file_or_name(schema, where, "schema")
-    return constraint("json_schema", schema=schema, whitespace=whitespace)
+    try:
+        return constraint("json_schema", schema=schema, whitespace=whitespace)
+    except RecursionError:  # deeper than the validator's recursion reaches
+        raise InputError(f"{where}: key 'schema' is nested too deeply") from None
 
 
 # Keywords whose numbers the schema compiler reads as floats.

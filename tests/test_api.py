@@ -87,7 +87,7 @@ def test_text_records_equal_the_clis():
         (lambda: cdd.molecules(n="4"), "n must be an integer, got '4'"),
         (lambda: cdd.molecules(n=2, seed=1.5), "seed must be an integer, got 1.5"),
         (lambda: cdd.molecules(n=2, seed=True), "seed must be an integer, got True"),
-        (lambda: cdd.generate("Hi", length="8"), "--length must be an integer, got '8'"),
+        (lambda: cdd.generate("Hi", length="8"), "length must be an integer, got '8'"),
         (lambda: cdd.generate(5), "prompts: expected a text or a list of them, got 5"),
         (lambda: cdd.generate("Hi", top_p="a"), "top_p must be a number, got 'a'"),
         (lambda: cdd.Generator(5), "model must be a name or a folder, got 5"),
@@ -207,7 +207,7 @@ def test_a_generator_takes_a_loaded_model_and_its_domain_from_its_tokenizer():
         cdd.Generator(cdd.load_model("default-molecules", device="cpu"), domain="text")
     with pytest.raises(cdd.InputError, match="give a model, or domain='molecules' or 'text'"):
         cdd.Generator()
-    with pytest.raises(cdd.InputError, match="--length must be positive, got 0"):
+    with pytest.raises(cdd.InputError, match=r"^length must be positive, got 0$"):
         generator.generate("The sea was", length=0)
     with pytest.raises(cdd.InputError, match=r"^molecules\(\): model default-text is a text model"):
         generator.molecules(2)
@@ -223,7 +223,7 @@ def test_check_spec_fills_every_setting_without_loading_weights(tmp_path: Path):
     spec, checked = cdd.check_spec(path)
     assert checked == "1 constraint(s), model default-text, layout fits 64 tokens (--length 64)"
     assert spec.projection.support == 256 and spec.sampling.decode == "plain"
-    with pytest.raises(cdd.InputError, match="--length 9999 exceeds model default-text's"):
+    with pytest.raises(cdd.InputError, match=r"^length 9999 exceeds model default-text's"):
         cdd.check_spec(path, 9999)
     # Nothing to project against: the method a run records, as a Generator compiles it.
     bare = tmp_path / "bare.yaml"
