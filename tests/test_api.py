@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -286,3 +287,38 @@ def test_the_apis_errors_name_no_flag(tmp_path: Path):
         cdd.Generator("hf://x")
     with pytest.raises(cdd.InputError, match=r"^dtype 'bfloat16': only published families"):
         cdd.Generator("default-molecules", dtype="bfloat16", device="cpu")
+
+
+@pytest.mark.slow
+def test_the_cli_names_its_flags_where_the_api_names_its_arguments(tmp_path: Path, monkeypatch):
+    """One problem, two wordings: the API's argument (length, steps, chat), the command
+    line's flag (--length, --steps, --chat)."""
+    words = tmp_path / "words.yaml"
+    words.write_text("model: default-text\nconstraints:\n  - {type: word_count, max: 8}\n")
+    text = ["generate", "--prompt", "Hi", "-n", "1", "-q"]
+    blocks = ["--steps", "1", "--sampler", "confidence", "--block-length", "2", "--length", "8"]
+    cases = [
+        (["validate", str(words), "--length", "9999"], "--length 9999 exceeds model default-text"),
+        ([*text, "--length", "0"], "--length must be positive, got 0"),
+        ([*text, *blocks], "give --steps >= 4 or a longer --block-length"),
+        ([*text, "--chat", "--length", "4"], "--chat: "),
+    ]
+    for args, flagged in cases:
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2 and flagged in result.stderr, (args, result.stderr)
+    with pytest.raises(cdd.InputError, match=r"^length 9999 exceeds"):
+        cdd.check_spec(words, 9999)
+    generator = cdd.Generator("default-text", device="cpu")
+    with pytest.raises(cdd.InputError, match=r"give steps >= 4 or a longer block_length$"):
+        cdd.Generator("default-text", steps=1, sampler="confidence", block_length=2).generate(
+            "Hi", length=8
+        )
+    with pytest.raises(cdd.InputError, match=r"^chat: .* has no chat template"):
+        cdd.Generator("default-text", chat=True).generate("Hi")
+    # A batch past this machine's memory: batch_size to the API, --batch-size to the CLI.
+    monkeypatch.setattr(os, "sysconf", lambda name: 4096)  # 4096 pages of 4 KiB: 16 MiB
+    with pytest.raises(cdd.InputError, match=r"^batch_size 2: its \[batch, "):
+        generator.generate("Hi", n=2, length=4)
+    batch = ["--prompt", "Hi", "-n", "2", "--length", "4", "--batch-size", "2", "-q"]
+    result = runner.invoke(app, ["generate", *batch])
+    assert result.exit_code == 2 and "--batch-size 2: its [batch, " in result.stderr
