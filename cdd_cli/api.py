@@ -11,8 +11,9 @@ constraints once; each call is one run (its own seed, prompts and novelty memory
 records are plain dicts, one per sample, each as soon as it is final: the CLI's records.
 `cdd.molecules(...)` and `cdd.generate(...)` are one-line conveniences over it.
 Constraints are values (`cdd.SA(tau=3.5)`, `cdd_cli.constraint_values`), validated when made.
-Bad input raises `cdd_cli.InputError` with the CLI's one-line message, when the generator is
-made or the call is made; sampling happens as the returned iterator is read.
+Bad input raises `cdd_cli.InputError`, one line in the API's words (the CLI reports the same
+problem with its flags: `InputError.cli`), when the generator is made or the call is made;
+sampling happens as the returned iterator is read.
 """
 
 from __future__ import annotations
@@ -222,9 +223,7 @@ class Generator:
         lines about resuming go."""
         if isinstance(output, (str, os.PathLike)):
             output = Output(os.fspath(output))
-        if not isinstance(output, Output) or not isinstance(output.path, str):
-            raise InputError(f"output: expected a file's path or an Output, got {output!r}")
-        check_folder(output.path)
+        check_output(output)
         if not callable(say):
             raise InputError(f"say: expected a function of one line, got {say!r}")
         given = as_prompts(prompts) if self.compiled.domain.name == "text" else None
@@ -244,12 +243,24 @@ class Generator:
             )
 
 
-def check_folder(path: str) -> None:
-    """The folder an output file goes in exists (checked before the model samples)."""
-    folder = Path(path).expanduser().parent
-    if path != "-" and not folder.is_dir():
+def check_output(output: Output) -> None:
+    """An `Output` whose fields hold what the CLI's flags would give (`--shard I/N`), and
+    whose file's folder exists (checked before the model samples)."""
+    if not isinstance(output, Output) or not isinstance(output.path, str):
+        raise InputError(f"output: expected a file's path or an Output, got {output!r}")
+    shard = output.shard
+    pair = isinstance(shard, tuple) and len(shard) == 2
+    if not pair or not all(type(k) is int for k in shard) or not 0 <= shard[0] < shard[1]:
+        raise InputError(f"Output.shard must be (I, N) with 0 <= I < N, got {shard!r}")
+    if not isinstance(output.resume, bool):
+        raise InputError(f"Output.resume must be True or False, got {output.resume!r}")
+    for name in ("written", "resume_hint"):
+        if not isinstance(getattr(output, name), (str, type(None))):
+            raise InputError(f"Output.{name} must be a text or None, got {getattr(output, name)!r}")
+    folder = Path(output.path).expanduser().parent
+    if output.path != "-" and not folder.is_dir():
         problem = f"{folder} is not a folder" if folder.exists() else f"no folder {folder}"
-        raise InputError(f"output {path!r}: {problem}", cli=f"-o {path}: {problem}")
+        raise InputError(f"output {output.path!r}: {problem}", cli=f"-o {output.path}: {problem}")
 
 
 def checked(reporter: Reporter | None) -> Reporter | None:

@@ -316,6 +316,18 @@ CASES = {
         lambda a: a.molecule_run.write(Output(5), 1),
         "output: expected a file's path or an Output",
     ),
+    "write: a shard past N": (
+        lambda a: a.molecule_run.write(Output("-", shard=(2, 2)), 1),
+        "Output.shard must be (I, N) with 0 <= I < N, got (2, 2)",
+    ),
+    "write: no shards": (
+        lambda a: a.molecule_run.write(Output("-", shard=(0, 0)), 1),
+        "Output.shard must be (I, N) with 0 <= I < N, got (0, 0)",
+    ),
+    "write: resume yes": (
+        lambda a: a.molecule_run.write(Output("-", resume="yes"), 1),
+        "Output.resume must be True or False, got 'yes'",
+    ),
     "write: a missing folder": (
         lambda a: a.molecule_run.write(str(a.dir / "none" / "out.jsonl"), 1),
         "out.jsonl': no folder ",
