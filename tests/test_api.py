@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 import cdd_cli as cdd
 from cdd_cli.cli.app import app
+from cdd_cli.spec.entries import check_lookahead
 from cdd_cli.spec.model import Spec
 
 runner = CliRunner()
@@ -322,3 +323,33 @@ def test_the_cli_names_its_flags_where_the_api_names_its_arguments(tmp_path: Pat
     batch = ["--prompt", "Hi", "-n", "2", "--length", "4", "--batch-size", "2", "-q"]
     result = runner.invoke(app, ["generate", *batch])
     assert result.exit_code == 2 and "--batch-size 2: its [batch, " in result.stderr
+
+
+@pytest.mark.slow
+def test_lookahead_is_refused_wherever_it_would_be_ignored(tmp_path: Path):
+    """`projection.lookahead` acts only under cdd with a regex or json_schema constraint: a
+    spec that sets it elsewhere is refused by `cdd validate` and by a run, before any model
+    is loaded (the API's cases: tests/test_api_inputs.py)."""
+    regex = "  - {type: regex, pattern: '[a-z ]+'}\n"
+    specs = {
+        "reject": (f"method: reject\nconstraints:\n{regex}", "method reject does not use it"),
+        "paper": ("method: paper\n", "method paper does not use it"),
+        "unconstrained": ("method: unconstrained\n", "method unconstrained does not use it"),
+        "nothing": ("method: cdd\n", "this spec has none"),
+        "sa": ("constraints:\n  - {type: sa, tau: 3.5}\n", "this spec has none"),
+    }
+    for name, (body, why) in specs.items():
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(f"{body}projection: {{lookahead: 4}}\n")
+        runs = [["molecules", "--spec", str(path), "-n", "1"]] if name == "reject" else []
+        for args in (["validate", str(path)], *runs):
+            result = runner.invoke(app, args)
+            line = result.stderr
+            assert result.exit_code == 2, (args, result.output)
+            assert line.startswith(f"cdd: error: {path}: projection.lookahead serves"), line
+            assert why in line and line.count("\n") == 1, line
+    kept = tmp_path / "kept.yaml"
+    kept.write_text(f"model: default-text\nconstraints:\n{regex}projection: {{lookahead: 4}}\n")
+    spec = cdd.load_spec(kept)  # where it acts, it stays (compiling the regex takes seconds)
+    check_lookahead(spec.projection.lookahead, spec.method, spec.constraints, spec.source)
+    assert spec.projection.lookahead == 4
