@@ -11,13 +11,15 @@ constraints once; each call is one run (its own seed, prompts and novelty memory
 records are plain dicts, one per sample, each as soon as it is final: the CLI's records.
 `cdd.molecules(...)` and `cdd.generate(...)` are one-line conveniences over it.
 Constraints are values (`cdd.SA(tau=3.5)`, `cdd_cli.constraint_values`), validated when made.
-Bad input raises `cdd_cli.InputError` with the CLI's one-line message, when the generator is
-made or the call is made; sampling happens as the returned iterator is read.
+Bad input raises `cdd_cli.InputError`, one line in the API's words (the CLI reports the same
+problem with its flags: `InputError.cli`), when the generator is made or the call is made;
+sampling happens as the returned iterator is read.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -37,6 +39,7 @@ from cdd_cli.constraint_values import (  # the API's constraint values
     Toxicity,
     WordAt,
     WordCount,
+    check_json,
     constraint,
 )
 from cdd_cli.constraints.base import closed_forms
@@ -51,12 +54,12 @@ from cdd_cli.diffusion.schedule import LogLinearSchedule
 from cdd_cli.errors import InputError
 from cdd_cli.models import registry
 from cdd_cli.models.tokenizers import TextTokenizer
-from cdd_cli.prompts import PromptInput, check_prompt
+from cdd_cli.prompts import PromptInput, check_prompt, check_prompt_id
 from cdd_cli.reporting import Display, Reporter
 from cdd_cli.run.defaults import check_blocks
 from cdd_cli.run.domains import DEFAULT_LENGTH, DOMAINS
 from cdd_cli.run.runner import Output, check_length, compile_spec, plan, write
-from cdd_cli.spec.entries import domain_of
+from cdd_cli.spec.entries import check_lookahead, domain_of
 from cdd_cli.spec.model import Spec
 from cdd_cli.spec.overlay import overlay
 from cdd_cli.spec.reader import load_spec as _load_spec
@@ -74,7 +77,17 @@ Prompts = str | PromptInput | Iterable[str | dict | PromptInput] | None
 
 def load_spec(path: str | Path) -> Spec:
     """A YAML spec, validated (`cdd validate` reads it the same way)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"spec: expected a YAML file's path, got {path!r}")
     return _load_spec(Path(path))
+
+
+def device_name(device: str) -> str:
+    """`device` is a device's name ("auto", "cpu", "cuda", "cuda:K"; `registry.resolve_device`
+    checks it against this machine's)."""
+    if not isinstance(device, str):
+        raise InputError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:K', got {device!r}")
+    return device
 
 
 def _spec(
@@ -147,9 +160,10 @@ class Generator:
         if not isinstance(chat, bool):
             raise InputError(f"chat must be True or False, got {chat!r}")
         resolved.sampling.chat = chat or resolved.sampling.chat
-        if domain is not None and domain not in DOMAINS:
+        if domain is not None and (not isinstance(domain, str) or domain not in DOMAINS):
             raise InputError(f"domain must be molecules or text, got {domain!r}")
-        if loaded is not None:
+        device_name(device)
+        if loaded is not None:  # where the model is loaded, whatever `device` says
             device = str(next(loaded.model.parameters()).device)
         else:
             device = registry.resolve_device(device)
@@ -207,10 +221,11 @@ class Generator:
         configuration beside it, as `cdd molecules -o` writes them: the exit code (3 where
         some record violates its constraints, else 0) and the summary line. `say`: where
         lines about resuming go."""
-        if isinstance(output, str):
-            output = Output(output)
-        if not isinstance(output, Output):
-            raise InputError(f"output: expected a file's path or an Output, got {output!r}")
+        if isinstance(output, (str, os.PathLike)):
+            output = Output(os.fspath(output))
+        check_output(output)
+        if not callable(say):
+            raise InputError(f"say: expected a function of one line, got {say!r}")
         given = as_prompts(prompts) if self.compiled.domain.name == "text" else None
         if prompts is not None and given is None:
             raise InputError("a molecule model takes no prompts")
@@ -228,6 +243,26 @@ class Generator:
             )
 
 
+def check_output(output: Output) -> None:
+    """An `Output` whose fields hold what the CLI's flags would give (`--shard I/N`), and
+    whose file's folder exists (checked before the model samples)."""
+    if not isinstance(output, Output) or not isinstance(output.path, str):
+        raise InputError(f"output: expected a file's path or an Output, got {output!r}")
+    shard = output.shard
+    pair = isinstance(shard, tuple) and len(shard) == 2
+    if not pair or not all(type(k) is int for k in shard) or not 0 <= shard[0] < shard[1]:
+        raise InputError(f"Output.shard must be (I, N) with 0 <= I < N, got {shard!r}")
+    if not isinstance(output.resume, bool):
+        raise InputError(f"Output.resume must be True or False, got {output.resume!r}")
+    for name in ("written", "resume_hint"):
+        if not isinstance(getattr(output, name), (str, type(None))):
+            raise InputError(f"Output.{name} must be a text or None, got {getattr(output, name)!r}")
+    folder = Path(output.path).expanduser().parent
+    if output.path != "-" and not folder.is_dir():
+        problem = f"{folder} is not a folder" if folder.exists() else f"no folder {folder}"
+        raise InputError(f"output {output.path!r}: {problem}", cli=f"-o {output.path}: {problem}")
+
+
 def checked(reporter: Reporter | None) -> Reporter | None:
     if reporter is not None and not isinstance(reporter, Reporter):
         raise InputError(f"reporter: expected a cdd.Reporter, got {reporter!r}")
@@ -243,6 +278,8 @@ def check_spec(path: str | Path, length: int | None = None) -> tuple[Spec, str]:
     prompt (and counts read from prompts)."""
     check_length(length)
     resolved = load_spec(path)
+    projection = resolved.projection
+    check_lookahead(projection.lookahead, resolved.method, resolved.constraints, resolved.source)
     text = any(domain_of(c.type) == "text" for c in resolved.constraints)
     kind = "text" if text else "molecules"
     loaded = registry.load(resolved.model, kind, "cpu", resolved.sampling.dtype, weights=False)
@@ -252,17 +289,18 @@ def check_spec(path: str | Path, length: int | None = None) -> tuple[Spec, str]:
     placed = [c for c in constraints if not (isinstance(c, CountConstraint) and c.resolved is None)]
     tokens = length or min(DEFAULT_LENGTH, loaded.config.model_length)
     if length and length > loaded.config.model_length:
-        raise InputError(
-            f"--length {length} exceeds model {loaded.name}'s length of "
-            f"{loaded.config.model_length} tokens"
-        )
+        problem = f"{length} exceeds model {loaded.name}'s length of "
+        problem += f"{loaded.config.model_length} tokens"
+        raise InputError(f"length {problem}", cli=f"--length {problem}")
     check_blocks(resolved, tokens)  # (a text run checks again with each prompt's length)
     note = ""
     try:
         if closed_forms(placed, loaded.tokenizer, 0, tokens):
             note = f", layout fits {tokens} tokens" + ("" if length else f" (--length {tokens})")
     except InputError as exc:
-        raise InputError(f"{path}: {exc} (--length {tokens})") from None
+        raise InputError(
+            f"{path}: {exc} (length {tokens})", cli=f"{path}: {exc.cli} (--length {tokens})"
+        ) from None
     return resolved, f"{len(resolved.constraints)} constraint(s), model {loaded.name}{note}"
 
 
@@ -288,7 +326,16 @@ def schema_text(schema: dict | str | Path, whitespace: str) -> str:
     """`schema` (a mapping or a .json file's path) as the canonical JSON the compiler reads."""
     if whitespace not in ("compact", "flexible"):
         raise InputError(f"schema: whitespace must be 'compact' or 'flexible', got {whitespace!r}")
-    return load_schema(schema if isinstance(schema, dict) else str(schema), "schema", whitespace)[0]
+    if isinstance(schema, dict):
+        check_json(schema, "schema")
+    elif isinstance(schema, (str, os.PathLike)):
+        schema = os.fspath(schema)
+    else:
+        raise InputError(f"schema: expected a mapping or a .json file's path, got {schema!r}")
+    try:
+        return load_schema(schema, "schema", whitespace)[0]
+    except RecursionError:  # deeper than the validator's recursion reaches
+        raise InputError("schema: nested too deeply") from None
 
 
 def molecules(
@@ -341,7 +388,8 @@ def as_prompts(prompts: Prompts) -> list[PromptInput | None]:
         elif isinstance(item, str):
             out.append(PromptInput(check_prompt(item, where)))
         elif isinstance(item, dict) and isinstance(item.get("prompt"), str):
-            out.append(PromptInput(check_prompt(item["prompt"], where), item.get("id")))
+            prompt_id = check_prompt_id(item.get("id"), where)
+            out.append(PromptInput(check_prompt(item["prompt"], where), prompt_id))
         else:
             raise InputError(f"{where}: expected a text or an object with a string 'prompt'")
     if not out:
@@ -390,5 +438,5 @@ def load_model(name_or_dir: str, device: str = "auto", dtype: str | None = None)
     float16; default: the checkpoint's on a GPU, float32 on a CPU)."""
     if not isinstance(name_or_dir, str) or not name_or_dir.strip():
         raise InputError("load_model: give a shipped model name or a model directory")
-    loaded = registry.load(name_or_dir, "text", registry.resolve_device(device), dtype)
+    loaded = registry.load(name_or_dir, "text", registry.resolve_device(device_name(device)), dtype)
     return Model(loaded)

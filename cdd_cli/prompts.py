@@ -25,6 +25,18 @@ def check_prompt(text: str, where: str) -> str:
     return text
 
 
+def check_prompt_id(prompt_id: object, where: str) -> str | int | None:
+    """A prompt's optional id (records carry it as `prompt_id`): a string or an integer, the
+    same for a prompts file and an API call."""
+    if prompt_id is not None and (
+        not isinstance(prompt_id, (str, int)) or isinstance(prompt_id, bool)
+    ):
+        raise InputError(f"{where}: 'id' must be a string or an integer")
+    if isinstance(prompt_id, str):
+        check_unicode(prompt_id, f"{where}: 'id'")
+    return prompt_id
+
+
 def check_unicode(text: str, where: str) -> None:
     """Lone surrogates (from a JSON escape or a non-UTF-8 command line) are not text."""
     try:
@@ -44,10 +56,6 @@ def read_prompts(source: str) -> list[PromptInput]:
     for where, item in read_jsonl(source, "object", MAX_PROMPTS, MAX_PROMPT_BYTES):
         if not isinstance(item.get("prompt"), str):
             raise InputError(f"{where}: expected an object with a string 'prompt'")
-        prompt_id = item.get("id")
-        if prompt_id is not None and (
-            not isinstance(prompt_id, (str, int)) or isinstance(prompt_id, bool)
-        ):
-            raise InputError(f"{where}: 'id' must be a string or an integer")
+        prompt_id = check_prompt_id(item.get("id"), where)
         prompts.append(PromptInput(check_prompt(item["prompt"], where), prompt_id))
     return prompts

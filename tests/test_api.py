@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from typer.testing import CliRunner
 
 import cdd_cli as cdd
 from cdd_cli.cli.app import app
+from cdd_cli.spec.entries import check_lookahead
 from cdd_cli.spec.model import Spec
 
 runner = CliRunner()
@@ -87,7 +89,7 @@ def test_text_records_equal_the_clis():
         (lambda: cdd.molecules(n="4"), "n must be an integer, got '4'"),
         (lambda: cdd.molecules(n=2, seed=1.5), "seed must be an integer, got 1.5"),
         (lambda: cdd.molecules(n=2, seed=True), "seed must be an integer, got True"),
-        (lambda: cdd.generate("Hi", length="8"), "--length must be an integer, got '8'"),
+        (lambda: cdd.generate("Hi", length="8"), "length must be an integer, got '8'"),
         (lambda: cdd.generate(5), "prompts: expected a text or a list of them, got 5"),
         (lambda: cdd.generate("Hi", top_p="a"), "top_p must be a number, got 'a'"),
         (lambda: cdd.Generator(5), "model must be a name or a folder, got 5"),
@@ -207,7 +209,7 @@ def test_a_generator_takes_a_loaded_model_and_its_domain_from_its_tokenizer():
         cdd.Generator(cdd.load_model("default-molecules", device="cpu"), domain="text")
     with pytest.raises(cdd.InputError, match="give a model, or domain='molecules' or 'text'"):
         cdd.Generator()
-    with pytest.raises(cdd.InputError, match="--length must be positive, got 0"):
+    with pytest.raises(cdd.InputError, match=r"^length must be positive, got 0$"):
         generator.generate("The sea was", length=0)
     with pytest.raises(cdd.InputError, match=r"^molecules\(\): model default-text is a text model"):
         generator.molecules(2)
@@ -223,7 +225,7 @@ def test_check_spec_fills_every_setting_without_loading_weights(tmp_path: Path):
     spec, checked = cdd.check_spec(path)
     assert checked == "1 constraint(s), model default-text, layout fits 64 tokens (--length 64)"
     assert spec.projection.support == 256 and spec.sampling.decode == "plain"
-    with pytest.raises(cdd.InputError, match="--length 9999 exceeds model default-text's"):
+    with pytest.raises(cdd.InputError, match=r"^length 9999 exceeds model default-text's"):
         cdd.check_spec(path, 9999)
     # Nothing to project against: the method a run records, as a Generator compiles it.
     bare = tmp_path / "bare.yaml"
@@ -286,3 +288,68 @@ def test_the_apis_errors_name_no_flag(tmp_path: Path):
         cdd.Generator("hf://x")
     with pytest.raises(cdd.InputError, match=r"^dtype 'bfloat16': only published families"):
         cdd.Generator("default-molecules", dtype="bfloat16", device="cpu")
+
+
+@pytest.mark.slow
+def test_the_cli_names_its_flags_where_the_api_names_its_arguments(tmp_path: Path, monkeypatch):
+    """One problem, two wordings: the API's argument (length, steps, chat), the command
+    line's flag (--length, --steps, --chat)."""
+    words = tmp_path / "words.yaml"
+    words.write_text("model: default-text\nconstraints:\n  - {type: word_count, max: 8}\n")
+    text = ["generate", "--prompt", "Hi", "-n", "1", "-q"]
+    blocks = ["--steps", "1", "--sampler", "confidence", "--block-length", "2", "--length", "8"]
+    cases = [
+        (["validate", str(words), "--length", "9999"], "--length 9999 exceeds model default-text"),
+        ([*text, "--length", "0"], "--length must be positive, got 0"),
+        ([*text, *blocks], "give --steps >= 4 or a longer --block-length"),
+        ([*text, "--chat", "--length", "4"], "--chat: "),
+    ]
+    for args, flagged in cases:
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2 and flagged in result.stderr, (args, result.stderr)
+    with pytest.raises(cdd.InputError, match=r"^length 9999 exceeds"):
+        cdd.check_spec(words, 9999)
+    generator = cdd.Generator("default-text", device="cpu")
+    with pytest.raises(cdd.InputError, match=r"give steps >= 4 or a longer block_length$"):
+        cdd.Generator("default-text", steps=1, sampler="confidence", block_length=2).generate(
+            "Hi", length=8
+        )
+    with pytest.raises(cdd.InputError, match=r"^chat: .* has no chat template"):
+        cdd.Generator("default-text", chat=True).generate("Hi")
+    # A batch past this machine's memory: batch_size to the API, --batch-size to the CLI.
+    monkeypatch.setattr(os, "sysconf", lambda name: 4096)  # 4096 pages of 4 KiB: 16 MiB
+    with pytest.raises(cdd.InputError, match=r"^batch_size 2: its \[batch, "):
+        generator.generate("Hi", n=2, length=4)
+    batch = ["--prompt", "Hi", "-n", "2", "--length", "4", "--batch-size", "2", "-q"]
+    result = runner.invoke(app, ["generate", *batch])
+    assert result.exit_code == 2 and "--batch-size 2: its [batch, " in result.stderr
+
+
+@pytest.mark.slow
+def test_lookahead_is_refused_wherever_it_would_be_ignored(tmp_path: Path):
+    """`projection.lookahead` acts only under cdd with a regex or json_schema constraint: a
+    spec that sets it elsewhere is refused by `cdd validate` and by a run, before any model
+    is loaded (the API's cases: tests/test_api_inputs.py)."""
+    regex = "  - {type: regex, pattern: '[a-z ]+'}\n"
+    specs = {
+        "reject": (f"method: reject\nconstraints:\n{regex}", "method reject does not use it"),
+        "paper": ("method: paper\n", "method paper does not use it"),
+        "unconstrained": ("method: unconstrained\n", "method unconstrained does not use it"),
+        "nothing": ("method: cdd\n", "this spec has none"),
+        "sa": ("constraints:\n  - {type: sa, tau: 3.5}\n", "this spec has none"),
+    }
+    for name, (body, why) in specs.items():
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(f"{body}projection: {{lookahead: 4}}\n")
+        runs = [["molecules", "--spec", str(path), "-n", "1"]] if name == "reject" else []
+        for args in (["validate", str(path)], *runs):
+            result = runner.invoke(app, args)
+            line = result.stderr
+            assert result.exit_code == 2, (args, result.output)
+            assert line.startswith(f"cdd: error: {path}: projection.lookahead serves"), line
+            assert why in line and line.count("\n") == 1, line
+    kept = tmp_path / "kept.yaml"
+    kept.write_text(f"model: default-text\nconstraints:\n{regex}projection: {{lookahead: 4}}\n")
+    spec = cdd.load_spec(kept)  # where it acts, it stays (compiling the regex takes seconds)
+    check_lookahead(spec.projection.lookahead, spec.method, spec.constraints, spec.source)
+    assert spec.projection.lookahead == 4

@@ -48,6 +48,11 @@ def read_bounded(path: Path) -> str:
     return data.decode("utf-8")
 
 
+def chat_error(problem: str) -> InputError:
+    """A problem with the chat template: `chat` to an API caller, `--chat` on the command line."""
+    return InputError(f"chat: {problem}", cli=f"--chat: {problem}")
+
+
 def read_template(directory: Path) -> tuple[str, dict[str, str]]:
     """The directory's chat template and the special tokens it may name (bos_token, ...)."""
     directory = Path(directory)
@@ -72,9 +77,9 @@ def read_template(directory: Path) -> tuple[str, dict[str, str]]:
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"{separate}: cannot read ({exc})") from None
     if not isinstance(template, str) or not template.strip():
-        raise InputError(
-            f"--chat: {directory} has no chat template (tokenizer_config.json 'chat_template' "
-            "or chat_template.jinja); a base model takes the prompt as it is"
+        raise chat_error(
+            f"{directory} has no chat template (tokenizer_config.json 'chat_template' or "
+            "chat_template.jinja); a base model takes the prompt as it is"
         )
     names = ("bos_token", "eos_token", "pad_token", "unk_token")
     return template, {name: _token(config.get(name)) for name in names}
@@ -141,19 +146,19 @@ def apply_template(template: str, specials: dict[str, str], prompt: str) -> str:
                 pieces.append(piece)
             return "".join(pieces)
     except TemplateError as exc:
-        raise InputError(f"--chat: the chat template failed ({exc})") from None
+        raise chat_error(f"the chat template failed ({exc})") from None
     except TemplateLimit as exc:
-        raise InputError(f"--chat: the chat template was stopped: {exc}") from None
+        raise chat_error(f"the chat template was stopped: {exc}") from None
     except MemoryError:
-        raise InputError(
-            f"--chat: the chat template was stopped: it needs more than "
-            f"{RENDER_MEMORY >> 20} MB to render"
+        raise chat_error(
+            f"the chat template was stopped: it needs more than {RENDER_MEMORY >> 20} MB to "
+            "render"
         ) from None
     except RecursionError:
-        raise InputError("--chat: the chat template failed (it calls itself without end)") from None
+        raise chat_error("the chat template failed (it calls itself without end)") from None
     except Exception as exc:  # its own defect (1 + 'a', 1 / 0): the model folder's, not cdd's
         problem = " ".join(f"{type(exc).__name__}: {exc}".split())[:160]
-        raise InputError(f"--chat: the chat template failed ({problem})") from None
+        raise chat_error(f"the chat template failed ({problem})") from None
 
 
 @contextlib.contextmanager

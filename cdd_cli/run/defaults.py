@@ -9,7 +9,6 @@ import os
 from dataclasses import fields
 from typing import Any
 
-from cdd_cli.constraints import table
 from cdd_cli.diffusion.processes import block_count
 from cdd_cli.errors import InputError
 from cdd_cli.methods import METHODS, REPAIR_BY_MODEL
@@ -46,14 +45,6 @@ def fill_defaults(spec: Spec, loaded: LoadedModel) -> None:
     fill(projection, method.projection_defaults(loaded.kind, [c.type for c in spec.constraints]))
     fill(search, method.search_defaults(loaded.kind))
     fill(spec.repair, REPAIR_BY_MODEL[loaded.kind])
-    patterns = [c for c in spec.constraints if table.lookup(c.type, c.where).pattern]
-    if spec.method == "cdd" and projection.lookahead and not patterns:
-        # The look-ahead weighs a pattern's paths; nothing else has them (a word layout's
-        # weights are not exposed to it), and a setting that silently does nothing misleads.
-        raise InputError(
-            f"{spec.source}: projection.lookahead serves a regex or json_schema constraint; "
-            "this spec has none (set it to 0)"
-        )
     if method.projects and projection.mu_init > projection.mu_max:
         filled = "mu_init" if "mu_init" not in given else "mu_max"
         raise InputError(
@@ -103,9 +94,11 @@ def check_blocks(spec: Spec, length: int) -> None:
     block = spec.sampling.block_length or 0
     blocks = block_count(length, block)
     if spec.sampling.steps is not None and spec.sampling.steps < blocks:
+        problem = f"{spec.sampling.steps} steps cannot decide {blocks} blocks of {block} tokens "
+        problem += f"({length} tokens): give "
         raise InputError(
-            f"{spec.sampling.steps} steps cannot decide {blocks} blocks of {block} tokens "
-            f"({length} tokens): give --steps >= {blocks} or a longer --block-length"
+            f"{problem}steps >= {blocks} or a longer block_length",
+            cli=f"{problem}--steps >= {blocks} or a longer --block-length",
         )
 
 
@@ -119,8 +112,9 @@ def check_batch_fits(batch_size: int, loaded: LoadedModel) -> None:
     except (ValueError, OSError, AttributeError):  # not a POSIX system: no cheap answer
         return
     if need > have:
-        raise InputError(
-            f"--batch-size {batch_size}: its [batch, {length}, {loaded.config.vocab_size}] "
-            f"probabilities need about {need / 2**30:,.1f} GiB, more than this machine's "
+        problem = (
+            f"{batch_size}: its [batch, {length}, {loaded.config.vocab_size}] probabilities "
+            f"need about {need / 2**30:,.1f} GiB, more than this machine's "
             f"{have / 2**30:,.1f} GiB; use a smaller batch"
         )
+        raise InputError(f"batch_size {problem}", cli=f"--batch-size {problem}")

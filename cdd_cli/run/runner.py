@@ -160,10 +160,15 @@ def plan(
 
 def check_length(length: int | None) -> None:
     """A continuation length asked for (None: the domain's default) is a positive integer."""
-    if length is not None and (isinstance(length, bool) or not isinstance(length, int)):
-        raise InputError(f"--length must be an integer, got {length!r}")
-    if length is not None and length <= 0:
-        raise InputError(f"--length must be positive, got {length}")
+    if length is None:
+        return
+    if isinstance(length, bool) or not isinstance(length, int):
+        problem = f"must be an integer, got {length!r}"
+    elif length <= 0:
+        problem = f"must be positive, got {length}"
+    else:
+        return
+    raise InputError(f"length {problem}", cli=f"--length {problem}")
 
 
 @dataclass

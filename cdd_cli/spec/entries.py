@@ -107,6 +107,27 @@ def check_together(constraints: list[ConstraintSpec], words: str) -> None:
         hook(constraints, words)
 
 
+def check_lookahead(
+    lookahead: int, method: str, constraints: list[ConstraintSpec], where: str
+) -> None:
+    """`projection.lookahead` set only where it acts: under the cdd method, with a regex or
+    json_schema constraint. Its stage weighs a pattern's paths, which nothing else has (a
+    word layout's weights are not exposed to it), and no other method runs it; a setting
+    accepted and silently ignored misleads."""
+    if not lookahead:
+        return
+    if method != "cdd":
+        raise InputError(
+            f"{where}: projection.lookahead serves the cdd method's regex and json_schema "
+            f"constraints; method {method} does not use it (set it to 0)"
+        )
+    if not any(table.lookup(c.type, c.where).pattern for c in constraints):
+        raise InputError(
+            f"{where}: projection.lookahead serves a regex or json_schema constraint; "
+            "this spec has none (set it to 0)"
+        )
+
+
 MAX_CONSTRAINTS = 1_000  # far past any spec written by hand (each is judged at every step)
 
 

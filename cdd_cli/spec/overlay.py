@@ -11,6 +11,7 @@ from cdd_cli.diffusion.processes import SAMPLERS
 from cdd_cli.errors import InputError
 from cdd_cli.methods import METHODS
 from cdd_cli.settings import DECODINGS, DTYPE_NAMES, MAX_SEED, MAX_STEPS, ALMSettings
+from cdd_cli.spec.entries import check_lookahead
 from cdd_cli.spec.model import Spec, check_settings
 from cdd_cli.suggest import did_you_mean
 
@@ -78,6 +79,7 @@ def overlay(
         raise InputError(f"{'--model' if flags else 'model'} is empty")
     spec.model = model or spec.model
     check_settings(spec, spec.source)
+    check_lookahead(spec.projection.lookahead, spec.method, spec.constraints, spec.source)
     return spec
 
 
@@ -85,7 +87,7 @@ def overlay_method(spec: Spec, method: str, name: str) -> None:
     """`spec` set to run `method` (`name`: how the caller calls it, "--method" or "method");
     refused where the spec writes another projecting method's settings, which would run
     silently under this one."""
-    if method not in METHODS:
+    if not isinstance(method, str) or method not in METHODS:
         raise InputError(
             f"{name} must be one of {', '.join(METHODS)}, got {method!r}"
             f"{did_you_mean(method, METHODS)}"
