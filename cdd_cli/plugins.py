@@ -21,8 +21,10 @@ broken plugin cannot break a run that does not name it.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import signal
+import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -135,7 +137,8 @@ def _problem_of(ep: EntryPoint, builtin: Collection[str]) -> tuple[ConstraintPlu
     if ep.name in builtin:
         return None, f"'{ep.name}' is a built-in constraint type; the plugin is not used"
     try:
-        plugin = ep.load()
+        with contextlib.redirect_stdout(sys.stderr):  # stdout carries the records
+            plugin = ep.load()
     except BaseException as exc:  # anything its import raises: the plugin's defect, not ours
         if not plugins_fault(exc):
             raise

@@ -259,7 +259,8 @@ def descriptor(plugin: ConstraintPlugin, package: str) -> Descriptor:
         if plugin.check is None:
             return
         try:
-            plugin.check(dict(entry.options))
+            with contextlib.redirect_stdout(sys.stderr):
+                plugin.check(dict(entry.options))
         except ValueError as exc:
             # A spec entry's place (FILE:LINE) does not name its type; a flag's or an API
             # call's does ("--constraint x", "constraint 'x'"): named once either way.
