@@ -21,7 +21,7 @@ from cdd_cli.cli.help import HELP, ClickStyleTyper
 from cdd_cli.cli.listings import constraints_ls, models_ls
 from cdd_cli.cli.options import ThreadsOpt
 from cdd_cli.cli.sampling import generate, molecules
-from cdd_cli.cli.terminal import console, log, show_warning, standard_streams
+from cdd_cli.cli.terminal import StreamClosed, console, log, show_warning, standard_streams
 from cdd_cli.cli.train import train_app
 from cdd_cli.constraints.structured import entry_patterns
 from cdd_cli.errors import handle_signals, one_line
@@ -182,4 +182,7 @@ def main() -> None:
     except typer.Abort:
         console.print("cdd: error: interrupted", markup=False)
         sys.exit(130)
+    except StreamClosed as exc:  # `--help` or `--version` with stdout closed (`>&-`)
+        console.print(f"cdd: error: {exc.strerror}", markup=False)
+        sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)

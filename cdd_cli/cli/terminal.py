@@ -25,13 +25,17 @@ def show_warning(message, category, filename, lineno, file=None, line=None) -> N
     console.print(f"cdd: warning: {message}", markup=False, soft_wrap=True)
 
 
+class StreamClosed(OSError):
+    """Reading or writing a standard stream the command was started without."""
+
+
 class ClosedStream(io.TextIOBase):
     """stdin or stdout when the command was started with it closed (`<&-`, `>&-`): reading or
     writing it is refused in one line (exit 2), never done on another file."""
 
-    def __init__(self, name: str, advice: str):
+    def __init__(self, name: str):
         super().__init__()
-        self.problem = f"{name} is closed{advice}"
+        self.name = name
 
     @property
     def buffer(self) -> ClosedStream:  # what binary readers and writers take
@@ -44,7 +48,7 @@ class ClosedStream(io.TextIOBase):
         return True
 
     def refuse(self, *args: object) -> NoReturn:
-        raise OSError(errno.EBADF, self.problem)
+        raise StreamClosed(errno.EBADF, f"{self.name} is closed")
 
     read = readline = write = refuse
 
@@ -69,9 +73,9 @@ def standard_streams() -> None:
                 os.dup2(opened, fd)
                 os.close(opened)
     if 0 in closed:
-        sys.stdin = ClosedStream("stdin", "")
+        sys.stdin = ClosedStream("stdin")
     if 1 in closed:
-        sys.stdout = ClosedStream("stdout", ": give -o FILE for the records")
+        sys.stdout = ClosedStream("stdout")
     else:
         if sys.stdout is not None:
             sys.stdout.flush()
