@@ -13,21 +13,25 @@ A plugin is plain data: a name, a domain, its options, an exact judge over decod
 constraint like its own (`constraints/plugin.py`): a judge-only plugin is satisfied through
 the search stages, one with a surrogate through the ALM as well. Every problem a plugin causes
 (it does not import, a judge raises or returns NaN) is a `PluginError`: one line that names
-the plugin and its package, never a traceback. Entry points are read once per process, and a
-plugin's module is imported only when it is listed or used, so a broken plugin cannot break a
-run that does not name it.
+the plugin and its package, never a traceback; so is a plugin's `sys.exit` or its own
+`KeyboardInterrupt` (`plugins_fault`), which must not end the command. Entry points are read
+once per process, and a plugin's module is imported only when it is listed or used, so a
+broken plugin cannot break a run that does not name it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import signal
+import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
-from cdd_cli.errors import InputError, one_line
+from cdd_cli.errors import STOPPING, InputError, Terminated, on_signal, one_line
 
 if TYPE_CHECKING:
     import torch
@@ -102,6 +106,28 @@ class Installed:
         return self.plugin
 
 
+def plugins_fault(exc: BaseException) -> bool:
+    """Whether `exc`, raised out of a plugin's code, is the plugin's doing (to report as a
+    `PluginError`) rather than the user's Ctrl-C or SIGTERM (to let through). Any exception
+    and `SystemExit` are the plugin's. A `KeyboardInterrupt` is the plugin's only where the
+    `cdd` command's handler (`on_signal`) is installed and raised none: it marks each one it
+    raises; elsewhere (an API user's process) a Ctrl-C cannot be told from a plugin's."""
+    if isinstance(exc, (Exception, SystemExit)):
+        return True
+    return (
+        isinstance(exc, KeyboardInterrupt)
+        and not isinstance(exc, Terminated)
+        and not STOPPING.raised
+        and signal.getsignal(signal.SIGINT) is on_signal
+    )
+
+
+def raised(exc: BaseException) -> str:
+    """What a plugin raised, in a few words: `SystemExit: 3`, `KeyboardInterrupt`."""
+    said = one_line(str(exc))
+    return f"{type(exc).__name__}: {said}" if said.strip() else type(exc).__name__
+
+
 def _package(ep: EntryPoint) -> str:
     dist = getattr(ep, "dist", None)
     return f"{dist.name} {dist.version}" if dist is not None else "unknown package"
@@ -111,9 +137,12 @@ def _problem_of(ep: EntryPoint, builtin: Collection[str]) -> tuple[ConstraintPlu
     if ep.name in builtin:
         return None, f"'{ep.name}' is a built-in constraint type; the plugin is not used"
     try:
-        plugin = ep.load()
-    except Exception as exc:  # anything its import raises: the plugin's defect, not ours
-        return None, f"cannot be loaded ({type(exc).__name__}: {one_line(exc)})"
+        with contextlib.redirect_stdout(sys.stderr):  # stdout carries the records
+            plugin = ep.load()
+    except BaseException as exc:  # anything its import raises: the plugin's defect, not ours
+        if not plugins_fault(exc):
+            raise
+        return None, f"cannot be loaded ({raised(exc)})"
     if not isinstance(plugin, ConstraintPlugin):
         return None, f"{ep.value} is not a cdd ConstraintPlugin (it is {type(plugin).__name__})"
     problems = [

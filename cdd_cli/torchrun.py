@@ -20,10 +20,13 @@ failed; rank 0 then gathers the parts into the file.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
+
+import torch.distributed as dist
 
 from cdd_cli.errors import InputError, Interrupted, Terminated
-from cdd_cli.output.distributed import Ranks, gather, launch_from_env
+from cdd_cli.output.distributed import Launch, Ranks, gather, launch_from_env
 from cdd_cli.output.lock import output_lock
 from cdd_cli.run.runner import Output
 
@@ -60,7 +63,8 @@ def write_run(
         output.path,
         output.resume_hint,
     )
-    ranks.start()
+    with peers_lost(launch):
+        ranks.start()
     code = 1  # a defect, unless the run says otherwise
     try:
         with output_lock(part.path):
@@ -75,14 +79,35 @@ def write_run(
         code = 143 if isinstance(exc, Terminated) else 130
         raise
     finally:
-        worst, written = ranks.finish(code)
-        try:
-            if lead and written >= 0:
-                say(f"{written} records from {launch.world} processes in {output.path}")
-            # Another rank's violations (3) are in the gathered file, not a failure. Said
-            # before the ranks part: torchrun stops rank 0 once the others are out.
-            if lead and worst != code and written < 0:
-                error(f"another process of the run failed (exit {worst}): rerun with --resume")
-        finally:
-            ranks.close()
+        with peers_lost(launch):
+            worst, written = ranks.finish(code)
+            try:
+                if lead and written >= 0:
+                    say(f"{written} records from {launch.world} processes in {output.path}")
+                # Another rank's violations (3) are in the gathered file, not a failure. Said
+                # before the ranks part: torchrun stops rank 0 once the others are out.
+                if lead and worst != code and written < 0:
+                    error(f"another process of the run failed (exit {worst}): rerun with --resume")
+            finally:
+                ranks.close()
     return worst
+
+
+@contextlib.contextmanager
+def peers_lost(launch: Launch) -> Iterator[None]:
+    """A rank that meets the others after one died without a word (`kill -9`, its machine
+    gone): gloo's "Connection closed by peer" as one line naming the lost rank (where two
+    make the run) and the resume, which is exact: every rank's part keeps whole records."""
+    try:
+        yield
+    except RuntimeError as exc:
+        said = str(exc)
+        if not isinstance(exc, dist.DistError) and "by peer" not in said:
+            raise
+        others = [r for r in range(launch.world) if r != launch.rank]
+        lost = f"rank {others[0]}" if len(others) == 1 else "another rank"
+        raise Interrupted(
+            f"{lost} of the run's {launch.world} processes stopped without a word (killed?); "
+            "the records written are kept: rerun the same command with --resume to finish",
+            1,
+        ) from None

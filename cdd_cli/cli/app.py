@@ -21,7 +21,7 @@ from cdd_cli.cli.help import HELP, ClickStyleTyper
 from cdd_cli.cli.listings import constraints_ls, models_ls
 from cdd_cli.cli.options import ThreadsOpt
 from cdd_cli.cli.sampling import generate, molecules
-from cdd_cli.cli.terminal import console, log, show_warning
+from cdd_cli.cli.terminal import StreamClosed, console, log, show_warning, standard_streams
 from cdd_cli.cli.train import train_app
 from cdd_cli.constraints.structured import entry_patterns
 from cdd_cli.errors import handle_signals, one_line
@@ -179,6 +179,7 @@ models_app.command("ls")(models_ls)
 
 
 def main() -> None:
+    standard_streams()  # before any plugin or library can write to stdout
     warnings.showwarning = show_warning
     # Installed by `cdd_cli.__main__` before the imports already; again for callers of main()
     # that came another way. Within a command's work (`run_guarded`) a signal stops the run
@@ -201,4 +202,7 @@ def main() -> None:
     except typer.Abort:
         console.print("cdd: error: interrupted", markup=False)
         sys.exit(130)
+    except StreamClosed as exc:  # `--help` or `--version` with stdout closed (`>&-`)
+        console.print(f"cdd: error: {exc.strerror}", markup=False)
+        sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)

@@ -9,9 +9,10 @@ judge reads the continuation, and so does its surrogate (the prompt's rows are c
 
 The judge and surrogate are the plugin author's code, so every call is guarded: an exception,
 a wrong number of scores, a score that is not a number, NaN, a surrogate of the wrong shape all
-become a `PluginError` that names the plugin and its package. A judge slower than
-`SLOW_JUDGE_SECONDS` a text is told once as a `PluginWarning` (the search may ask it thousands
-of texts a sample).
+become a `PluginError` that names the plugin and its package, and so do a `sys.exit` and a
+plugin's own `KeyboardInterrupt` (a real Ctrl-C stays the user's: `plugins_fault`). A judge
+slower than `SLOW_JUDGE_SECONDS` a text is told once as a `PluginWarning` (the search may ask
+it thousands of texts a sample).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from cdd_cli.errors import InputError, one_line
 from cdd_cli.models.registry import LoadedModel
 from cdd_cli.models.rows import with_rows
 from cdd_cli.models.surrogate import SparseTokens, Tokens
-from cdd_cli.plugins import ConstraintPlugin, PluginError, PluginWarning
+from cdd_cli.plugins import ConstraintPlugin, PluginError, PluginWarning, plugins_fault, raised
 
 SLOW_JUDGE_SECONDS = 0.05
 
@@ -100,8 +101,10 @@ class Guarded:
         try:
             with contextlib.redirect_stdout(sys.stderr):  # stdout carries the records
                 scores = list(self.plugin.judge(list(texts), self.options))
-        except Exception as exc:
-            raise self.fail(f"its judge raised {type(exc).__name__}: {one_line(exc)}") from None
+        except BaseException as exc:
+            if not plugins_fault(exc):
+                raise
+            raise self.fail(f"its judge raised {raised(exc)}") from None
         self.timed(len(texts), time.perf_counter() - started)
         if len(scores) != len(texts):
             raise self.fail(f"its judge gave {len(scores)} scores for {len(texts)} texts")
@@ -151,10 +154,10 @@ class Guarded:
             try:
                 with contextlib.redirect_stdout(sys.stderr):
                     score = read(soft)
-            except Exception as exc:
-                raise self.fail(
-                    f"its surrogate raised {type(exc).__name__}: {one_line(exc)}"
-                ) from None
+            except BaseException as exc:
+                if not plugins_fault(exc):
+                    raise
+                raise self.fail(f"its surrogate raised {raised(exc)}") from None
             if not isinstance(score, torch.Tensor) or tuple(score.shape) != soft.shape[:1]:
                 got = tuple(score.shape) if isinstance(score, torch.Tensor) else type(score)
                 raise self.fail(f"its surrogate gave {got}, not one score a sample")
@@ -229,9 +232,11 @@ def plugin_constraint(
     try:
         with contextlib.redirect_stdout(sys.stderr):
             read = plugin.surrogate(options, texts)
-    except Exception as exc:
+    except BaseException as exc:
+        if not plugins_fault(exc):
+            raise
         raise guarded.fail(
-            f"its surrogate builder raised {type(exc).__name__}: {one_line(exc)} (given this "
+            f"its surrogate builder raised {raised(exc)} (given this "
             f"model's vocabulary of {len(texts):,} tokens)"
         ) from None
     return SurrogatePlugin(**common, read=guarded.surrogate(read, len(texts)))
@@ -254,17 +259,20 @@ def descriptor(plugin: ConstraintPlugin, package: str) -> Descriptor:
         if plugin.check is None:
             return
         try:
-            plugin.check(dict(entry.options))
+            with contextlib.redirect_stdout(sys.stderr):
+                plugin.check(dict(entry.options))
         except ValueError as exc:
             # A spec entry's place (FILE:LINE) does not name its type; a flag's or an API
             # call's does ("--constraint x", "constraint 'x'"): named once either way.
             named = entry.where.startswith(("--constraint", "constraint "))
             where = entry.where if named else f"{entry.where}: constraint '{entry.type}'"
             raise InputError(f"{where}: {one_line(exc)}") from None
-        except Exception as exc:
+        except BaseException as exc:
+            if not plugins_fault(exc):
+                raise
             raise PluginError(
                 f"{entry.where}: plugin '{entry.type}' ({package}) failed checking its options "
-                f"({type(exc).__name__}: {one_line(exc)})"
+                f"({raised(exc)})"
             ) from None
 
     def build(

@@ -348,3 +348,84 @@ def test_an_optional_key_given_null_is_not_given(tmp_path: Path):
     spec = load_spec(write(tmp_path, "constraints:\n  - type: max_heavy_atoms\n    tau: 8\n"
                                      "    element: null\n"))  # fmt: skip
     assert spec.constraints[0].options == {"tau": 8}
+
+
+@pytest.fixture
+def cdd_signal_handler(monkeypatch: pytest.MonkeyPatch):
+    """The `cdd` command's Ctrl-C handler installed, as `python -m cdd_cli` installs it."""
+    import signal
+
+    from cdd_cli.errors import on_signal
+
+    monkeypatch.setattr(signal, "getsignal", lambda signum: on_signal)
+
+
+@pytest.mark.parametrize(
+    ("name", "method", "problem"),
+    [
+        ("judge_exits", "unconstrained", "its judge raised SystemExit: 0"),
+        ("judge_interrupts", "unconstrained", "its judge raised KeyboardInterrupt"),
+        ("surrogate_exits", "cdd", "its surrogate raised SystemExit: 1"),
+    ],
+)
+def test_a_plugins_exit_or_own_interrupt_is_one_line_naming_it(
+    faulty, cdd_signal_handler, name: str, method: str, problem: str
+):
+    flags = ["-n", "1", "-c", name, "--tau", "50", "--method", method, "-q"]
+    result = runner.invoke(app, ["molecules", *flags])
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        f"cdd: error: plugin '{name}' (cdd-test-plugins 0.1): {problem}"
+    ]
+
+
+def test_a_plugins_exit_in_check_or_at_import_is_one_line(faulty, tmp_path: Path):
+    spec = write(tmp_path, "constraints:\n  - type: check_exits\n    tau: 1\n")
+    checked = runner.invoke(app, ["validate", str(spec)])
+    assert checked.exit_code == 2
+    assert checked.stderr.splitlines() == [
+        f"cdd: error: {spec}:2: plugin 'check_exits' (cdd-test-plugins 0.1) failed checking its "
+        "options (SystemExit: 3)"
+    ]
+    listed = runner.invoke(app, ["constraints", "ls"])
+    assert listed.exit_code == 0 and "max_heavy_atoms\t" in listed.stdout
+    assert "exits_at_import\tbroken\tcdd-test-plugins 0.1: cannot be loaded (SystemExit: 0)" in (
+        listed.stdout.splitlines()
+    )
+    unknown = runner.invoke(app, ["molecules", "-n", "1", "-c", "nosuch", "--tau", "1"])
+    assert unknown.exit_code == 2 and "unknown constraint type 'nosuch'" in unknown.stderr
+
+
+def test_a_real_interrupt_during_a_judge_stays_the_users(monkeypatch: pytest.MonkeyPatch):
+    import signal
+
+    from cdd_cli.errors import STOPPING, Terminated, on_signal
+
+    assert plugins.plugins_fault(SystemExit(0)) and plugins.plugins_fault(ValueError())
+    # Without cdd's handler (an API user's process) a Ctrl-C cannot be told from a plugin's.
+    assert not plugins.plugins_fault(KeyboardInterrupt())
+    monkeypatch.setattr(signal, "getsignal", lambda signum: on_signal)
+    assert plugins.plugins_fault(KeyboardInterrupt())
+    assert not plugins.plugins_fault(Terminated())
+    monkeypatch.setattr(STOPPING, "raised", True)  # what on_signal marks as it raises
+    assert not plugins.plugins_fault(KeyboardInterrupt())
+
+
+@pytest.mark.slow
+def test_what_a_plugin_writes_to_file_descriptor_1_never_reaches_the_records(
+    faulty, tmp_path: Path
+):
+    spec = write(
+        tmp_path,
+        "constraints:\n  - type: fd_writer\n    tau: 50\n  - type: loud\n    tau: 50\n",
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FAULTY), str(FAULTY.parents[2])])}
+    command = [sys.executable, "-m", "cdd_cli", "molecules", "--spec", str(spec), "-n", "2"]
+    done = subprocess.run(
+        [*command, "-q"], capture_output=True, text=True, env=env, timeout=HANG_S
+    )
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in done.stdout.splitlines()]  # JSON lines only
+    assert len(records) == 2
+    for said in ("loud: imported", "to file descriptor 1", "not a record", "from a shell"):
+        assert said in done.stderr

@@ -1,5 +1,7 @@
 """Constraint plugins that go wrong in each way cdd must report in one line."""
 
+import os
+import sys
 import time
 
 import torch
@@ -69,3 +71,33 @@ def numpy_scores(texts, options):
 
 printing = plugin("printing", chatty)
 numpy_judge = plugin("numpy_judge", numpy_scores)
+
+
+def exits(texts, options):
+    sys.exit(0)
+
+
+def interrupts(texts, options):
+    raise KeyboardInterrupt
+
+
+def exits_checking(options):
+    sys.exit(3)
+
+
+def exiting_surrogate(options, vocabulary):
+    return lambda soft: sys.exit(1)
+
+
+def writes_to_fd_1(texts, options):
+    """Around the records' stream: a write to file descriptor 1, and a shell's."""
+    os.write(1, b"not a record\n")
+    os.system("echo from a shell")
+    return length(texts, options)
+
+
+judge_exits = plugin("judge_exits", exits)
+judge_interrupts = plugin("judge_interrupts", interrupts)
+check_exits = plugin("check_exits", check=exits_checking)
+surrogate_exits = plugin("surrogate_exits", surrogate=exiting_surrogate)
+fd_writer = plugin("fd_writer", writes_to_fd_1)
