@@ -425,9 +425,23 @@ def test_nothing_to_check_without_records_or_a_configuration(tmp_path: Path):
     out.write_text("")
     check_resolved_config(resolved(), str(out))  # an empty file
     check_resolved_config(resolved(), "-")
+
+
+def test_records_without_a_configuration_are_refused(tmp_path: Path):
+    """Nothing says which run made them (another tool's lines, or a file whose configuration
+    was lost): appending or resuming would mix runs unseen."""
+    out = tmp_path / "out.jsonl"
     write_records(out, [{"id": "0-0", "seed": 0}])
-    Path(f"{out}.config.yaml").unlink()
-    check_resolved_config(resolved(), str(out))  # records, no configuration
+    with pytest.raises(InputError) as caught:
+        check_resolved_config(resolved(), str(out))
+    assert str(caught.value) == (
+        f"-o {out}: is not empty, and has no {out}.config.yaml beside it to say how its lines "
+        "were made; cdd adds records only to a file whose configuration it can check: write "
+        "to another file"
+    )
+    os.mkfifo(f"{out}.config.yaml")  # never opened (it would wait for a writer)
+    with pytest.raises(InputError, match=r"config.yaml beside it is a pipe \(FIFO\), not a conf"):
+        check_resolved_config(resolved(), str(out))
 
 
 def test_the_gathered_file_is_checked_too(tmp_path: Path):
