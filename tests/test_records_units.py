@@ -276,6 +276,7 @@ def resolved(**changes: object) -> dict:
             "dtype": "float32",
             "temperature": 1.0,
             "top_p": 1.0,
+            "chat": False,
             "seed": 0,
             "batch_size": 4,
             "n": 2,
@@ -325,6 +326,7 @@ def test_sampling_aside_but_its_steps_may_change(tmp_path: Path, changes: dict):
         ({"sampling__dtype": "bfloat16"}, "sampling.dtype"),
         ({"sampling__temperature": 0.5}, "sampling.temperature"),
         ({"sampling__top_p": 0.9}, "sampling.top_p"),
+        ({"sampling__chat": True}, "sampling.chat"),  # the prompts' template: their tokens
         ({"words": 40}, "words"),
         ({"model": "other"}, "model"),
         ({"method": "other"}, "method"),
@@ -347,7 +349,7 @@ def test_another_setting_is_refused_naming_it(tmp_path: Path, changes: dict, nam
 
 
 @pytest.mark.parametrize(
-    "missing", ["decode", "sampler", "block_length", "dtype", "temperature", "top_p"]
+    "missing", ["decode", "sampler", "block_length", "dtype", "chat", "temperature", "top_p"]
 )
 def test_a_file_written_before_a_sampling_setting_existed_had_the_runs(tmp_path: Path, missing):
     """A setting the file does not name was made with its default, which the runner has put
