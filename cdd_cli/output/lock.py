@@ -67,16 +67,13 @@ def hold_file(target: str, stack: contextlib.ExitStack) -> None:
     if found is None or found in HELD:
         return
     try:  # (never blocks: a FIFO is opened without waiting, and refused by the writer)
-        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK)
+        # For writing: NFS emulates flock with locks that need it.
+        fd = os.open(target, os.O_RDWR | os.O_NONBLOCK)
     except OSError:
-        return  # unreadable: the writer's check says why
+        return  # not writable: the writer says why
     stack.callback(os.close, fd)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    if not stat.S_ISREG(os.fstat(fd).st_mode) or not locked(fd, target):
         return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise refused(target, "a lock on the file itself") from None
     HELD.add(found)
     stack.callback(HELD.discard, found)
 
@@ -88,9 +85,17 @@ def claim(fd: int, target: str) -> None:
     if fcntl is None:
         return
     found = os.fstat(fd)
-    if not stat.S_ISREG(found.st_mode) or (found.st_dev, found.st_ino) in HELD:
-        return
+    if stat.S_ISREG(found.st_mode) and (found.st_dev, found.st_ino) not in HELD:
+        locked(fd, target)
+
+
+def locked(fd: int, target: str) -> bool:
+    """The file of `fd` locked by this process (False: its file system keeps no locks);
+    InputError where another process holds it."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         raise refused(target, "a lock on the file itself") from None
+    except OSError:
+        return False
+    return True
