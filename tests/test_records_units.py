@@ -276,6 +276,7 @@ def resolved(**changes: object) -> dict:
             "dtype": "float32",
             "temperature": 1.0,
             "top_p": 1.0,
+            "chat": False,
             "seed": 0,
             "batch_size": 4,
             "n": 2,
@@ -325,6 +326,7 @@ def test_sampling_aside_but_its_steps_may_change(tmp_path: Path, changes: dict):
         ({"sampling__dtype": "bfloat16"}, "sampling.dtype"),
         ({"sampling__temperature": 0.5}, "sampling.temperature"),
         ({"sampling__top_p": 0.9}, "sampling.top_p"),
+        ({"sampling__chat": True}, "sampling.chat"),  # the prompts' template: their tokens
         ({"words": 40}, "words"),
         ({"model": "other"}, "model"),
         ({"method": "other"}, "method"),
@@ -347,7 +349,7 @@ def test_another_setting_is_refused_naming_it(tmp_path: Path, changes: dict, nam
 
 
 @pytest.mark.parametrize(
-    "missing", ["decode", "sampler", "block_length", "dtype", "temperature", "top_p"]
+    "missing", ["decode", "sampler", "block_length", "dtype", "chat", "temperature", "top_p"]
 )
 def test_a_file_written_before_a_sampling_setting_existed_had_the_runs(tmp_path: Path, missing):
     """A setting the file does not name was made with its default, which the runner has put
@@ -425,9 +427,23 @@ def test_nothing_to_check_without_records_or_a_configuration(tmp_path: Path):
     out.write_text("")
     check_resolved_config(resolved(), str(out))  # an empty file
     check_resolved_config(resolved(), "-")
+
+
+def test_records_without_a_configuration_are_refused(tmp_path: Path):
+    """Nothing says which run made them (another tool's lines, or a file whose configuration
+    was lost): appending or resuming would mix runs unseen."""
+    out = tmp_path / "out.jsonl"
     write_records(out, [{"id": "0-0", "seed": 0}])
-    Path(f"{out}.config.yaml").unlink()
-    check_resolved_config(resolved(), str(out))  # records, no configuration
+    with pytest.raises(InputError) as caught:
+        check_resolved_config(resolved(), str(out))
+    assert str(caught.value) == (
+        f"-o {out}: is not empty, and has no {out}.config.yaml beside it to say how its lines "
+        "were made; cdd adds records only to a file whose configuration it can check: write "
+        "to another file"
+    )
+    os.mkfifo(f"{out}.config.yaml")  # never opened (it would wait for a writer)
+    with pytest.raises(InputError, match=r"config.yaml beside it is a pipe \(FIFO\), not a conf"):
+        check_resolved_config(resolved(), str(out))
 
 
 def test_the_gathered_file_is_checked_too(tmp_path: Path):

@@ -5,14 +5,17 @@ configurations."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import yaml
 
 from cdd_cli.errors import InputError
+from cdd_cli.output.files import config_path, is_stream, kind_of, open_regular
 
 
 def first_difference(ours: object, theirs: object, where: str = "") -> str | None:
@@ -35,15 +38,27 @@ def first_difference(ours: object, theirs: object, where: str = "") -> str | Non
 
 def check_resolved_config(resolved: dict, output: str, also: str | None = None) -> None:
     """An output file that holds records must hold records of this configuration (`resolved`:
-    a spec's plain data; sampling aside but for its steps: more samples, other seeds, another
-    batch size): refused before any sampling otherwise, naming the first setting that
-    differs. `also`: another file the run's records count in (torchrun's gathered output),
-    checked the same way."""
+    a spec's plain data; sampling aside but for what shapes a sample: more samples, other
+    seeds, another batch size), and its records of this run's seed must come from this
+    run's inputs (`resolved[INPUTS]`: prompts, length): refused before any sampling
+    otherwise, naming the first setting that differs, as is a file that holds records
+    without a configuration to check them against. `also`: another file the run's records
+    count in (torchrun's gathered output), checked the same way."""
     if also is not None:
         check_resolved_config(resolved, also)
-    beside = Path(f"{output}.config.yaml")
-    if not holds_records(output) or not beside.is_file():
+    beside = config_path(output)
+    if not holds_records(output):
         return
+    if not beside.is_file():
+        what = (
+            f"{beside} beside it is {kind_of(beside.stat().st_mode)}, not a configuration"
+            if beside.exists()
+            else f"has no {beside} beside it to say how its lines were made"
+        )
+        raise InputError(
+            f"-o {output}: is not empty, and {what}; cdd adds records only to a file whose "
+            "configuration it can check: write to another file"
+        )
     earlier = earlier_config(output)
 
     def setup(config: dict) -> dict:
@@ -56,14 +71,15 @@ def check_resolved_config(resolved: dict, output: str, also: str | None = None) 
             if isinstance(v, dict) and isinstance(resolved.get(k), dict)
             else v
             for k, v in config.items()
+            if k != INPUTS
         }
         return {
             **{k: v for k, v in sections.items() if k != "sampling"},
             "words": config.get("words", resolved["words"]),
             "sampling.steps": sampling.get("steps"),
             **{
-                f"sampling.{name}": sampling.get(name, resolved["sampling"][name])
-                for name in ("decode", "sampler", "block_length", "dtype", "temperature", "top_p")
+                f"sampling.{name}": sampling.get(name, resolved["sampling"].get(name))
+                for name in SHAPING_SAMPLING
             },
         }
 
@@ -77,20 +93,103 @@ def check_resolved_config(resolved: dict, output: str, also: str | None = None) 
             f"-o {output}: holds records made with other settings ({differs} differs, see "
             f"{beside}); write to another file, or remove both to start over"
         )
+    check_inputs(resolved.get(INPUTS), earlier.get(INPUTS), output)
+
+
+# The sampling settings that shape a sample (its steps aside: a file without them differs).
+SHAPING_SAMPLING = ("decode", "sampler", "block_length", "dtype", "chat", "temperature", "top_p")
+
+
+def check_inputs(ours: object, theirs: object, output: str) -> None:
+    """This run's inputs (one group, `[{"seeds": [seed], ...}]`) against those the file's
+    records of its seed were made with, where the file says (files written before cdd
+    recorded them do not): InputError naming the first that differs."""
+    if not (isinstance(ours, list) and len(ours) == 1 and isinstance(ours[0], dict)):
+        return
+    run = {k: v for k, v in ours[0].items() if k != "seeds"}
+    seed = ours[0]["seeds"][0]
+    earlier = inputs_of(theirs, seed)
+    differs = None if earlier is None else first_difference(run, earlier)
+    if differs is None:
+        return
+    beside = config_path(output)
+    head = f"-o {output}: its records of seed {seed} were made with"
+    if differs == "length":
+        api = f"length {earlier.get('length')}, not {run['length']}"
+        cli = f"--length {earlier.get('length')}, not {run['length']}"
+        finish = "the same length"
+    else:
+        api = cli = (
+            f"{earlier.get('prompts')} prompt(s), not {run['prompts']}"
+            if differs == "prompts"
+            else "other prompts, or the same ones in another order"
+        )
+        finish = "the same prompts in the same order"
+    tail = f" (see {beside}); resume with {finish}, or write to another file"
+    raise InputError(f"{head} {api}{tail}", cli=f"{head} {cli}{tail}")
+
+
+# Under this key a configuration read or to be written holds its inputs: what shapes the
+# records besides the settings (the prompts and their order, the length), by seed. The
+# file keeps them in a comment line at its head (so that it stays a spec, `--spec`):
+#     # inputs: [{"seeds": [0, 1], "length": 32, "prompts": 1, "prompts_sha256": "..."}]
+INPUTS = "inputs"
+INPUTS_HEAD = "# inputs: "
+
+
+def inputs_of(groups: object, seed: int) -> dict | None:
+    """The inputs the records of `seed` were made with (None where none are recorded)."""
+    for group in groups if isinstance(groups, list) else []:
+        if isinstance(group, dict) and seed in (group.get("seeds") or []):
+            return {k: v for k, v in group.items() if k != "seeds"}
+    return None
+
+
+def with_inputs(earlier: object, ours: object) -> list | None:
+    """The inputs groups of a file once this run's (`ours`: one group of one seed) is
+    added to the file's `earlier` ones (its seed taken out of any other group)."""
+    if not (isinstance(ours, list) and len(ours) == 1 and isinstance(ours[0], dict)):
+        return earlier if isinstance(earlier, list) else None
+    seed = ours[0]["seeds"][0]
+    run = {k: v for k, v in ours[0].items() if k != "seeds"}
+    groups = []
+    for group in earlier if isinstance(earlier, list) else []:
+        if not isinstance(group, dict):
+            continue
+        seeds = [s for s in group.get("seeds") or [] if s != seed]
+        if {k: v for k, v in group.items() if k != "seeds"} == run:
+            seeds.append(seed)
+            seed = None  # (placed)
+        if seeds:
+            groups.append({**group, "seeds": sorted(seeds)})
+    if seed is not None:
+        groups.append({"seeds": [seed], **run})
+    return groups
+
+
+def all_inputs(each: Iterable[object]) -> list | None:
+    """The inputs groups of several files' configurations as one (a later file's inputs of
+    a seed stand for an earlier's)."""
+    groups = None
+    for earlier in each:
+        for group in earlier if isinstance(earlier, list) else []:
+            if isinstance(group, dict) and isinstance(group.get("seeds"), list):
+                for seed in group["seeds"]:
+                    groups = with_inputs(groups, [{**group, "seeds": [seed]}])
+    return groups
 
 
 def holds_records(output: str) -> bool:
-    """`output` is a regular file with something in it (not stdout, not empty)."""
+    """`output` is a regular file with something in it (not a stream, not empty)."""
     out = Path(output)
-    return output != "-" and out.is_file() and out.stat().st_size > 0
+    return not is_stream(output) and out.is_file() and out.stat().st_size > 0
 
 
 def earlier_config(output: str) -> dict | None:
     """The resolved configuration written beside `output` by the run that wrote its records
     (None: there is none, or it cannot be read as one)."""
-    beside = Path(f"{output}.config.yaml")
     try:
-        earlier = read_config(beside)
+        earlier = read_config(config_path(output))
     except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError, InputError):
         return None
     return earlier if isinstance(earlier, dict) else None
@@ -104,8 +203,10 @@ MAX_CONFIG_VALUES = 100_000
 
 def read_config(path: Path) -> object:
     """A YAML configuration file (`OUT.config.yaml`) as plain data, within MAX_CONFIG_BYTES
-    and MAX_CONFIG_VALUES values once its aliases are expanded (InputError past them)."""
-    with Path(path).open("rb") as f:
+    and MAX_CONFIG_VALUES values once its aliases are expanded (InputError past them, or
+    where it is no regular file: a FIFO is never waited on); a mapping's `INPUTS` read from
+    its head."""
+    with open_regular(path) as f:
         data = f.read(MAX_CONFIG_BYTES + 1)
     if len(data) > MAX_CONFIG_BYTES:
         raise InputError(f"{path}: larger than {MAX_CONFIG_BYTES >> 20} MiB; no cdd configuration")
@@ -116,7 +217,31 @@ def read_config(path: Path) -> object:
             f"{path}: stands for more than {MAX_CONFIG_VALUES:,} values once its YAML aliases "
             "are expanded; no cdd configuration"
         )
-    return yaml.safe_load(text)
+    config = yaml.safe_load(text)
+    head = next((line for line in head_lines(text) if line.startswith(INPUTS_HEAD)), None)
+    if isinstance(config, dict) and head is not None:
+        try:
+            config[INPUTS] = json.loads(head[len(INPUTS_HEAD) :])
+        except (ValueError, RecursionError):
+            raise InputError(f"{path}: its inputs line is not JSON; no cdd configuration") from None
+    return config
+
+
+def head_lines(text: str) -> Iterator[str]:
+    """The comment lines opening a YAML text."""
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            return
+        yield line
+
+
+def config_text(head: str, config: dict) -> str:
+    """A configuration file's text: `head` (comment lines), its `INPUTS` as a comment line,
+    and its settings as YAML."""
+    inputs = config.get(INPUTS)
+    line = f"{INPUTS_HEAD}{json.dumps(inputs, ensure_ascii=False)}\n" if inputs else ""
+    settings = {k: v for k, v in config.items() if k != INPUTS}
+    return head + line + yaml.safe_dump(settings, sort_keys=False)
 
 
 def yaml_values(root: yaml.Node, cap: int) -> int:
@@ -143,15 +268,16 @@ def yaml_values(root: yaml.Node, cap: int) -> int:
 
 
 def write_resolved_config(resolved: dict, output: str) -> None:
-    """`OUT.config.yaml` beside a regular output file (not /dev/null and the like): the
-    configuration (`resolved`), so its records can be told apart and reproduced."""
-    if output == "-" or (Path(output).exists() and not Path(output).is_file()):
+    """`OUT.config.yaml` beside a regular output file (not a stream or a device: stdout,
+    /dev/stdout, /dev/null): the configuration (`resolved`), so its records can be told
+    apart and reproduced, with the inputs of the records the file already holds."""
+    if is_stream(output) or (Path(output).exists() and not Path(output).is_file()):
         return
+    if INPUTS in resolved:
+        earlier = earlier_config(output) if holds_records(output) else None
+        resolved = {**resolved, INPUTS: with_inputs((earlier or {}).get(INPUTS), resolved[INPUTS])}
     command = shlex.join(["cdd", *sys.argv[1:]]).replace("\n", " ")
-    write_whole_file(
-        Path(f"{output}.config.yaml"),
-        f"# latest run: {command}\n" + yaml.safe_dump(resolved, sort_keys=False),
-    )
+    write_whole_file(config_path(output), config_text(f"# latest run: {command}\n", resolved))
 
 
 def write_whole_file(path: Path, text: str) -> None:

@@ -14,6 +14,7 @@ barriers; nodes rendezvous as torchrun arranges). Only rank 0 shows progress.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 from dataclasses import dataclass
@@ -23,9 +24,12 @@ import torch
 import torch.distributed as dist
 
 from cdd_cli.errors import InputError
-from cdd_cli.output.jsonl import JsonlWriter, read_jsonl
+from cdd_cli.output.config import INPUTS, all_inputs
+from cdd_cli.output.files import config_path, is_stream, real_path
+from cdd_cli.output.jsonl import read_jsonl
+from cdd_cli.output.lock import output_lock
 from cdd_cli.output.resume import cut_torn_tail, existing_records
-from cdd_cli.output.shards import record_key, shard_config, write_config
+from cdd_cli.output.shards import record_key, shard_config, write_config, write_whole_records
 
 # A barrier waits for the slowest rank: a run may take days.
 BARRIER_TIMEOUT = datetime.timedelta(days=30)
@@ -39,7 +43,8 @@ class Launch:
     local_world: int
 
     def part(self, output: str) -> str:
-        return f"{output}.rank{self.rank}"
+        """This rank's part of `output`: beside its file (every name of it names one part)."""
+        return f"{real_path(output)}.rank{self.rank}"
 
     def device(self, device: str) -> str:
         """`auto` or `cuda` on a GPU machine means this process's GPU, cuda:LOCAL_RANK."""
@@ -64,7 +69,7 @@ def launch_from_env() -> Launch | None:
 
 def parts_of(output: str) -> list[Path]:
     """The rank files a run writing to `output` left, in rank order."""
-    out = Path(output)
+    out = Path(real_path(output))
     found = [
         p for p in out.parent.glob(f"{out.name}.rank*") if p.name[len(out.name) + 5 :].isdigit()
     ]
@@ -73,36 +78,42 @@ def parts_of(output: str) -> list[Path]:
 
 def gather(output: str) -> int:
     """OUT rewritten whole with the records of its rank files (torn last lines dropped, one
-    record per key, sorted by seed, prompt and sample); the files removed. The number of
-    records OUT holds, or -1 when there was nothing to gather."""
+    record per key, sorted by seed, prompt and sample; written beside it and renamed over
+    it, with the first configuration found and every file's inputs); the files removed. The
+    number of records OUT holds, or -1 when there was nothing to gather."""
     parts = parts_of(output)
     if not parts:
         return -1
-    sources = [Path(output)] if Path(output).is_file() else []
+    target = real_path(output)
+    sources = [Path(target)] if Path(target).is_file() else []
     sources += parts
-    config = None
+    configs = []
     records: dict[tuple[int, int, int], dict] = {}
     for path in sources:
         torn = existing_records(str(path)).torn_bytes
         if torn:
             cut_torn_tail(str(path), torn)
-        if Path(f"{path}.config.yaml").is_file() and config is None:
-            config = shard_config(path)
+        if config_path(str(path)).is_file():
+            configs.append(shard_config(path))
         if not path.stat().st_size:  # a rank stopped before its first whole record
             continue
-        for where, record in read_jsonl(str(path), "record"):
+        for where, record in read_jsonl(str(path), "record", regular=True):
             records.setdefault(record_key(where, record), record)
+    config = None
+    if configs:  # the first settings found (OUT's own), the inputs of every seed any holds
+        config = {**configs[0], INPUTS: all_inputs(c.get(INPUTS) for c in configs)}
+
+    def write_beside() -> None:
+        if config is not None:
+            write_config(target, config)
+
     if records:  # (none: the run left only parts stopped before their first record)
-        tmp = f"{output}.gathering"
-        with JsonlWriter(tmp, lambda: None) as writer:
-            for key in sorted(records):
-                writer.write(records[key])
-        os.replace(tmp, output)
-    if config is not None and Path(output).is_file():  # (no file: no configuration beside it)
-        write_config(output, config)
+        write_whole_records(target, (records[key] for key in sorted(records)), write_beside)
+    elif Path(target).is_file():  # (no file: no configuration beside it)
+        write_beside()
     for path in parts:
         path.unlink()
-        Path(f"{path}.config.yaml").unlink(missing_ok=True)
+        config_path(str(path)).unlink(missing_ok=True)
     return len(records)
 
 
@@ -111,11 +122,16 @@ class Ranks:
     after (every rank must call both, whatever happened between)."""
 
     def __init__(self, launch: Launch, output: str):
-        if output == "-":
+        if is_stream(output):  # (stdout, /dev/stdout, /dev/null: no file to hold parts)
             raise InputError("under torchrun give -o FILE: the ranks write parts of one file")
         self.launch, self.output = launch, output
+        self.held = contextlib.ExitStack()
 
     def start(self) -> None:
+        if self.launch.rank == 0:
+            # OUT, under any of its names, is this run's until `close()`: another process
+            # appending to it, or gathering its parts, would mix two runs in it.
+            self.held.enter_context(output_lock(self.output))
         if not dist.is_initialized():
             dist.init_process_group("gloo", timeout=BARRIER_TIMEOUT)
         if self.launch.rank == 0:
@@ -137,5 +153,8 @@ class Ranks:
         """Every rank waits here for rank 0 to have said what it gathered: torchrun stops the
         other processes as soon as one exits non-zero (3: some record violates), which must
         not cut rank 0 short."""
-        dist.barrier()
-        dist.destroy_process_group()
+        try:
+            dist.barrier()
+            dist.destroy_process_group()
+        finally:
+            self.held.close()

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import IO
 
 from cdd_cli.errors import InputError
+from cdd_cli.output.files import config_path, is_stream, kind_of, open_regular
+from cdd_cli.output.lock import claim
 
 # What cdd reads of a JSONL input (prompts, records, shards) before refusing it: each line is
 # parsed as it comes and the objects are all held, so a stream without end (`--prompts
@@ -40,7 +42,7 @@ class JsonlWriter:
         self.before_first = before_first
         self.stream: IO[str] | None = sys.stdout if target == "-" else None
         self.fd: int | None = None  # the output file, appended to without a buffer
-        if target != "-":
+        if not is_stream(target):
             check_output_file(target)
 
     def open(self) -> IO[str] | int:
@@ -54,6 +56,11 @@ class JsonlWriter:
                 raise InputError(
                     f"-o {self.target}: cannot open for appending ({exc.strerror})"
                 ) from None
+            try:
+                claim(self.fd, self.target)
+            except InputError:
+                self.close()
+                raise
         return self.stream if self.stream is not None else self.fd
 
     def write(self, record: dict) -> None:
@@ -124,13 +131,13 @@ def check_output_file(target: str) -> None:
         raise InputError(f"-o {target}: is a directory (give a file, or - for stdout)")
     if path.exists() and stat.S_ISFIFO(path.stat().st_mode):
         raise InputError(f"-o {target}: is a pipe (write to stdout with -o - and redirect it)")
-    beside = Path(f"{target}.config.yaml")  # where the resolved configuration goes
-    if beside.is_dir():
-        raise InputError(f"-o {target}: {beside} is a directory")
+    beside = config_path(target)  # where the resolved configuration goes
     if beside.is_symlink():
         raise InputError(f"-o {target}: {beside} is a symbolic link; cdd will not write through it")
+    if beside.exists() and not beside.is_file():
+        raise InputError(f"-o {target}: {beside} is {kind_of(beside.stat().st_mode)}")
     if path.is_file() and path.stat().st_size:
-        with path.open("rb") as f:
+        with open_regular(path) as f:
             first = f.readline(MAX_LINE_BYTES + 1)  # a record may be a few MB
         try:
             record = json.loads(first)
@@ -144,16 +151,25 @@ def check_output_file(target: str) -> None:
 
 
 def read_jsonl(
-    source: str, what: str, max_lines: int = MAX_LINES, max_bytes: int = MAX_INPUT_BYTES
+    source: str,
+    what: str,
+    max_lines: int = MAX_LINES,
+    max_bytes: int = MAX_INPUT_BYTES,
+    regular: bool = False,
 ) -> list[tuple[str, dict]]:
     """The JSON objects of a JSONL file or stdin ("-"), each with its "file:line" for error
     messages; blank lines are skipped. `what` names the records in errors. Read a line at a
-    time, within `max_lines` objects, `max_bytes` in all and `MAX_LINE_BYTES` a line."""
+    time, within `max_lines` objects, `max_bytes` in all and `MAX_LINE_BYTES` a line.
+    `regular`: only a regular file will do (a FIFO or device refused, never waited on)."""
     where = "stdin" if source == "-" else source
     items = []
     try:
         with contextlib.ExitStack() as stack:
-            stream = sys.stdin.buffer if source == "-" else stack.enter_context(open(source, "rb"))
+            if source == "-":
+                stream = sys.stdin.buffer
+            else:
+                opened = open_regular(source) if regular else open(source, "rb")  # noqa: SIM115
+                stream = stack.enter_context(opened)
             total = 0
             for number in itertools.count(1):
                 raw = stream.readline(MAX_LINE_BYTES + 1)

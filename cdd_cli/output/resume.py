@@ -14,6 +14,7 @@ from pathlib import Path
 
 from cdd_cli.errors import InputError, Interrupted, Terminated
 from cdd_cli.output.config import write_resolved_config
+from cdd_cli.output.files import is_stream, open_regular
 from cdd_cli.output.jsonl import MAX_LINE_BYTES, JsonlWriter
 
 
@@ -35,12 +36,12 @@ def existing_records(target: str) -> Existing:
     at a time: split at newlines only (a record's text may hold U+2028 or U+0085, which
     `str.splitlines` would cut it at), and a line longer than any record is no record."""
     path = Path(target)
-    if target == "-" or not path.is_file():
+    if is_stream(target) or not path.is_file():
         return Existing(set(), {}, 0)
     satisfied: dict[int, list[str]] = {}
     attempts: dict[tuple[int, str], int] = {}
     torn = 0
-    with path.open("rb") as f:
+    with open_regular(path) as f:
         for number in itertools.count(1):
             raw = f.readline(MAX_LINE_BYTES + 1)
             if not raw:
@@ -176,6 +177,8 @@ def written_records(
                 writer.write(row)
                 yield row
     except KeyboardInterrupt as exc:
-        finish = "" if output == "-" or resume_hint is None else f"; finish it with: {resume_hint}"
+        finish = ""
+        if not is_stream(output) and resume_hint is not None:
+            finish = f"; finish it with: {resume_hint}"
         how, code = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
         raise Interrupted(f"{how}: {writer.kept(total, present)}{finish}", code) from None

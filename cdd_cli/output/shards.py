@@ -9,19 +9,24 @@ with the shards' configuration beside it.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import stat
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import yaml
 
-from cdd_cli.errors import InputError
-from cdd_cli.output.config import first_difference, read_config, write_whole_file
-from cdd_cli.output.jsonl import JsonlWriter, read_jsonl
+from cdd_cli.errors import InputError, Interrupted, Terminated
+from cdd_cli.output.config import config_text, first_difference, read_config, write_whole_file
+from cdd_cli.output.files import config_path, is_stream, kind_of, real_path
+from cdd_cli.output.jsonl import JsonlWriter, check_output_file, read_jsonl
 
 
 def shard_config(path: Path) -> dict:
-    beside = Path(f"{path}.config.yaml")
+    beside = config_path(str(path))
     try:
         config = read_config(beside)  # bounded: a foreign file may be anything
     except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
@@ -57,9 +62,32 @@ def record_key(where: str, record: dict) -> tuple[int, int, int]:
 
 
 def merge_shards(out: str, shards: list[Path]) -> int:
-    """Write the records of `shards` to `out` (a new or empty file); the number written."""
-    if Path(out).is_file() and Path(out).stat().st_size:
-        raise InputError(f"{out}: exists and is not empty; merge into a new file")
+    """Write the records of `shards` to `out` (a new or empty file, or a stream); the number
+    written. A file is written beside itself and renamed into place once whole, its
+    configuration first: a merge stopped by a signal leaves no `out`, and says so."""
+    try:
+        return merge_into(out, shards)
+    except KeyboardInterrupt as exc:
+        how, code = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
+        if is_stream(out):
+            kept = f"the records written to {'stdout' if out == '-' else out} are not all of them"
+        else:
+            kept = f"{out} not written"
+        raise Interrupted(f"{how}: the merge stopped before it was whole; {kept}", code) from None
+
+
+def merge_into(out: str, shards: list[Path]) -> int:
+    stream = is_stream(out)
+    if not stream:
+        target = Path(real_path(out))
+        if target.is_file() and target.stat().st_size:
+            raise InputError(f"{out}: exists and is not empty; merge into a new file")
+        check_output_file(out)
+    for path in shards:  # regular files only: a FIFO would hold the merge up forever
+        with contextlib.suppress(OSError):  # (one not there: its configuration says so)
+            mode = os.stat(path).st_mode
+            if not stat.S_ISREG(mode):
+                raise InputError(f"{path}: is {kind_of(mode)}, not a shard's file")
     configs = [shard_config(path) for path in shards]
 
     def setup(config: dict) -> dict:
@@ -72,7 +100,7 @@ def merge_shards(out: str, shards: list[Path]) -> int:
             raise InputError(f"{path}: another configuration than {shards[0]} ({differs})")
     records: dict[tuple[int, int, int], tuple[str, dict]] = {}
     for path in shards:
-        for where, record in read_jsonl(str(path), "record"):
+        for where, record in read_jsonl(str(path), "record", regular=True):
             key = record_key(where, record)
             if key in records:
                 raise InputError(f"{where}: record {record['id']} of seed {key[0]} is also at "
@@ -106,17 +134,44 @@ def merge_shards(out: str, shards: list[Path]) -> int:
             f"the shards lack {lacking:,} record(s), e.g. {first}: finish each shard "
             "with its command and --resume"
         )
-    with JsonlWriter(out, lambda: write_config(out, configs[0])) as writer:
-        for key in sorted(records):
-            writer.write(records[key][1])
+    merged = (records[key][1] for key in sorted(records))
+    if stream:
+        with JsonlWriter(out) as writer:
+            for record in merged:
+                writer.write(record)
+    else:
+        write_whole_records(str(target), merged, lambda: write_config(str(target), configs[0]))
     return len(records)
 
 
+def write_whole_records(
+    target: str, records: Iterable[dict], before: Callable[[], None] = lambda: None
+) -> None:
+    """`records` written to a file beside `target` (`TARGET.merging-PID`), then, after
+    `before()` (its configuration written), renamed over `target`: no reader ever sees part
+    of them at `target`, whatever stops the writing (a kill leaves only the `.merging` file,
+    which nothing reads)."""
+    partial = f"{target}.merging-{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(partial)  # left by a killed process of this number: nobody writes it
+    try:
+        with JsonlWriter(partial) as writer:
+            for record in records:
+                writer.write(record)
+        if not writer.written:
+            Path(partial).touch()  # (an empty merge is an empty file)
+        before()
+        os.replace(partial, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
+        raise
+
+
 def write_config(out: str, config: dict) -> None:
-    if out != "-":
+    if not is_stream(out):
         write_whole_file(
-            Path(f"{out}.config.yaml"),
+            config_path(out),
             # Plain JSON data first (a date YAML read becomes its text).
-            "# merged shards\n"
-            + yaml.safe_dump(json.loads(json.dumps(config, default=str)), sort_keys=False),
+            config_text("# merged shards\n", json.loads(json.dumps(config, default=str))),
         )

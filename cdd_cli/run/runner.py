@@ -14,6 +14,8 @@ projection) -> records -> JSONL.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -22,7 +24,7 @@ from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.errors import InputError
 from cdd_cli.models import registry
 from cdd_cli.models.registry import LoadedModel
-from cdd_cli.output.config import check_resolved_config, earlier_config, holds_records
+from cdd_cli.output.config import INPUTS, check_resolved_config, earlier_config, holds_records
 from cdd_cli.output.resume import Share, resume_from, written_records
 from cdd_cli.prompts import PromptInput
 from cdd_cli.reporting import Display, Reporter, Tally
@@ -209,6 +211,15 @@ def keep_file_defaults(run: Run, output: str) -> None:
         setattr(getattr(run.spec, section_name), name, value)
 
 
+def inputs(run: Run) -> dict:
+    """What shapes the run's records besides its settings: its length and its prompts in
+    their order (a digest of each one's id, the text the model reads and the text given)."""
+    prompts = [[p.id, p.text, p.given] for p in run.prompts]
+    text = json.dumps(prompts, ensure_ascii=False, default=str)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return {"length": run.length, "prompts": len(run.prompts), "prompts_sha256": digest}
+
+
 def write(
     run: Run, output: Output, display: Display | None = None, say: Callable[[str], None] = print
 ) -> int:
@@ -219,7 +230,7 @@ def write(
     for path in (output.path, output.written):  # (torchrun: the file parts gather into)
         if path is not None:
             keep_file_defaults(run, path)
-    resolved = run.spec.resolved()
+    resolved = {**run.spec.resolved(), INPUTS: [{"seeds": [run.spec.sampling.seed], **inputs(run)}]}
     check_resolved_config(resolved, output.path, output.written)
     shape = (len(run.prompts), run.n)
     share = resume_from(
