@@ -74,6 +74,29 @@ def test_closed_stdout_and_stdin(tmp_path: Path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"])
+def test_stdout_by_another_name_gets_the_records_not_stderr(tmp_path: Path, name: str):
+    """Descriptor 1 points at stderr while the CLI runs (a plugin's print never reaches the
+    records): an output named as stdout is written where "-" is."""
+    done = cdd(f"molecules -n 2 -q --steps 4 -o {name}", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.decode().splitlines()) == 2
+    assert "{" not in done.stderr.decode() and os.listdir(tmp_path) == []
+
+
+def test_only_this_process_stdout_is_stdout_by_another_name(tmp_path: Path):
+    from cdd_cli.output.files import names_stdout
+
+    link = tmp_path / "out"
+    link.symlink_to("/dev/stdout")
+    assert names_stdout("/dev/stdout") and names_stdout(str(link))
+    assert names_stdout(f"/proc/{os.getpid()}/fd/1")
+    assert not names_stdout("/dev/stderr") and not names_stdout("/dev/fd/2")
+    assert not names_stdout(f"/proc/{os.getpid() + 1}/fd/1")
+    assert not names_stdout(str(tmp_path / "file.jsonl")) and not names_stdout("-1")
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "env",
     [

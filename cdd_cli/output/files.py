@@ -23,18 +23,37 @@ DESCRIPTOR_NAME = re.compile(
 MAX_LINKS = 40
 
 
-def names_a_descriptor(name: str) -> bool:
-    """Whether `name`, or a symbolic link it leads through, names an open descriptor."""
+def descriptor_named(name: str) -> str | None:
+    """The descriptor's name that `name`, or a symbolic link it leads through, is (e.g.
+    "/dev/stdout", "/proc/self/fd/1"); None where it names no open descriptor."""
     path = os.path.abspath(name)
     for _ in range(MAX_LINKS):
         if DESCRIPTOR_NAME.fullmatch(path):
-            return True
+            return path
         try:
             link = os.readlink(path)
         except OSError:  # not a link (or not there): the name is the file's
-            return False
+            return None
         path = os.path.normpath(os.path.join(os.path.dirname(path), link))
-    return False
+    return None
+
+
+def names_a_descriptor(name: str) -> bool:
+    """Whether `name`, or a symbolic link it leads through, names an open descriptor."""
+    return descriptor_named(name) is not None
+
+
+def names_stdout(name: str) -> bool:
+    """Whether `name` is this process's standard output by another name (`/dev/stdout`,
+    `/dev/fd/1`, `/proc/self/fd/1`): the CLI points descriptor 1 at stderr while it runs, so
+    that nothing but records reaches the real stdout, and records for such a name go where
+    "-" sends them."""
+    found = descriptor_named(name)
+    own = (r"self", r"thread-self", str(os.getpid()))
+    return found is not None and (
+        found in ("/dev/stdout", "/dev/fd/1")
+        or any(re.fullmatch(rf"/proc/{p}(/task/[0-9]+)?/fd/1", found) for p in own)
+    )
 
 
 def is_stream(output: str) -> bool:

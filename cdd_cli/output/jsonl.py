@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from cdd_cli.errors import InputError
-from cdd_cli.output.files import config_path, is_stream, kind_of, open_regular
+from cdd_cli.output.files import config_path, is_stream, kind_of, names_stdout, open_regular
 from cdd_cli.output.lock import claim
 
 # What cdd reads of a JSONL input (prompts, records, shards) before refusing it: each line is
@@ -40,7 +40,8 @@ class JsonlWriter:
         self.failed = False
         self.written = 0
         self.before_first = before_first
-        self.stream: IO[str] | None = sys.stdout if target == "-" else None
+        to_stdout = target == "-" or names_stdout(target)
+        self.stream: IO[str] | None = sys.stdout if to_stdout else None
         self.fd: int | None = None  # the output file, appended to without a buffer
         if not is_stream(target):
             check_output_file(target)
