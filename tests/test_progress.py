@@ -464,6 +464,75 @@ def test_verbose_adds_the_multipliers():
     )
 
 
+def busy_view(width: int, verbose: bool, alm_active: bool) -> RichReporter:
+    """A live view on a terminal `width` columns wide, in its second pass's last step: 24 of
+    its 64 samples redrawn, the judges accepting 40, the ALM at work (or done, with the flip
+    search at work), the run's tally beside its rate."""
+    clock = FakeClock()
+    out = Console(file=io.StringIO(), force_terminal=True, width=width)
+    reporter = RichReporter(False, verbose=verbose, out=out, clock=clock)
+    reporter.run_started("molecules", 256, 64)
+    for samples, redraws in ((64, 0), (64, 24)):
+        reporter.pass_started(samples, redraws, 32)
+        for index in range(31):
+            clock.now += 1.0
+            reporter.step(StepInfo(index, 32, 0.0, 0.0))
+        if not redraws:
+            reporter.records_done(40, "valid 38/40, violating 3")
+    reporter.stage(StageProgress("LookAhead", 3, 32, 64, 10, 5, True))
+    reporter.stage(StageProgress("FinalJudges", 32, 32, 64, 40, 0, True))
+    reporter.stage(StageProgress("ALM", 32, 32, 64, 40, 0, False))
+    reporter.alm(ALMProgress(13, 100, 12, (0.0, 1.53), (4.0, 16.0), 24, 1000))
+    if not alm_active:
+        reporter.stage(StageProgress("ALM", 32, 32, 64, 40, 12, True))
+        reporter.stage(StageProgress("FlipSearch", 32, 32, 64, 40, 0, False))
+    return reporter
+
+
+def rows(reporter: RichReporter) -> list[str]:
+    """The live view's rows as its own terminal shows them now."""
+    shown = Console(file=io.StringIO(), width=reporter.console.width)
+    shown.print(reporter.progress.get_renderable())
+    return shown.file.getvalue().splitlines()
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+@pytest.mark.parametrize("verbose", [False, True])
+@pytest.mark.parametrize("alm_active", [True, False])
+def test_every_row_fits_the_terminal_shortened_never_cut(
+    width: int, verbose: bool, alm_active: bool
+):
+    """What does not fit is shortened (the least telling clauses first, words abbreviated),
+    never cut mid-value: each row's words are whole, and keep the values that tell most."""
+    reporter = busy_view(width, verbose, alm_active)
+    shown = rows(reporter)
+    assert len(shown) == 3 and all(len(row) <= width for row in shown), shown
+    assert not any("…" in row for row in shown), shown
+    run, denoising, projection = (row.rstrip() for row in shown)
+    assert run.startswith("molecules") and "valid 38/40" in run, run
+    assert re.search(r"pass 2(,|$)", denoising), denoising
+    stage = "ALM" if alm_active else "flip search"
+    assert re.search(rf" {stage}( at (the )?final step)?(;|:|$)", projection), projection
+    if width >= 80:  # every value that tells most, in words
+        assert "violating 3" in run and "last step" in denoising, shown
+        assert ("12/24 outside" if alm_active else "accept 40/64") in projection, shown
+    if width >= 120:
+        assert "64 samples (24 redrawn)" in denoising, shown
+        assert re.search(rf"{stage} at (the )?final step", projection), shown
+        assert "accept 40/64" in projection, shown
+        assert ("look-ahead 5" if alm_active else "ALM: 12/24 outside") in projection, shown
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_wide_terminal_shows_the_projections_row_whole_with_verbose(verbose: bool):
+    """At 180 columns -v's multipliers used to cut the row: now its values all show."""
+    projection = rows(busy_view(180, verbose, alm_active=True))[2]
+    for value in ("final step", "round 13/1000", "accept 40/64", "look-ahead 5"):
+        assert value in projection, projection
+    assert re.search(r"12 of 24 still outside|12/24 outside", projection), projection
+    assert ("λ [0, 1.53], μ [4, 16]" in projection) == verbose, projection
+
+
 def test_quiet_says_nothing():
     clock = FakeClock()
     out = log_file()
