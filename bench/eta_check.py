@@ -4,7 +4,7 @@ the whole run (--no-hog: none of its own, e.g. where hogs run already), stamps e
 as it arrives, and compares each line's "about M:SS left" after the sampler's first pass with
 the time the run really still took (the closing line's arrival minus the line's). The child
 also writes each reporter event with its time (`TRACE.events.jsonl`), so that `--replay
-TRACE.events.jsonl` can rerun the estimator of this checkout (`reporting.Pace`) on a measured
+TRACE.events.jsonl` can rerun the estimator of this checkout (`cli/pace.py`) on a measured
 run's timeline, every second of it from the second pass on, as a line then would say it (the
 last 10 s left out: no ratio holds there), and `--passes` prints each pass's size and times.
 
@@ -123,7 +123,7 @@ def parent(trace: str, argv: list[str], hog: bool) -> None:
 def replay(path: str, every: float = 1.0, pace_class=None, show: float = 0) -> tuple[int, int]:
     """Rerun this checkout's Pace on a recorded timeline; query it every `every` seconds
     after the first pass (what a line then says), against the true time left."""
-    from cdd_cli.reporting import Pace
+    from cdd_cli.cli.pace import Pace
 
     pace_class = pace_class or Pace
     events = [json.loads(line) for line in Path(path).read_text().splitlines()]

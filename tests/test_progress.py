@@ -19,13 +19,14 @@ from typer.testing import CliRunner
 
 import cdd_cli.api as cdd
 from cdd_cli.cli.app import app
+from cdd_cli.cli.pace import Pace
 from cdd_cli.cli.progress import RichReporter, clock_text
 from cdd_cli.diffusion.sampler import StepInfo
 from cdd_cli.errors import Interrupted
 from cdd_cli.output.resume import written_records
 from cdd_cli.projection.alm import ALMProgress
 from cdd_cli.projection.engine import StageProgress
-from cdd_cli.reporting import Display, Pace
+from cdd_cli.reporting import Display
 from cdd_cli.run.runner import Output
 
 runner = CliRunner()

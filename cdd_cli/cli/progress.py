@@ -24,9 +24,10 @@ from rich.progress_bar import ProgressBar
 from rich.table import Column
 from rich.text import Text
 
+from cdd_cli.cli.pace import Pace
 from cdd_cli.cli.projection_news import STAGE_WORDS, Clause, ProjectionNews, fittings, joined
 from cdd_cli.cli.terminal import console, log
-from cdd_cli.reporting import Display, Pace
+from cdd_cli.reporting import Display
 
 if TYPE_CHECKING:
     from cdd_cli.diffusion.sampler import StepInfo
