@@ -16,10 +16,11 @@ class Measured:
 
     samples: int
     rows: float  # what its steps cost, in samples (`Pace.rows`)
-    step: float  # one regular step per row: the median of its regular steps
-    stepping: float  # its regular steps, at that median
+    step: float  # one regular step per row: the median of its regular steps (its pace)
+    stepping: float  # its regular steps, summed (what they cost)
     final: float  # its last step: the noise removal and the projection of the final prediction
     after: float  # its judging and records, until the next pass began
+    regular: int = 0  # its regular steps
 
     # How the last step and judging follow the machine's step speed: as its 0.75th power.
     # On a busy two-core machine, torch's steps (every core, in lockstep) ran 8 to 11 times
@@ -35,6 +36,13 @@ class Measured:
         ratio = min(max(speed / self.step, 1 / 8), 8.0) if self.step else 1.0
         rest = ratio**self.REST_FOLLOWS
         return self.stepping * ratio, self.final * rest, self.after * rest
+
+
+def overrun(expected: float, elapsed: float) -> float:
+    """Seconds a step expected to take `expected` still needs once it ran `elapsed`: the rest,
+    or past it, a quarter of what it took so far (which grows as it runs on, never a stale
+    0)."""
+    return max(expected - elapsed, elapsed / 4)
 
 
 def residual(measured: list[float], elapsed: float) -> float:
@@ -101,6 +109,8 @@ class Pace:
     passes the clock's reading `now`."""
 
     RECENT_STEPS = 9  # the latest regular steps, whose median is the machine's speed now
+    # The latest passes done, whose last steps and judging the passes to come cost per sample.
+    RECENT_PASSES = 3
     # A step costs a part per sample and a part whatever the size (Python, torch's calls,
     # the threads meeting): on two cores a step of 64 molecules took 0.06 s, of 6 0.015 s and
     # of 1 0.008 s, as if every pass had 8 samples more. The tail of small passes costs that.
@@ -151,15 +161,17 @@ class Pace:
             steps_ended = now if self.rest_started is None else self.rest_started
             final_ended = now if self.final_ended is None else self.final_ended
             rows = self.rows(self.samples)
-            if self.durations:
-                profile = [d / rows for d in self.durations]
-                if self.passes == 1 and len(profile) > 1:  # the run's first step warms up
-                    profile[0] = median(profile[1:])
-                self.profiles.setdefault(self.steps, []).append(profile)
-            step = median(self.durations) / rows if self.durations else 0.0
-            stepping = step * rows * max(self.steps - 1, 0)
+            durations = list(self.durations)
+            if self.passes == 1 and len(durations) > 1:  # the run's first step warms up
+                durations[0] = median(durations[1:])
+            if durations:
+                self.profiles.setdefault(self.steps, []).append([d / rows for d in durations])
+            step = median(durations) / rows if durations else 0.0
             final, after = final_ended - steps_ended, now - final_ended
-            self.passes_done.append(Measured(self.samples, rows, step, stepping, final, after))
+            measured = Measured(
+                self.samples, rows, step, sum(durations), final, after, len(durations)
+            )
+            self.passes_done.append(measured)
             self.judged += self.samples
         self.passes += 1
         self.redrawn += redraws
@@ -256,28 +268,28 @@ class Pace:
         return median(self.latest) if self.latest else 0.0
 
     def pass_left(self, now: float) -> float | None:
-        """Seconds the pass at hand's regular steps still need (None before one is measured,
-        or while the step under way is overdue: a step that projects, e.g. the paper's
-        method, can take minutes where the ones before took seconds, and a stale zero would
-        say it is done). The step under way is taken to cost at least what it took so far."""
+        """Seconds the pass at hand's regular steps still need (None before one is measured):
+        the steps after the one under way at the mean of its steps so far (in mean steps of
+        its shape), and the one under way `overrun`. The step under way counts in that mean
+        at least as what it took so far: a step that projects (the paper's method) can take
+        minutes where the ones before took seconds, and the steps left may too. Taking every
+        step left as slow as it swung the paper's estimate from 0:00:50 to 0:11:55 and back."""
         if self.step_time is None:
             return None
         regular = self.steps - 1
         if regular - self.step <= 0:
             return 0.0
-        # Its mean step so far, in mean steps of its shape: the steps left at that pace.
-        mean = (self.last_step - self.pass_started) / max(self.weight(0, self.step), 1e-9)
+        done, this = self.weight(0, self.step), self.weight(self.step, self.step + 1)
         current = now - self.last_step
-        # The step under way overdue: every step left at least as slow.
-        unit = max(mean, current / max(self.weight(self.step, self.step + 1), 1e-9))
-        left = self.weight(self.step, regular) * unit - current
-        return left if left > 0 else None
+        mean = (self.last_step - self.pass_started) / max(done, 1e-9)
+        mean = (mean * done + max(current, mean * this)) / max(done + this, 1e-9)
+        return self.weight(self.step + 1, regular) * mean + overrun(mean * this, current)
 
     def scaled(self, speed: float) -> tuple[list[float], list[float]]:
         """Each pass done's last step, and what came after it, for the pass at hand's
         samples at the speed now."""
         finals, afters = [], []
-        for m in self.passes_done:
+        for m in self.passes_done[-self.RECENT_PASSES :]:
             _, final, after = m.parts(speed)
             finals.append(final * self.samples / m.samples)
             afters.append(after * self.samples / m.samples)
@@ -304,6 +316,17 @@ class Pace:
         later = rows * max(self.steps - 1, 0) * (self.step_cost or 0.0)
         return (self.pass_left(now) or 0.0) + later
 
+    def least(self, now: float) -> float | None:
+        """Before a pass is done (`left` says nothing yet), what the run needs at least: the
+        denoising steps left (`floor`). Not the last steps: a first pass's can take several
+        times a later one's (the run's first projection warms up; a burst of other work),
+        so it says nothing sure of theirs. A first pass whose last step takes minutes (a
+        toxicity bound deep in the model's tail) shows that much left at least, not nothing.
+        None before a step is measured, and once a pass is done."""
+        if self.passes_done or self.step_cost is None:
+            return None
+        return self.floor(now)
+
     def left(self, now: float) -> float | None:
         """Seconds the run should still take: the pass at hand's remainder (`here`) and the
         passes to come (`ahead`) at what the passes done cost per row and per sample, at the
@@ -319,10 +342,20 @@ class Pace:
         coming = math.sqrt(speed * typical) if speed > typical else speed
         parts = [m.parts(coming) for m in self.passes_done]
         per_row = sum(p[0] for p in parts) / sum(m.rows for m in self.passes_done)
-        per_sample = sum(p[1] + p[2] for p in parts) / sum(m.samples for m in self.passes_done)
+        latest = self.passes_done[-self.RECENT_PASSES :]
+        tails = parts[-self.RECENT_PASSES :]
+        per_sample = median((p[1] + p[2]) / m.samples for p, m in zip(tails, latest, strict=True))
         rows, samples = self.ahead()
         later = rows * per_row + samples * per_sample
         return max(self.here(now, speed) + later, self.floor(now))
+
+    def skew(self) -> float:
+        """The passes done's regular steps, summed, against as many at their median: 1 where
+        steps cost alike, more where a few cost far more than the rest (the paper's method
+        projects at every step, for 1 to 1,000 rounds; its median step says little of its
+        sum)."""
+        typical = sum(m.step * m.rows * m.regular for m in self.passes_done)
+        return sum(m.stepping for m in self.passes_done) / typical if typical > 0 else 1.0
 
     def here(self, now: float, speed: float) -> float:
         """Seconds the pass at hand still needs: its regular steps at `speed`, then its last
@@ -332,10 +365,12 @@ class Pace:
         if self.rest_started is None:
             regular_steps = max(self.steps - 1, 0)
             current = now - self.last_step
-            step = speed * self.rows(self.samples)
+            # A mean step at the speed now (the median step, as the passes done's mean
+            # steps stood to their median ones: `skew`).
+            unit = speed * self.rows(self.samples) * self.skew()
             this = self.weight(self.step, min(self.step + 1, regular_steps))
-            unit = max(step, current / max(this, 1e-9)) if this else step
-            regular = max(self.weight(self.step, regular_steps) * unit - current, 0.0)
+            regular = self.weight(self.step + 1, regular_steps) * unit
+            regular += overrun(unit * this, current) if this else 0.0
             return regular + residual(finals, 0.0) + residual(afters, 0.0)
         if self.final_ended is None:
             return residual(finals, now - self.rest_started) + residual(afters, 0.0)

@@ -58,7 +58,8 @@ def clock_text(seconds: float) -> str:
 
 class EtaColumn(ProgressColumn):
     """The time left, estimated when the row is drawn (task field `eta`: a function giving
-    seconds, or None while nothing measures them; no function: an empty cell). Rich's own
+    seconds, or None while nothing measures them; no function: an empty cell), else the
+    least it can be (field `least`, the same kind of function), as "≥0:01:20". Rich's own
     column divides by a recent rate, which records that come out a pass at a time make
     meaningless."""
 
@@ -67,9 +68,12 @@ class EtaColumn(ProgressColumn):
         if estimate is None:
             return Text("")
         seconds = estimate()
-        return Text(
-            "-:--:--" if seconds is None else clock_text(seconds), style="progress.remaining"
-        )
+        if seconds is not None:
+            return Text(clock_text(seconds), style="progress.remaining")
+        least = task.fields.get("least")
+        bound = least() if least is not None else None
+        text = "-:--:--" if bound is None else f"≥{clock_text(bound)}"
+        return Text(text, style="progress.remaining")
 
 
 class CountColumn(MofNCompleteColumn):
@@ -207,7 +211,9 @@ class RichReporter(Display):
         with self.lock:
             self.label, self.pace = label, Pace(total, batch_size, now)
         # The run's row first, its pass's rows under it.
-        self.overall = self.progress.add_task(label, total=total, info=[], eta=self.eta)
+        self.overall = self.progress.add_task(
+            label, total=total, info=[], eta=self.eta, least=self.least
+        )
         self.denoise = self.progress.add_task("  denoising", total=None, info=[], eta=self.step_eta)
         self.fresh_projection()
 
@@ -282,6 +288,10 @@ class RichReporter(Display):
         with self.lock:
             return self.pace.left(self.clock()) if self.pace else None
 
+    def least(self) -> float | None:
+        with self.lock:
+            return self.pace.least(self.clock()) if self.pace else None
+
     def step_eta(self) -> float | None:
         with self.lock:
             return self.pace.step_eta(self.clock()) if self.pace else None
@@ -334,6 +344,8 @@ class RichReporter(Display):
                 parts.append(f"{rate:.2f}/s")
             if left is not None:  # (under a second: what was measured is used up)
                 parts.append(f"about {clock_text(left)} left" if left >= 1 else "finishing")
+            elif (least := pace.least(now)) is not None:
+                parts.append(f"at least {clock_text(least)} left")
             if pace.passes:
                 parts.append(self.pass_text(steps=True))
                 steps = pace.step_eta(now)
