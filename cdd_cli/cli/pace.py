@@ -109,8 +109,6 @@ class Pace:
     passes the clock's reading `now`."""
 
     RECENT_STEPS = 9  # the latest regular steps, whose median is the machine's speed now
-    # The latest passes done, whose last steps and judging the passes to come cost per sample.
-    RECENT_PASSES = 3
     # A step costs a part per sample and a part whatever the size (Python, torch's calls,
     # the threads meeting): on two cores a step of 64 molecules took 0.06 s, of 6 0.015 s and
     # of 1 0.008 s, as if every pass had 8 samples more. The tail of small passes costs that.
@@ -289,7 +287,7 @@ class Pace:
         """Each pass done's last step, and what came after it, for the pass at hand's
         samples at the speed now."""
         finals, afters = [], []
-        for m in self.passes_done[-self.RECENT_PASSES :]:
+        for m in self.passes_done:
             _, final, after = m.parts(speed)
             finals.append(final * self.samples / m.samples)
             afters.append(after * self.samples / m.samples)
@@ -318,14 +316,18 @@ class Pace:
 
     def least(self, now: float) -> float | None:
         """Before a pass is done (`left` says nothing yet), what the run needs at least: the
-        denoising steps left (`floor`). Not the last steps: a first pass's can take several
-        times a later one's (the run's first projection warms up; a burst of other work),
-        so it says nothing sure of theirs. A first pass whose last step takes minutes (a
-        toxicity bound deep in the model's tail) shows that much left at least, not nothing.
-        None before a step is measured, and once a pass is done."""
+        denoising steps left, the pass at hand's and those of as few passes as the samples
+        not begun need, all at the lowest cost per row measured. Not at the pass's mean so
+        far (a masked text model's first steps cost 2-2.6 s and its last 0.4 s), nor its
+        last steps: a first pass's can take several times a later one's (the run's first
+        projection warms up; a burst of other work), so nothing sure is known of theirs. A
+        first pass whose last step takes minutes (a toxicity bound deep in the model's
+        tail) shows that much left at least, not nothing. None before a step is measured,
+        and once a pass is done."""
         if self.passes_done or self.step_cost is None:
             return None
-        return self.floor(now)
+        here = max(self.steps - 1 - self.step, 0) * self.rows(self.samples) * self.step_cost
+        return here + self.floor(now) - (self.pass_left(now) or 0.0)
 
     def left(self, now: float) -> float | None:
         """Seconds the run should still take: the pass at hand's remainder (`here`) and the
@@ -342,9 +344,7 @@ class Pace:
         coming = math.sqrt(speed * typical) if speed > typical else speed
         parts = [m.parts(coming) for m in self.passes_done]
         per_row = sum(p[0] for p in parts) / sum(m.rows for m in self.passes_done)
-        latest = self.passes_done[-self.RECENT_PASSES :]
-        tails = parts[-self.RECENT_PASSES :]
-        per_sample = median((p[1] + p[2]) / m.samples for p, m in zip(tails, latest, strict=True))
+        per_sample = sum(p[1] + p[2] for p in parts) / sum(m.samples for m in self.passes_done)
         rows, samples = self.ahead()
         later = rows * per_row + samples * per_sample
         return max(self.here(now, speed) + later, self.floor(now))
