@@ -566,6 +566,25 @@ def test_every_row_fits_the_terminal_shortened_never_cut(
         assert ("look-ahead 5" if alm_active else "ALM: 12/24 outside") in projection, shown
 
 
+@pytest.mark.parametrize("width", [60, 80])
+def test_the_first_passs_bound_fits_a_narrow_terminal(width: int):
+    """Before a pass is done the run's row shows what the steps left need at least, as
+    "≥0:00:09", beside whole words."""
+    clock = FakeClock()
+    out = Console(file=io.StringIO(), force_terminal=True, width=width)
+    reporter = RichReporter(False, out=out, clock=clock)
+    reporter.run_started("molecules", 256, 64)
+    reporter.pass_started(64, 0, 32)
+    for index in range(5):
+        clock.now += 1.0
+        reporter.step(StepInfo(index, 32, 0.0, 0.0))
+    shown = rows(reporter)
+    assert all(len(row) <= width and "…" not in row for row in shown), shown
+    least = reporter.least()
+    assert least is not None and f"≥{clock_text(least)}" in shown[0], shown
+    assert re.search(r"pass 1(,|\s*$)", shown[1]), shown
+
+
 @pytest.mark.parametrize("verbose", [False, True])
 def test_a_wide_terminal_shows_the_projections_row_whole_with_verbose(verbose: bool):
     """At 180 columns -v's multipliers used to cut the row: now its values all show."""
