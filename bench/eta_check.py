@@ -4,9 +4,11 @@ the whole run (--no-hog: none of its own, e.g. where hogs run already), stamps e
 as it arrives, and compares each line's "about M:SS left" after the sampler's first pass with
 the time the run really still took (the closing line's arrival minus the line's). The child
 also writes each reporter event with its time (`TRACE.events.jsonl`), so that `--replay
-TRACE.events.jsonl` can rerun the estimator of this checkout (`reporting.Pace`) on a measured
+TRACE.events.jsonl` can rerun the estimator of this checkout (`cli/pace.py`) on a measured
 run's timeline, every second of it from the second pass on, as a line then would say it (the
 last 10 s left out: no ratio holds there), and `--passes` prints each pass's size and times.
+Before the first pass is done a line says only what the run needs at least ("at least M:SS
+left"): each such bound is checked against the truth (it holds where it is not above it).
 
     .venv/bin/python bench/eta_check.py --trace /tmp/eta1 -- molecules -n 256 -c sa \
         --tau 3.5 -o /tmp/eta_run.jsonl
@@ -27,6 +29,7 @@ import time
 from pathlib import Path
 
 LEFT = re.compile(r"about (\d+):(\d\d):(\d\d) left")
+LEAST = re.compile(r"at least (\d+):(\d\d):(\d\d) left")
 DONE = re.compile(r"^\w+ (\d+)/(\d+)")
 
 
@@ -65,8 +68,9 @@ def seconds(match: re.Match) -> int:
 
 
 def table(stamped: list[tuple[float, str]], end: float) -> tuple[int, int]:
-    """Print said against true for each line after the first pass; (within 2x, lines)."""
-    within = lines = 0
+    """Print said against true for each line after the first pass, and each bound before;
+    (within 2x, lines)."""
+    within = lines = held = bounds = 0
     first_pass_done = False
     for at, line in stamped:
         done = DONE.match(line)
@@ -75,6 +79,13 @@ def table(stamped: list[tuple[float, str]], end: float) -> tuple[int, int]:
         number = re.search(r"pass (\d+), ", line)
         first_pass_done = first_pass_done or (number is not None and int(number.group(1)) > 1)
         if not first_pass_done:
+            least = LEAST.search(line)
+            if least is not None:
+                bounds += 1
+                held += seconds(least) <= end - at
+                verdict = "held" if seconds(least) <= end - at else "ABOVE"
+                print(f"{at - stamped[0][0]:7.1f}  at least {seconds(least):>5}  "
+                      f"true {end - at:6.1f}  {verdict}")  # fmt: skip
             continue
         true = end - at
         said = LEFT.search(line)
@@ -89,7 +100,8 @@ def table(stamped: list[tuple[float, str]], end: float) -> tuple[int, int]:
         where = re.search(r"pass \d+, [^;]*?(?=, its steps|;|$)", line)
         print(f"{at - stamped[0][0]:7.1f}  said {text:>5}  true {true:6.1f}  {verdict:10}  "
               f"{where.group(0) if where else ''}")  # fmt: skip
-    print(f"within 2x: {within} of {lines} lines after the first pass")
+    print(f"within 2x: {within} of {lines} lines after the first pass; "
+          f"bounds before it held: {held} of {bounds}")  # fmt: skip
     return within, lines
 
 
@@ -123,13 +135,13 @@ def parent(trace: str, argv: list[str], hog: bool) -> None:
 def replay(path: str, every: float = 1.0, pace_class=None, show: float = 0) -> tuple[int, int]:
     """Rerun this checkout's Pace on a recorded timeline; query it every `every` seconds
     after the first pass (what a line then says), against the true time left."""
-    from cdd_cli.reporting import Pace
+    from cdd_cli.cli.pace import Pace
 
     pace_class = pace_class or Pace
     events = [json.loads(line) for line in Path(path).read_text().splitlines()]
     start, end = events[0][0], events[-1][0]
     pace = None
-    within = lines = blank = 0
+    within = lines = blank = held = bounds = 0
     worst = (1.0, 0.0, 0.0)
     t = start
     i = 0
@@ -147,6 +159,10 @@ def replay(path: str, every: float = 1.0, pace_class=None, show: float = 0) -> t
             elif name == "records_done":
                 pace.finished(args[0])
             i += 1
+        least = pace.least(t) if pace is not None else None
+        if least is not None and end - t >= 10:  # before the first pass is done: a bound
+            bounds += 1
+            held += least <= end - t
         if pace is not None and pace.passes_done and pace.done < pace.total:
             left = pace.left(t)
             lines += end - t >= 10
@@ -165,7 +181,8 @@ def replay(path: str, every: float = 1.0, pace_class=None, show: float = 0) -> t
                     worst = (ratio, t - start, end - t)
         t += every
     print(f"{path}: {within} of {lines} (10 s or more left) within 2x, {blank} blank; "
-          f"worst {worst[0]:.2f}x at {worst[1]:.0f} s ({worst[2]:.0f} s left)")  # fmt: skip
+          f"worst {worst[0]:.2f}x at {worst[1]:.0f} s ({worst[2]:.0f} s left); before the "
+          f"first pass was done, {held} of {bounds} bounds held")  # fmt: skip
     return within, lines
 
 

@@ -19,13 +19,14 @@ from typer.testing import CliRunner
 
 import cdd_cli.api as cdd
 from cdd_cli.cli.app import app
+from cdd_cli.cli.pace import Pace
 from cdd_cli.cli.progress import RichReporter, clock_text
 from cdd_cli.diffusion.sampler import StepInfo
 from cdd_cli.errors import Interrupted
 from cdd_cli.output.resume import written_records
 from cdd_cli.projection.alm import ALMProgress
 from cdd_cli.projection.engine import StageProgress
-from cdd_cli.reporting import Display, Pace
+from cdd_cli.reporting import Display
 from cdd_cli.run.runner import Output
 
 runner = CliRunner()
@@ -190,9 +191,10 @@ def unseen(run: Pooled, pace: Pace) -> float:
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_the_time_left_is_within_a_factor_of_two_of_the_truth(profile: str):
-    """No estimate before a pass was measured; after, within a factor of 2 of the time the
-    run really took (or near the end within half a pass's time: `near`), never below what
-    the denoising steps left need alone, shown as the live view's time left, and moving with
+    """No estimate before a pass was measured, only what the steps left need at least (as
+    "≥0:00:40", never more than the truth); after, within a factor of 2 of the time the run
+    really took (or near the end within half a pass's time: `near`), never below what the
+    denoising steps left need alone, shown as the live view's time left, and moving with
     each step. The passes' last steps differ by up to 1.5 times, the judges reject up to half
     of the draws, and the machine's load moves (by 1.8 times, or 7 times during the first
     pass alone)."""
@@ -200,13 +202,20 @@ def test_the_time_left_is_within_a_factor_of_two_of_the_truth(profile: str):
     reporter = RichReporter(False, out=terminal(), clock=clock)
     run = PROFILES[profile]
     slack = run.longest_pass() / 2
-    etas = []
+    etas, bounds = [], []
     with reporter:
         for truth, stepping in simulate(reporter, clock, run):
             eta = reporter.eta()
             records_row = frame(reporter)[0]
-            if not reporter.pace.passes_done:  # nothing measured: unknown, not a guess
-                assert eta is None and "-:--:--" in records_row, records_row
+            if not reporter.pace.passes_done:  # no estimate: at most a bound the truth meets
+                least = reporter.least()
+                assert eta is None, eta
+                shown = "-:--:--" if least is None else f"≥{clock_text(least)}"
+                assert shown in records_row, records_row
+                # (at the machine's pace so far: a load that falls after the first pass
+                # leaves later steps quicker than any measured)
+                assert least is None or least <= truth * run.load(1) + 1e-9, (least, truth)
+                bounds.append(least)
                 continue
             assert eta is not None and clock_text(eta) in records_row, records_row
             assert near(eta, truth, slack, unseen(run, reporter.pace)), (truth, eta)
@@ -216,6 +225,7 @@ def test_the_time_left_is_within_a_factor_of_two_of_the_truth(profile: str):
                 assert eta >= stepping - 1e-9, (stepping, eta)
             etas.append(eta)
     assert len(set(etas)) > reporter.pace.passes * 4  # updated within passes, not once a pass
+    assert bounds[0] is None and bounds[-1] is not None  # a bound once a step is measured
 
 
 def busy(final: Callable[[int], float], load: Callable[[int], float], **run) -> Pooled:
@@ -296,7 +306,10 @@ def test_a_last_step_that_outruns_the_others_keeps_an_estimate_that_grows():
 def test_the_machines_speed_is_the_median_of_the_latest_steps():
     """A run's first steps warm up, and a burst of other work slows a step or two: neither
     moves the speed a pass is taken at, which the median of the latest steps is, whichever
-    pass they were in; a load that lasts moves it within a few steps."""
+    pass they were in; a load that lasts moves it within a few steps. What a pass's steps
+    cost is their sum, the slow one's seconds included (the paper's method's steps vary as
+    much, and they are its cost: `Pace.skew`); the run's first step, which warms up, is
+    taken at the median."""
     pace = Pace(16, 8, 0.0)
     pace.begin_pass(8, 0, 8, 0.0)
     now = 0.0
@@ -307,16 +320,38 @@ def test_the_machines_speed_is_the_median_of_the_latest_steps():
     pace.begin_pass(8, 0, 8, now)
     (measured,) = pace.passes_done
     rows = 8 + Pace.FIXED_ROWS
-    assert measured.step == pytest.approx(1.0 / rows) and measured.stepping == pytest.approx(7.0)
+    assert measured.step == pytest.approx(1.0 / rows) and measured.stepping == pytest.approx(15.0)
     assert measured.final == pytest.approx(20.0) and measured.after == 0.0
-    assert pace.left(now) == pytest.approx(7.0 + 20.0)  # at the speed of the pass before
+    assert pace.left(now) == pytest.approx(15.0 + 20.0)  # at the speed of the pass before
+    mean = 15.0 / 7  # a regular step of the pass before, on average
     for index in range(5):
         now += 2.0  # the machine is twice as busy now
         pace.stepped(index, 8, now)
         # 2 s steps outnumber the 1 s ones among the latest 9 from the fifth on.
         speed = 2.0 if index == 4 else 1.0
         # The steps left at that speed, then the last step at its 0.75th power.
-        assert pace.left(now) == pytest.approx((6 - index) * speed + 20.0 * speed**0.75)
+        left = (6 - index) * mean * speed + 20.0 * speed**0.75
+        assert pace.left(now) == pytest.approx(left)
+
+
+def test_steps_that_cost_far_more_than_their_median_are_costed_at_their_sum():
+    """The paper's method projects at every step, for 1 ALM round at a pass's start and up
+    to its cap at its end: a pass's median step says little of its sum. The passes to come
+    and the pass at hand's steps are costed at the sum the passes done's steps took (at
+    their median's pace: the machine's speed is still the median of the latest steps)."""
+    pace = Pace(16, 8, 0.0)
+    costs = [1.0, 1.0, 1.0, 1.0, 1.0, 10.0, 20.0]  # 35 s, where 7 at the median are 7
+    now = 0.0
+    for number in range(2):
+        pace.begin_pass(8, 0, 8, now)
+        if number:
+            break
+        for index, seconds in enumerate([*costs, 5.0]):
+            now += seconds
+            pace.stepped(index, 8, now)
+        pace.finished(8)
+    assert pace.skew() == pytest.approx(5.0)
+    assert pace.left(now) == pytest.approx(35.0 + 5.0)  # its steps, then its last step
 
 
 def a_pass(pace: Pace, now: float, step: float, final: float | None = None) -> float:
@@ -429,13 +464,21 @@ def test_without_a_terminal_plain_lines_say_where_the_run_is():
     assert printed[0] == "molecules 0/16, 0:00:00 elapsed, pass 1, 8 samples, step 0 of 8"
     assert re.fullmatch(r"molecules 16/16 in 0:0\d:\d\d \(0\.\d\d/s\); valid 8/8", printed[1])
     assert len(printed) == 2
+    # Before a pass is done, no estimate: what its steps and those of the 8 samples not
+    # begun need at least (7 steps of 1 s, from the fourth step 4 of its own left).
     assert (
-        "molecules 0/16, 0:00:03 elapsed, pass 1, 8 samples, step 3 of 8, its steps done in "
-        "about 0:00:04"
+        "molecules 0/16, 0:00:03 elapsed, at least 0:00:11 left, pass 1, 8 samples, step 3 of "
+        "8, its steps done in about 0:00:04"
     ) in lines
-    assert "molecules 0/16, 0:00:12 elapsed, pass 1, 8 samples, step 8 of 8 under way" in lines
+    assert (
+        "molecules 0/16, 0:00:12 elapsed, at least 0:00:07 left, pass 1, 8 samples, step 8 of 8 "
+        "under way"
+    ) in lines
     first = [line for line in lines if ", pass 1," in line]
-    assert first and not any("left" in line for line in first)  # nothing measured yet
+    assert first and not any(re.search(r"about \d:\d\d:\d\d left", line) for line in first)
+    measured = [line for line in first if "step 0 of" not in line]
+    bound = r"elapsed, (0\.\d\d/s, )?at least 0:00:\d\d left"
+    assert all(re.search(bound, line) for line in measured)
     redrawn = [event for _, event, _ in run.timeline() if event[0] == "pass"][1][2]
     assert redrawn > 0  # the second pass redraws samples the first left rejected
     assert any(
@@ -462,6 +505,94 @@ def test_verbose_adds_the_multipliers():
     assert reporter.line().endswith(
         "; ALM round 3/20 × 3 inner steps, 2 of 3 still outside, λ [0, 1.5], μ [4, 16]"
     )
+
+
+def busy_view(width: int, verbose: bool, alm_active: bool) -> RichReporter:
+    """A live view on a terminal `width` columns wide, in its second pass's last step: 24 of
+    its 64 samples redrawn, the judges accepting 40, the ALM at work (or done, with the flip
+    search at work), the run's tally beside its rate."""
+    clock = FakeClock()
+    out = Console(file=io.StringIO(), force_terminal=True, width=width)
+    reporter = RichReporter(False, verbose=verbose, out=out, clock=clock)
+    reporter.run_started("molecules", 256, 64)
+    for samples, redraws in ((64, 0), (64, 24)):
+        reporter.pass_started(samples, redraws, 32)
+        for index in range(31):
+            clock.now += 1.0
+            reporter.step(StepInfo(index, 32, 0.0, 0.0))
+        if not redraws:
+            reporter.records_done(40, "valid 38/40, violating 3")
+    reporter.stage(StageProgress("LookAhead", 3, 32, 64, 10, 5, True))
+    reporter.stage(StageProgress("FinalJudges", 32, 32, 64, 40, 0, True))
+    reporter.stage(StageProgress("ALM", 32, 32, 64, 40, 0, False))
+    reporter.alm(ALMProgress(13, 100, 12, (0.0, 1.53), (4.0, 16.0), 24, 1000))
+    if not alm_active:
+        reporter.stage(StageProgress("ALM", 32, 32, 64, 40, 12, True))
+        reporter.stage(StageProgress("FlipSearch", 32, 32, 64, 40, 0, False))
+    return reporter
+
+
+def rows(reporter: RichReporter) -> list[str]:
+    """The live view's rows as its own terminal shows them now."""
+    shown = Console(file=io.StringIO(), width=reporter.console.width)
+    shown.print(reporter.progress.get_renderable())
+    return shown.file.getvalue().splitlines()
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+@pytest.mark.parametrize("verbose", [False, True])
+@pytest.mark.parametrize("alm_active", [True, False])
+def test_every_row_fits_the_terminal_shortened_never_cut(
+    width: int, verbose: bool, alm_active: bool
+):
+    """What does not fit is shortened (the least telling clauses first, words abbreviated),
+    never cut mid-value: each row's words are whole, and keep the values that tell most."""
+    reporter = busy_view(width, verbose, alm_active)
+    shown = rows(reporter)
+    assert len(shown) == 3 and all(len(row) <= width for row in shown), shown
+    assert not any("…" in row for row in shown), shown
+    run, denoising, projection = (row.rstrip() for row in shown)
+    assert run.startswith("molecules") and "valid 38/40" in run, run
+    assert re.search(r"pass 2(,|$)", denoising), denoising
+    stage = "ALM" if alm_active else "flip search"
+    assert re.search(rf" {stage}( at (the )?final step)?(;|:|$)", projection), projection
+    if width >= 80:  # every value that tells most, in words
+        assert "violating 3" in run and "last step" in denoising, shown
+        assert ("12/24 outside" if alm_active else "accept 40/64") in projection, shown
+    if width >= 120:
+        assert "64 samples (24 redrawn)" in denoising, shown
+        assert re.search(rf"{stage} at (the )?final step", projection), shown
+        assert "accept 40/64" in projection, shown
+        assert ("look-ahead 5" if alm_active else "ALM: 12/24 outside") in projection, shown
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_the_first_passs_bound_fits_a_narrow_terminal(width: int):
+    """Before a pass is done the run's row shows what the steps left need at least, as
+    "≥0:00:09", beside whole words."""
+    clock = FakeClock()
+    out = Console(file=io.StringIO(), force_terminal=True, width=width)
+    reporter = RichReporter(False, out=out, clock=clock)
+    reporter.run_started("molecules", 256, 64)
+    reporter.pass_started(64, 0, 32)
+    for index in range(5):
+        clock.now += 1.0
+        reporter.step(StepInfo(index, 32, 0.0, 0.0))
+    shown = rows(reporter)
+    assert all(len(row) <= width and "…" not in row for row in shown), shown
+    least = reporter.least()
+    assert least is not None and f"≥{clock_text(least)}" in shown[0], shown
+    assert re.search(r"pass 1(,|\s*$)", shown[1]), shown
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_wide_terminal_shows_the_projections_row_whole_with_verbose(verbose: bool):
+    """At 180 columns -v's multipliers used to cut the row: now its values all show."""
+    projection = rows(busy_view(180, verbose, alm_active=True))[2]
+    for value in ("final step", "round 13/1000", "accept 40/64", "look-ahead 5"):
+        assert value in projection, projection
+    assert re.search(r"12 of 24 still outside|12/24 outside", projection), projection
+    assert ("λ [0, 1.53], μ [4, 16]" in projection) == verbose, projection
 
 
 def test_quiet_says_nothing():
@@ -505,7 +636,10 @@ def test_the_ticker_prints_whole_lines_with_no_callback_and_stops_on_exit(interr
             raise KeyboardInterrupt
     assert not reporter.ticker.is_alive()
     lines = log.getvalue().splitlines()
-    tick = r"samples 0/4, \d:\d\d:\d\d elapsed, pass 1, 4 samples, step 1 of 64, its steps .*"
+    tick = (
+        r"samples 0/4, \d:\d\d:\d\d elapsed, at least \d:\d\d:\d\d left, pass 1, 4 samples, "
+        r"step 1 of 64, its steps .*"
+    )
     ticks = [line for line in lines if re.fullmatch(tick, line)]
     assert len(ticks) >= 4
     assert lines[-1].startswith("samples 0/4 in ") is not interrupted, lines[-1]

@@ -8,7 +8,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -19,12 +20,14 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.progress_bar import ProgressBar
 from rich.table import Column
 from rich.text import Text
 
-from cdd_cli.cli.projection_news import STAGE_WORDS, ProjectionNews
+from cdd_cli.cli.pace import Pace
+from cdd_cli.cli.projection_news import STAGE_WORDS, Clause, ProjectionNews, fittings, joined
 from cdd_cli.cli.terminal import console, log
-from cdd_cli.reporting import Display, Pace
+from cdd_cli.reporting import Display
 
 if TYPE_CHECKING:
     from cdd_cli.diffusion.sampler import StepInfo
@@ -55,7 +58,8 @@ def clock_text(seconds: float) -> str:
 
 class EtaColumn(ProgressColumn):
     """The time left, estimated when the row is drawn (task field `eta`: a function giving
-    seconds, or None while nothing measures them; no function: an empty cell). Rich's own
+    seconds, or None while nothing measures them; no function: an empty cell), else the
+    least it can be (field `least`, the same kind of function), as "≥0:01:20". Rich's own
     column divides by a recent rate, which records that come out a pass at a time make
     meaningless."""
 
@@ -64,9 +68,12 @@ class EtaColumn(ProgressColumn):
         if estimate is None:
             return Text("")
         seconds = estimate()
-        return Text(
-            "-:--:--" if seconds is None else clock_text(seconds), style="progress.remaining"
-        )
+        if seconds is not None:
+            return Text(clock_text(seconds), style="progress.remaining")
+        least = task.fields.get("least")
+        bound = least() if least is not None else None
+        text = "-:--:--" if bound is None else f"≥{clock_text(bound)}"
+        return Text(text, style="progress.remaining")
 
 
 class CountColumn(MofNCompleteColumn):
@@ -75,13 +82,50 @@ class CountColumn(MofNCompleteColumn):
         return Text("") if task.total is None else super().render(task)
 
 
+class Fitted:
+    """A row's words as wide as its cell allows: the longest of its forms that fits (they run
+    from longest to shortest, each whole: `projection_news.fittings`); only where not even
+    the shortest fits is it cut, with "…"."""
+
+    def __init__(self, forms: list[str]):
+        self.forms = forms or [""]
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(len(self.forms[-1]), max(len(f) for f in self.forms))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        form = next((f for f in self.forms if len(f) <= options.max_width), self.forms[-1])
+        yield Text(form, no_wrap=True, overflow="ellipsis")
+
+
 class InfoColumn(ProgressColumn):
-    """A row's words (task field `info`), on one line cut short with "…" where the terminal
-    is narrow: the counts and times beside them keep their width."""
+    """A row's words (task field `info`: its forms, longest first), the longest that fits
+    beside the counts and times, which keep their width."""
 
-    def render(self, task: Task) -> Text:
-        return Text(task.fields["info"], no_wrap=True, overflow="ellipsis")
+    def render(self, task: Task) -> Fitted:
+        return Fitted(task.fields["info"])
 
+
+class NarrowingBar(BarColumn):
+    """The bar, narrowed to leave its rows' words room: at most MOST wide, at least LEAST,
+    as the terminal leaves beside the other columns (OTHERS) and WORDS columns of words;
+    none on a terminal narrower than BARLESS (the count says as much)."""
+
+    MOST, LEAST, WORDS = 40, 8, 60
+    OTHERS = 46  # the description, count, elapsed and time-left columns, and the gaps
+    BARLESS = 72
+
+    def __init__(self, out: Console):
+        super().__init__()
+        self.out = out
+
+    def render(self, task: Task) -> ProgressBar | Text:
+        # Read at each frame: a terminal can be resized while it runs.
+        width = self.out.width
+        if width < self.BARLESS:
+            return Text("")
+        self.bar_width = min(max(width - self.OTHERS - self.WORDS, self.LEAST), self.MOST)
+        return super().render(task)
 
 
 class RichReporter(Display):
@@ -108,7 +152,7 @@ class RichReporter(Display):
         self.plain = not quiet and not self.console.is_terminal
         self.progress = Progress(
             TextColumn("{task.description}", table_column=Column(no_wrap=True)),
-            BarColumn(),
+            NarrowingBar(self.console),
             CountColumn(table_column=Column(no_wrap=True)),
             TimeElapsedColumn(table_column=Column(no_wrap=True)),
             EtaColumn(table_column=Column(no_wrap=True)),
@@ -167,8 +211,10 @@ class RichReporter(Display):
         with self.lock:
             self.label, self.pace = label, Pace(total, batch_size, now)
         # The run's row first, its pass's rows under it.
-        self.overall = self.progress.add_task(label, total=total, info="", eta=self.eta)
-        self.denoise = self.progress.add_task("  denoising", total=None, info="", eta=self.step_eta)
+        self.overall = self.progress.add_task(
+            label, total=total, info=[], eta=self.eta, least=self.least
+        )
+        self.denoise = self.progress.add_task("  denoising", total=None, info=[], eta=self.step_eta)
         self.fresh_projection()
 
     def fresh_projection(self) -> None:
@@ -176,7 +222,7 @@ class RichReporter(Display):
         new task: Rich cannot take a row's total back to none, and it is the last row)."""
         if self.projection is not None:
             self.progress.remove_task(self.projection)
-        self.projection = self.progress.add_task("  projection", total=None, info="", visible=False)
+        self.projection = self.progress.add_task("  projection", total=None, info=[], visible=False)
 
     def resumed(self, present: int, draws: int) -> None:
         with self.lock:
@@ -190,7 +236,7 @@ class RichReporter(Display):
                 return
             self.pace.begin_pass(samples, redraws, steps, self.clock())
             self.news = ProjectionNews()
-            info = self.pass_text()
+            info = fittings(self.pass_clauses())
         self.progress.reset(self.denoise, total=steps, info=info, eta=self.step_eta)
         self.fresh_projection()
         if self.plain and self.ticker is None:
@@ -204,15 +250,18 @@ class RichReporter(Display):
             self.pace.finished(done)
             self.tally = info
             rate = self.pace.rate(self.clock())
-        text = ", ".join(t for t in (f"{rate:.2f}/s" if rate else "", info) if t)
-        self.progress.update(self.overall, completed=done, info=text)
+        # The tally's counts first, the rate (the time left tells the pace too) the first to go.
+        clauses = [Clause(f"{rate:.2f}/s", f"{rate:.2f}/s", 9, ", ")] if rate else []
+        counts = [t for t in info.split(", ") if t]
+        clauses += [Clause(t, t, rank, ", ") for rank, t in enumerate(counts)]
+        self.progress.update(self.overall, completed=done, info=fittings(clauses))
 
     def step(self, info: StepInfo) -> None:
         with self.lock:
             if self.pace is None:  # a BatchDrawer driven without a run (tests)
                 return
             self.pace.stepped(info.index, info.steps, self.clock())
-            text = self.pass_text()
+            text = fittings(self.pass_clauses())
         self.progress.update(
             self.denoise, total=info.steps, completed=min(info.index + 1, info.steps), info=text
         )
@@ -222,7 +271,7 @@ class RichReporter(Display):
             return
         with self.lock:
             self.news.heard(progress)
-            text = self.news.text(self.verbose)
+            text = fittings(self.news.clauses(self.verbose))
         self.progress.update(self.projection, visible=bool(text), info=text)
 
     def alm(self, p: ALMProgress) -> None:
@@ -230,7 +279,7 @@ class RichReporter(Display):
             return
         with self.lock:
             self.news.alm = p
-            text = self.news.text(self.verbose)
+            text = fittings(self.news.clauses(self.verbose))
         self.progress.update(
             self.projection, visible=True, total=p.max_outer or None, completed=p.outer, info=text
         )
@@ -238,6 +287,10 @@ class RichReporter(Display):
     def eta(self) -> float | None:
         with self.lock:
             return self.pace.left(self.clock()) if self.pace else None
+
+    def least(self) -> float | None:
+        with self.lock:
+            return self.pace.least(self.clock()) if self.pace else None
 
     def step_eta(self) -> float | None:
         with self.lock:
@@ -249,16 +302,30 @@ class RichReporter(Display):
         is at; the last step (the noise removal, and the projection of the final prediction)
         is said to be under way until it ends."""
         pace = self.pace
-        if pace is None or not pace.passes:
-            return ""
-        text = f"pass {pace.passes}, {pace.samples} sample{'s' if pace.samples != 1 else ''}"
-        if pace.redraws:
-            text += f" ({pace.redraws} redrawn)"
-        if steps and pace.in_final_step:
+        if not steps or pace is None or not pace.passes:
+            return joined(self.pass_clauses())
+        text = joined(self.pass_clauses()[:2])
+        if pace.in_final_step:
             return f"{text}, step {pace.steps} of {pace.steps} under way"
-        if steps:
-            return f"{text}, step {pace.step} of {pace.steps}"
-        return text + (", last step under way" if pace.in_final_step else "")
+        return f"{text}, step {pace.step} of {pace.steps}"
+
+    def pass_clauses(self) -> list[Clause]:
+        """`pass_text`'s words without the step, as the denoising row says them (its count
+        shows the step): the pass's number, then that its last step is under way (why its
+        count waits), then its samples."""
+        pace = self.pace
+        if pace is None or not pace.passes:
+            return []
+        samples = f"{pace.samples} sample{'s' if pace.samples != 1 else ''}"
+        short = f"{pace.samples}"
+        if pace.redraws:
+            samples += f" ({pace.redraws} redrawn)"
+            short += f" ({pace.redraws} redrawn)"
+        clauses = [Clause(f"pass {pace.passes}", f"pass {pace.passes}", 0),
+                   Clause(samples, short, 2, ", ")]  # fmt: skip
+        if pace.in_final_step:
+            clauses.append(Clause("last step under way", "last step", 1, ", "))
+        return clauses
 
     def line(self) -> str:
         """A plain progress line: records, time, rate and what is left (once measured); the
@@ -277,6 +344,8 @@ class RichReporter(Display):
                 parts.append(f"{rate:.2f}/s")
             if left is not None:  # (under a second: what was measured is used up)
                 parts.append(f"about {clock_text(left)} left" if left >= 1 else "finishing")
+            elif (least := pace.least(now)) is not None:
+                parts.append(f"at least {clock_text(least)} left")
             if pace.passes:
                 parts.append(self.pass_text(steps=True))
                 steps = pace.step_eta(now)

@@ -1,0 +1,376 @@
+"""How far a sampling run is and how long its rest should take, from what it measured: the
+progress display's time left (`Pace`). Pure bookkeeping: every event passes the clock's
+reading `now`."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from statistics import median
+
+
+@dataclass
+class Measured:
+    """A pass done, as it went (seconds): one measurement of what a pass costs."""
+
+    samples: int
+    rows: float  # what its steps cost, in samples (`Pace.rows`)
+    step: float  # one regular step per row: the median of its regular steps (its pace)
+    stepping: float  # its regular steps, summed (what they cost)
+    final: float  # its last step: the noise removal and the projection of the final prediction
+    after: float  # its judging and records, until the next pass began
+    regular: int = 0  # its regular steps
+
+    # How the last step and judging follow the machine's step speed: as its 0.75th power.
+    # On a busy two-core machine, torch's steps (every core, in lockstep) ran 8 to 11 times
+    # slower in some stretches of a run than in others, the last steps (RDKit, one core)
+    # about 6 times and the judging about 9 (bench/eta_check.py's traces): a step speed 8
+    # times slower scales them by 4.8.
+    REST_FOLLOWS = 0.75
+
+    def parts(self, speed: float) -> tuple[float, float, float]:
+        """Its steps, last step and what came after, had a regular step cost `speed` seconds
+        per row (bounded to 1/8..8 of its own: a burst of other work is not the machine's
+        pace)."""
+        ratio = min(max(speed / self.step, 1 / 8), 8.0) if self.step else 1.0
+        rest = ratio**self.REST_FOLLOWS
+        return self.stepping * ratio, self.final * rest, self.after * rest
+
+
+def residual(measured: list[float], elapsed: float) -> float:
+    """Seconds a part of the pass at hand (its last step, or its judging) still needs when
+    it has run `elapsed`, from what the passes done took for it (at its size and the speed
+    now): of those that ran longer, the median of what they had left then. A pass's last
+    step varies several-fold with which samples it must move, and nothing tells which before
+    it ends: the median is the typical pass, and one slowed by a burst of other work does
+    not move it. Once the part outlasts the shorter ones it follows the longer ones, never a
+    stale mean minus the time spent (0, and there it sits). Past all of them nothing measured
+    says how long it goes on: a quarter of what it took so far, which grows as it runs on."""
+    longer = [m - elapsed for m in measured if m > elapsed]
+    return median(longer) if longer else elapsed / 4
+
+
+class Pace:
+    """How far a sampling run is and how long its rest should take, from what it measured.
+
+    A run is a stream of passes of the sampler, each of at most `batch_size` samples: those
+    the judges rejected in the pass before, then samples not yet begun. A pass is its regular
+    steps, its last step (the noise removal, which carries the projection of the final
+    prediction), then the judging and its records until the next pass begins. Each pass done
+    is one measurement of those three parts (`Measured`). Before the first is done nothing
+    says what the last step and the judging cost (most of a pass of `-c sa --tau 3.5`), so
+    there is no estimate.
+
+    The rest of the run is the pass at hand's remainder (`here`: its steps left, weighed by
+    the shape the passes done's steps had, `shape`) and the passes to come.
+    Their number and sizes come from the share of a pass's samples the judges reject
+    (`rejected`) by running the pool forward (`ahead`): the pass at hand leaves that share
+    of its samples rejected, each later pass takes them and fresh samples up to the batch
+    size and leaves its own share, until no fresh sample is left and hardly any rejected one
+    is expected; so after the full passes comes a tail of shrinking ones. A pass of the tail
+    may not come at all (its judges may reject no sample): one of `size` samples expected
+    comes with the chance that a count of that mean is not 0, 1 - e^-size as for a Poisson
+    count, and its fixed cost (FIXED_ROWS) counts by that chance. With several prompts, whose
+    samples never share a pass, the run is taken as one pool: each prompt's own tail (a few
+    small passes) is not foreseen.
+
+    A pass to come costs what the passes done cost: their steps per row (`rows`: a step has
+    a cost whatever the size; their sum, not their median times their count: the paper's
+    method's steps cost 1 ALM round at a pass's start and up to its cap at its end, and a
+    masked text model's toxicity steps 0 to 4 s, `skew`), their last steps and judging per
+    sample (the projection and
+    the judges work sample by sample: a last step of 1 molecule took 0.02 s where one of 64
+    took 1.5), each summed over the passes done and divided by their rows or samples summed,
+    so that a full pass tells more than a small one, and a small one slowed by a burst of
+    other work counts for little.
+
+    A busy machine's load moves several-fold within a run (on two cores beside other work,
+    a pass's steps took 0.06 s in one pass and 2 s in another), and it slows every part: the
+    pass at hand is taken at the speed the machine steps now, the median of the latest
+    RECENT_STEPS regular steps per row, whichever passes they were in (a median: a pass's
+    first step also sets the pass up, and a burst of other work slows a step or two
+    several-fold; neither is the machine's pace), against the median of each pass done's
+    own. Whether a slow-down lasts nothing tells: beside other work, a stretch 4 times
+    slower than the run's usual pace lasted 50 s of a 190 s run, then one 2.5 times slower
+    60 s, and another run's last 80 s were 10 times slower. So where the machine steps slower
+    than the run's typical pace (the median of the passes done's own), the passes to come
+    are taken at the geometric middle of the two speeds, which errs by the same factor
+    whether the slow-down ends at once or lasts (its square root: within 2 times up to a
+    4-fold one); where it steps faster, at the speed now (what slowed the passes before has
+    ended, e.g. a burst of other work during the first pass, all that the typical pace knows
+    then). The estimate never falls below the time the denoising steps left need alone
+    (`floor`). What it cannot foresee: a load that changes after it spoke, and judges that
+    reject a larger or smaller share from now on than so far. Pure bookkeeping: every event
+    passes the clock's reading `now`."""
+
+    RECENT_STEPS = 9  # the latest regular steps, whose median is the machine's speed now
+    # A step costs a part per sample and a part whatever the size (Python, torch's calls,
+    # the threads meeting): on two cores a step of 64 molecules took 0.06 s, of 6 0.015 s and
+    # of 1 0.008 s, as if every pass had 8 samples more. The tail of small passes costs that.
+    FIXED_ROWS = 8
+    # The share rejected, bounded below 1 so that the pool runs dry: at 0.95, a pass takes
+    # 5% fresh samples and the forecast is some hundred passes (a method's cap on a sample's
+    # draws, 16 for molecules, ends the real run sooner).
+    MOST_REJECTED = 0.95
+    MOST_PASSES = 1000  # passes forecast at most
+    LEAST_PENDING = 0.01  # rejected samples expected that no longer count
+
+    def __init__(self, total: int, batch_size: int, now: float, present: int = 0, draws: int = 0):
+        self.total, self.batch_size = total, max(batch_size, 1)
+        self.present = self.done = present
+        self.started = now
+        self.passes = 0  # passes begun
+        self.begun = 0  # samples begun: drawn once at least, or in the pass at hand
+        # The redraws of the passes begun, and the samples of the passes done. A resumed
+        # run's records already written count with their draws: its first passes take the
+        # samples the run before had begun and not finished, those its judges rejected, and
+        # again reject most of them (the same seeds), 58 of 64 in one run where 42 was the
+        # rule: alone they said 2.6-2.9 times the time left.
+        self.redrawn = max(draws - present, 0)
+        self.judged = draws
+        self.passes_done: list[Measured] = []
+        self.latest: deque[float] = deque(maxlen=self.RECENT_STEPS)  # seconds per row
+        self.step_cost: float | None = None  # lowest seconds of one regular step per row
+        # The passes done's regular steps, each step's seconds per row, by their step count.
+        self.profiles: dict[int, list[list[float]]] = {}
+        self.begin(0, 0, 0, now)
+
+    def begin(self, samples: int, redraws: int, steps: int, now: float) -> None:
+        """The pass at hand's own bookkeeping, afresh."""
+        self.samples, self.redraws, self.steps = samples, redraws, steps
+        self.pass_started = self.last_step = now
+        self.step = 0  # its steps done
+        self.step_time: float | None = None  # seconds of one of its regular steps so far
+        self.durations: list[float] = []  # each regular step's seconds
+        # Each regular step's cost against the pass's mean step, as the passes done of as
+        # many steps had it (1 each where none did): see `shape`.
+        self.relative = self.shape(steps)
+        # When its regular steps ended, and its last step (None: not yet).
+        self.rest_started: float | None = None if steps > 1 else now
+        self.final_ended: float | None = None
+
+    def begin_pass(self, samples: int, redraws: int, steps: int, now: float) -> None:
+        if self.passes:  # the pass before is done: what it cost is measured
+            steps_ended = now if self.rest_started is None else self.rest_started
+            final_ended = now if self.final_ended is None else self.final_ended
+            rows = self.rows(self.samples)
+            durations = list(self.durations)
+            if self.passes == 1 and len(durations) > 1:  # the run's first step warms up
+                durations[0] = median(durations[1:])
+            if durations:
+                self.profiles.setdefault(self.steps, []).append([d / rows for d in durations])
+            step = median(durations) / rows if durations else 0.0
+            final, after = final_ended - steps_ended, now - final_ended
+            measured = Measured(
+                self.samples, rows, step, sum(durations), final, after, len(durations)
+            )
+            self.passes_done.append(measured)
+            self.judged += self.samples
+        self.passes += 1
+        self.redrawn += redraws
+        self.begun += samples - redraws
+        self.begin(samples, redraws, steps, now)
+
+    def stepped(self, index: int, steps: int, now: float) -> None:
+        previous = self.last_step
+        self.steps, self.step, self.last_step = steps, min(index + 1, steps), now
+        if index < steps - 1:
+            rows = self.rows(self.samples)
+            self.durations.append(now - previous)
+            self.latest.append((now - previous) / rows)
+            self.step_time = (now - self.pass_started) / self.step
+            per_row = self.step_time / rows
+            self.step_cost = min(self.step_cost or per_row, per_row)
+            if index == steps - 2:
+                self.rest_started = now
+        else:
+            self.final_ended = now
+
+    def finished(self, done: int) -> None:
+        self.done = done
+
+    def shape(self, steps: int) -> list[float]:
+        """Each regular step's cost relative to the mean step of a pass of `steps` steps: per
+        step, the median over the passes done of as many steps of its cost, scaled to a mean
+        of 1 (all 1 where none was done). A pass's steps need not cost alike: a masked text
+        model's steps cost 2-2.6 s at a pass's start and 0.4 s at its end (the projection
+        works on the positions a step decides), the same each pass, and the steps left of a
+        pass, taken at the mean of its steps so far, were said to need twice their time."""
+        done = self.profiles.get(steps)
+        regular = max(steps - 1, 0)
+        if not done:
+            return [1.0] * regular
+        across = [median(p[i] for p in done) for i in range(regular)]
+        # Each step with its neighbours (a running median of 5): a burst of other work in a
+        # step or two of a pass is not the pass's shape, a cost that falls step by step is.
+        medians = [median(across[max(i - 2, 0) : i + 3]) for i in range(regular)]
+        mean = sum(medians) / regular if regular else 0.0
+        # A step far off the others is a burst of other work more than the pass's shape.
+        bounded = [min(max(m / mean, 1 / 4), 4.0) if mean > 0 else 1.0 for m in medians]
+        scale = sum(bounded) / len(bounded) if bounded else 1.0
+        return [b / scale for b in bounded]
+
+    def weight(self, start: int, stop: int) -> float:
+        """The regular steps start..stop-1 of the pass at hand, in mean steps (`shape`)."""
+        return sum(self.relative[start:stop]) + max(stop - max(start, len(self.relative)), 0)
+
+    def rows(self, samples: float) -> float:
+        """What a pass of `samples` costs a step, in samples (see FIXED_ROWS)."""
+        return samples + self.FIXED_ROWS
+
+    @property
+    def in_final_step(self) -> bool:
+        """The pass at hand's regular steps are done: its last step (with the projection of
+        the final prediction) is under way."""
+        return self.passes > 0 and self.steps - 1 <= self.step < self.steps
+
+    def rate(self, now: float) -> float | None:
+        """Records written per second by this run (None before the first)."""
+        written = self.done - self.present
+        return written / (now - self.started) if written and now > self.started else None
+
+    def fresh(self) -> int:
+        """Samples not yet begun."""
+        return max(self.total - self.present - self.begun, 0)
+
+    def rejected(self) -> float:
+        """The share of a pass's samples its judges reject: every rejected sample is drawn
+        again in the very next pass, so the redraws of the passes begun over the samples of
+        the passes before them."""
+        return min(self.redrawn / self.judged, self.MOST_REJECTED) if self.judged else 0.0
+
+    def ahead(self) -> tuple[float, float]:
+        """The rows and the samples of the passes after the one at hand, the pool run
+        forward (see the class)."""
+        share = self.rejected()
+        pending, fresh = self.samples * share, float(self.fresh())
+        rows = samples = 0.0
+        for _ in range(self.MOST_PASSES):
+            if fresh <= 0 and pending < self.LEAST_PENDING:
+                break
+            size = min(self.batch_size, pending + fresh)
+            fresh -= size - pending
+            rows += size + self.FIXED_ROWS * (1 - math.exp(-size))
+            samples += size
+            pending = size * share
+        return rows, samples
+
+    def speed(self) -> float:
+        """Seconds of one regular step per row at the machine's pace now: the median of the
+        latest RECENT_STEPS regular steps."""
+        return median(self.latest) if self.latest else 0.0
+
+    def pass_left(self, now: float) -> float | None:
+        """Seconds the pass at hand's regular steps still need (None before one is measured,
+        or while the step under way is overdue: a step that projects, e.g. the paper's
+        method, can take minutes where the ones before took seconds, and a stale zero would
+        say it is done). The step under way is taken to cost at least what it took so far,
+        and every step left as much: the paper's steps grow along a pass (1 ALM round at
+        its start, the cap at its end), and its first pass's time left held within 2x for
+        42 of 171 s so, against 3 with the overrun counted in the mean step alone."""
+        if self.step_time is None:
+            return None
+        regular = self.steps - 1
+        if regular - self.step <= 0:
+            return 0.0
+        # Its mean step so far, in mean steps of its shape: the steps left at that pace.
+        mean = (self.last_step - self.pass_started) / max(self.weight(0, self.step), 1e-9)
+        current = now - self.last_step
+        # The step under way overdue: every step left at least as slow.
+        unit = max(mean, current / max(self.weight(self.step, self.step + 1), 1e-9))
+        left = self.weight(self.step, regular) * unit - current
+        return left if left > 0 else None
+
+    def scaled(self, speed: float) -> tuple[list[float], list[float]]:
+        """Each pass done's last step, and what came after it, for the pass at hand's
+        samples at the speed now."""
+        finals, afters = [], []
+        for m in self.passes_done:
+            _, final, after = m.parts(speed)
+            finals.append(final * self.samples / m.samples)
+            afters.append(after * self.samples / m.samples)
+        return finals, afters
+
+    def step_eta(self, now: float) -> float | None:
+        """Seconds the pass at hand's steps still need: its regular steps, then the last one
+        as the passes done took theirs (None where nothing measures it, and once past that:
+        the row's countdown is not a guess)."""
+        if not self.in_final_step:
+            return self.pass_left(now)
+        if not self.passes_done or self.rest_started is None:
+            return None
+        finals, _ = self.scaled(self.speed())
+        left = median(finals) - (now - self.rest_started)
+        return left if left > 0 else None  # overdue: unknown, not a stale zero
+
+    def floor(self, now: float) -> float:
+        """Seconds the denoising steps left need alone: the pass at hand's regular steps, and
+        those of as few passes as the samples not begun need (none redrawn), at the lowest
+        per-row step cost measured."""
+        fresh = self.fresh()
+        rows = fresh + self.FIXED_ROWS * -(-fresh // self.batch_size)
+        later = rows * max(self.steps - 1, 0) * (self.step_cost or 0.0)
+        return (self.pass_left(now) or 0.0) + later
+
+    def least(self, now: float) -> float | None:
+        """Before a pass is done (`left` says nothing yet), what the run needs at least: the
+        denoising steps left, the pass at hand's and those of as few passes as the samples
+        not begun need, all at the lowest cost per row measured. Not at the pass's mean so
+        far (a masked text model's first steps cost 2-2.6 s and its last 0.4 s), nor its
+        last steps: a first pass's can take several times a later one's (the run's first
+        projection warms up; a burst of other work), so nothing sure is known of theirs. A
+        first pass whose last step takes minutes (a toxicity bound deep in the model's
+        tail) shows that much left at least, not nothing. None before a step is measured,
+        and once a pass is done."""
+        if self.passes_done or self.step_cost is None:
+            return None
+        here = max(self.steps - 1 - self.step, 0) * self.rows(self.samples) * self.step_cost
+        return here + self.floor(now) - (self.pass_left(now) or 0.0)
+
+    def left(self, now: float) -> float | None:
+        """Seconds the run should still take: the pass at hand's remainder (`here`) and the
+        passes to come (`ahead`) at what the passes done cost per row and per sample, at the
+        speed now or, where slower than the run's typical pace, between the two (see the
+        class). None until a pass is done: unknown, not a guess."""
+        if not self.passes_done:
+            return None
+        if self.done >= self.total:
+            return 0.0
+        speed = self.speed()
+        typical = median(m.step for m in self.passes_done)
+        # Slower than the run's typical pace: the passes to come at the geometric middle.
+        coming = math.sqrt(speed * typical) if speed > typical else speed
+        parts = [m.parts(coming) for m in self.passes_done]
+        per_row = sum(p[0] for p in parts) / sum(m.rows for m in self.passes_done)
+        per_sample = sum(p[1] + p[2] for p in parts) / sum(m.samples for m in self.passes_done)
+        rows, samples = self.ahead()
+        later = rows * per_row + samples * per_sample
+        return max(self.here(now, speed) + later, self.floor(now))
+
+    def skew(self) -> float:
+        """The passes done's regular steps, summed, against as many at their median: 1 where
+        steps cost alike, more where a few cost far more than the rest (the paper's method
+        projects at every step, for 1 to 1,000 rounds; its median step says little of its
+        sum)."""
+        typical = sum(m.step * m.rows * m.regular for m in self.passes_done)
+        return sum(m.stepping for m in self.passes_done) / typical if typical > 0 else 1.0
+
+    def here(self, now: float, speed: float) -> float:
+        """Seconds the pass at hand still needs: its regular steps at `speed`, then its last
+        step and what follows as the passes done took them from the same point on
+        (`residual`: once a part has run long, as the longer ones did)."""
+        finals, afters = self.scaled(speed)
+        if self.rest_started is None:
+            regular_steps = max(self.steps - 1, 0)
+            current = now - self.last_step
+            # A mean step at the speed now (the median step, as the passes done's mean
+            # steps stood to their median ones: `skew`).
+            step = speed * self.rows(self.samples) * self.skew()
+            this = self.weight(self.step, min(self.step + 1, regular_steps))
+            unit = max(step, current / max(this, 1e-9)) if this else step
+            regular = max(self.weight(self.step, regular_steps) * unit - current, 0.0)
+            return regular + residual(finals, 0.0) + residual(afters, 0.0)
+        if self.final_ended is None:
+            return residual(finals, now - self.rest_started) + residual(afters, 0.0)
+        return residual(afters, now - self.final_ended)
