@@ -312,7 +312,7 @@ def load_adapted(
     try:
         base_config, weights = read_base(base_path)
     except (OSError, ValueError, KeyError) as exc:
-        problem = reading_problem(exc)
+        problem = reading_problem(exc).removeprefix(f"{base_path}: ")  # said once
         raise InputError(f"{base_path}: cannot read base weights ({problem})") from None
     differ = [k for k in A2D_REQUIRED if getattr(base_config, k) != getattr(config, k)]
     if differ:
