@@ -461,3 +461,18 @@ def test_validate_of_a_hub_model_reads_no_network(tmp_path: Path, monkeypatch: p
     assert done.exit_code == 2, done.output
     assert tried == []
     assert "a check reads no network and it is not in the local Hugging Face cache" in done.output
+
+
+def test_a_model_folders_files_as_fifos_are_refused_without_blocking(tmp_path: Path):
+    from cdd_cli.models.checkpoint import read_config
+    from cdd_cli.models.families import weight_files
+
+    os.mkfifo(tmp_path / "config.json")
+    os.mkfifo(tmp_path / "model.safetensors")
+    with pytest.raises(InputError, match=r"config.json: config.json must be a regular file, not a"):
+        read_config(tmp_path)
+    with pytest.raises(InputError, match=r"model.safetensors must be a regular file, not a FIFO"):
+        weight_files(tmp_path)
+    os.mkfifo(tmp_path / "model.safetensors.index.json")
+    with pytest.raises(InputError, match=r"a safetensors index must be a regular file"):
+        weight_files(tmp_path)

@@ -137,7 +137,7 @@ def parse_config(raw: dict, where: str) -> ModelConfig:
 
 def read_config(directory: Path) -> tuple[ModelConfig | A2DConfig, dict]:
     """The parsed config and the raw JSON (which may carry our own extra fields)."""
-    path = Path(directory) / "config.json"
+    path = regular_file(Path(directory) / "config.json", "config.json")
     if not path.is_file():
         raise InputError(f"{directory}: no config.json (expected a Hugging Face model directory)")
     try:
@@ -199,7 +199,7 @@ def load_model(
 ) -> DiffusionModel:
     directory = Path(directory)
     config = config or read_config(directory)[0]
-    weights = directory / "model.safetensors"
+    weights = regular_file(directory / "model.safetensors", "model.safetensors")
     if not weights.is_file():
         raise InputError(f"{directory}: no model.safetensors")
     model = load_checked(lambda: DiffusionModel(config), weights)
@@ -305,7 +305,7 @@ def load_adapted(
 ) -> A2DModel:
     """Base weights (GGUF or Hugging Face folder) with the adapter in `model.safetensors`."""
     where = str(Path(directory) / "config.json")
-    weights_file = Path(directory) / "model.safetensors"
+    weights_file = regular_file(Path(directory) / "model.safetensors", "model.safetensors")
     if not weights_file.is_file():
         raise InputError(f"{directory}: no model.safetensors")
     base_path = locate_base(directory, raw.get("base"), where)
