@@ -81,10 +81,10 @@ class GGUFFile:
         version = self._scalar("<I")
         if version not in (2, 3):
             raise ValueError(f"{path}: GGUF version {version} (2 and 3 are read)")
-        # The smallest tensor info is 24 bytes (an empty name, one dimension); the smallest
+        # The smallest tensor info is 32 bytes (an empty name, one dimension); the smallest
         # key-value pair 13 (an empty key, a one-byte value).
-        n_tensors = self._count(self._scalar("<Q"), 24, "tensors")
-        n_values = self._count(self._scalar("<Q"), 13, "metadata values")
+        n_tensors = self._count(self._scalar("<Q"), 32, "tensor count")
+        n_values = self._count(self._scalar("<Q"), 13, "metadata count")
         self.metadata: dict[str, object] = {}
         for _ in range(n_values):
             key = self._string()
@@ -105,9 +105,8 @@ class GGUFFile:
     def _count(self, count: int, least_bytes: int, what: str) -> int:
         """`count` items of at least `least_bytes` each, refused where the file is too short."""
         if count * least_bytes > self.size - self.pos:
-            raise ValueError(
-                f"{self.path}: {count:,} {what} cannot fit in the file's {self.size:,} bytes"
-            )
+            raise ValueError(f"{self.path}: {what} {count:,} at byte {self.pos:,} runs past the "
+                             f"file's {self.size:,} bytes")  # fmt: skip
         return count
 
     def _scalar(self, fmt: str):
@@ -119,11 +118,11 @@ class GGUFFile:
         return value
 
     def _skip(self, length: int) -> None:
-        self._count(length, 1, "bytes")
+        self._count(length, 1, "length")
         self.pos += length
 
     def _string(self) -> str:
-        length = self._count(self._scalar("<Q"), 1, "bytes of a string")
+        length = self._count(self._scalar("<Q"), 1, "string length")
         text = bytes(self.data[self.pos : self.pos + length]).decode("utf-8", errors="replace")
         self.pos += length
         return text
@@ -139,7 +138,7 @@ class GGUFFile:
             raise ValueError(f"{self.path}: arrays nested more than {MAX_NESTING} deep")
         item = self._scalar("<I")
         least = struct.calcsize(SCALARS[item]) if item in SCALARS else 8  # a length at least
-        count = self._count(self._scalar("<Q"), least, "array items")
+        count = self._count(self._scalar("<Q"), least, "array length")
         if item in SCALARS and not keep:  # skipped in one jump
             self._skip(count * least)
             return count
