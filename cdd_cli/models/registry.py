@@ -17,13 +17,13 @@ from cdd_cli.errors import InputError
 from cdd_cli.models.a2d import A2DConfig, A2DModel
 from cdd_cli.models.checkpoint import (
     ModelConfig,
-    file_digest,
     load_adapted,
     load_model,
     read_config,
 )
 from cdd_cli.models.dit import DiffusionModel
 from cdd_cli.models.families import load_family, weight_files
+from cdd_cli.models.files import file_digest
 from cdd_cli.models.tokenizers import SmilesTokenizer, Tokenizer, load_tokenizer
 from cdd_cli.settings import DTYPE_NAMES
 from cdd_cli.suggest import did_you_mean
@@ -59,16 +59,17 @@ def resolve_device(name: str) -> str:
 HUB_PREFIX = "hf://"
 
 
-def resolve_directory(name_or_dir: str) -> Path:
+def resolve_directory(name_or_dir: str, download: bool = True) -> Path:
     """A shipped name, a local directory, or `hf://owner/name` (the only way a hub repository
-    is ever fetched: a mistyped local path is never taken for a hub id)."""
+    is ever fetched: a mistyped local path is never taken for a hub id). `download=False`:
+    a hub model is looked up in the local Hugging Face cache only, with no network."""
     if name_or_dir in SHIPPED:
         return ASSETS / SHIPPED[name_or_dir]
     if name_or_dir.startswith(HUB_PREFIX):
         repo_id = name_or_dir[len(HUB_PREFIX) :]
         if repo_id.count("/") != 1 or not all(repo_id.split("/")):
             raise model_error(name_or_dir, "a hub model is hf://owner/name")
-        return download_from_hub(repo_id)
+        return download_from_hub(repo_id, download)
     path = Path(name_or_dir).expanduser()
     if path.is_dir():
         return path
@@ -111,10 +112,10 @@ HUB_FILES = [
 ]
 
 
-def download_from_hub(repo_id: str) -> Path:
+def download_from_hub(repo_id: str, download: bool = True) -> Path:
     """Fetch a hub repository the user named explicitly; never done for defaults or tests.
-    With HF_HUB_OFFLINE=1 only the local Hugging Face cache is read."""
-    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+    With HF_HUB_OFFLINE=1 or `download=False` only the local Hugging Face cache is read."""
+    offline = os.environ.get("HF_HUB_OFFLINE") == "1" or not download
     try:
         from huggingface_hub import snapshot_download  # not a dependency: only hf:// needs it
     except ImportError:
@@ -127,9 +128,11 @@ def download_from_hub(repo_id: str) -> Path:
         path = snapshot_download(repo_id, allow_patterns=HUB_FILES, local_files_only=offline)
     except Exception as exc:  # network, cache and hub errors come in many types
         if offline:
+            why = "HF_HUB_OFFLINE=1" if download else "a check reads no network"
             raise model_error(
                 f"{HUB_PREFIX}{repo_id}",
-                "HF_HUB_OFFLINE=1 and it is not in the local Hugging Face cache, so no download",
+                f"{why} and it is not in the local Hugging Face cache, so no download"
+                + ("" if download else " (a run downloads it)"),
             ) from None
         raise model_error(
             f"{HUB_PREFIX}{repo_id}",
@@ -179,10 +182,11 @@ def load(
     weights: bool = True,
 ) -> LoadedModel:
     """`dtype` (float32, bfloat16, float16; published families only): None keeps the
-    checkpoint's on a GPU, float32 on a CPU. `weights=False`: a published family's weights
-    are checked from their headers but not read (the model is None)."""
+    checkpoint's on a GPU, float32 on a CPU. `weights=False` (`cdd validate`): a published
+    family's weights are checked from their headers but not read (the model is None), and a
+    hub model is read from the local Hugging Face cache only (no network)."""
     name = name_or_dir or DEFAULT_FOR[kind]
-    directory = resolve_directory(name)
+    directory = resolve_directory(name, download=weights)
     if name in SHIPPED and not (directory / "model.safetensors").is_file():
         raise InputError(f"shipped model {name} is missing from {directory} (broken install?)")
     config, meta, tokenizer = read_model(directory)

@@ -22,6 +22,7 @@ from tokenizers import ByteLevelBPETokenizer
 from tokenizers import Tokenizer as BPE
 
 from cdd_cli.errors import InputError
+from cdd_cli.models.files import regular_file
 from cdd_cli.models.smiles_syntax import SmilesSyntax
 
 GPT2_FILES = Path(__file__).resolve().parent.parent / "assets" / "gpt2-tokenizer"
@@ -327,7 +328,7 @@ def load_tokenizer(
 ) -> Tokenizer:
     """The tokenizer beside a checkpoint. `special`: the model config's `prefix_id` (end of
     text) and `mask_id`, which a Hugging Face tokenizers file does not name itself."""
-    path = Path(directory) / "tokenizer.json"
+    path = regular_file(Path(directory) / "tokenizer.json", "tokenizer.json")
     if not path.is_file():
         if vocab_size == GPT2_VOCAB_SIZE:
             return Gpt2Tokenizer()  # the MDLM OpenWebText convention

@@ -18,6 +18,11 @@ from cdd_cli.models.tokenizers import SmilesTokenizer
 from cdd_cli.settings import ALMSettings, SearchSettings
 from cdd_cli.spec.model import Spec
 
+try:
+    import resource
+except ImportError:  # not a POSIX system
+    resource = None
+
 
 def fill(settings: Any, values: dict[str, Any]) -> None:
     """Set each of `values` on `settings` where it is None."""
@@ -102,19 +107,51 @@ def check_blocks(spec: Spec, length: int) -> None:
         )
 
 
+def usable_memory() -> tuple[int, str] | None:
+    """The bytes a run may allocate, and whose they are: this machine's memory, or the
+    process's address-space limit (`ulimit -v`) where that is less; None where there is no
+    cheap answer (not a POSIX system)."""
+    try:
+        have = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0] if resource else -1  # -1: unlimited
+    if 0 < limit < have:
+        return limit, "this process's memory limit of"
+    return have, "this machine's"
+
+
 def check_batch_fits(batch_size: int, loaded: LoadedModel) -> None:
     """Refuse a batch whose probability tensors alone ([B, L, V] floats, two copies: logits
     and probabilities) exceed this machine's memory, before allocating any."""
     length = loaded.config.model_length
     need = 2 * batch_size * length * loaded.config.vocab_size * 4
-    try:
-        have = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):  # not a POSIX system: no cheap answer
-        return
-    if need > have:
+    usable = usable_memory()
+    if usable is not None and need > usable[0]:
+        have, whose = usable
         problem = (
             f"{batch_size}: its [batch, {length}, {loaded.config.vocab_size}] probabilities "
-            f"need about {need / 2**30:,.1f} GiB, more than this machine's "
+            f"need about {need / 2**30:,.1f} GiB, more than {whose} "
             f"{have / 2**30:,.1f} GiB; use a smaller batch"
         )
         raise InputError(f"batch_size {problem}", cli=f"--batch-size {problem}")
+
+
+def check_lookahead_fits(spec: Spec, loaded: LoadedModel, tokens: int) -> None:
+    """Refuse a look-ahead whose forward over its candidates ([lookahead, tokens, V] floats,
+    two copies: logits and probabilities) exceeds this machine's memory, before allocating
+    any; `tokens`: the longest sequence of the run (prompt and continuation). (The spec's
+    checks already refuse a look-ahead under any method but cdd.)"""
+    count = spec.projection.lookahead
+    if not count:
+        return
+    vocabulary = loaded.config.vocab_size
+    row = 2 * tokens * vocabulary * 4
+    usable = usable_memory()
+    if usable is not None and count * row > usable[0]:
+        have, whose = usable
+        raise InputError(
+            f"{spec.source}: projection.lookahead {count}: its [{count}, {tokens}, "
+            f"{vocabulary}] forward needs about {count * row / 2**30:,.1f} GiB, more than "
+            f"{whose} {have / 2**30:,.1f} GiB; use a lookahead of at most {have // row:,}"
+        )

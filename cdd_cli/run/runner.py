@@ -28,7 +28,12 @@ from cdd_cli.output.config import INPUTS, check_resolved_config, earlier_config,
 from cdd_cli.output.resume import Share, resume_from, written_records
 from cdd_cli.prompts import PromptInput
 from cdd_cli.reporting import Display, Reporter, Tally
-from cdd_cli.run.defaults import check_batch_fits, check_blocks, fill_defaults
+from cdd_cli.run.defaults import (
+    check_batch_fits,
+    check_blocks,
+    check_lookahead_fits,
+    fill_defaults,
+)
 from cdd_cli.run.domains import Domain, Shape
 from cdd_cli.run.drawing import BatchDrawer, Prompt
 from cdd_cli.run.record import record
@@ -153,6 +158,7 @@ def plan(
     tokenized, length = domain.prompts(prompts or [None], length, loaded, spec.sampling.chat)
     check_blocks(spec, length)
     check_batch_fits(min(spec.sampling.batch_size, spec.sampling.n), loaded)
+    check_lookahead_fits(spec, loaded, length + max(len(p.ids) for p in tokenized))
     constraints = [c.for_run() for c in compiled.constraints]
     for prompt in tokenized:  # every prompt's lexical constraints must fit
         told = [c.with_prompt(prompt.text or "", len(prompt.ids)) for c in constraints]

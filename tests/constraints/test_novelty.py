@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 
+import pytest
 import torch
 
-from cdd_cli.constraints.novelty import NoveltyConstraint
+from cdd_cli.constraints.descriptor import ConstraintSpec
+from cdd_cli.constraints.novelty import NoveltyConstraint, check
 from cdd_cli.diffusion.processes import make_argmax
+from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.models import registry
@@ -333,3 +337,12 @@ def test_novelty_remembers_every_batch_and_redraw_of_a_run():
     assert novelty.seen == set(kept)
     first = next(d.text for d in draws if d.satisfied)
     assert novelty.judge([first]) == [0.0]  # what a batch kept, a later one cannot repeat
+
+
+def test_a_reference_that_is_a_fifo_or_a_device_is_refused_by_the_spec_check(tmp_path: Path):
+    fifo = tmp_path / "ref.fifo"
+    os.mkfifo(fifo)
+    for path, kind in ((fifo, "a FIFO"), (Path("/dev/zero"), "a character device")):
+        entry = ConstraintSpec("novelty", {"reference": str(path)}, "s.yaml: constraints[0]")
+        with pytest.raises(InputError, match=f"constraints\\[0\\]: key 'reference': .* is {kind}"):
+            check(entry)

@@ -554,7 +554,8 @@ def test_a_base_digest_is_its_weights_files_sha256_and_follows_a_rewrite(tmp_pat
     import hashlib
     import os
 
-    from cdd_cli.models.checkpoint import base_digest, file_digest
+    from cdd_cli.models.checkpoint import base_digest
+    from cdd_cli.models.files import file_digest
 
     base = tiny_llama(tmp_path / "base")
     weights = base / "model.safetensors"
