@@ -23,8 +23,8 @@ from typer.testing import CliRunner
 from cdd_cli.cli.app import app
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate import reference as reference_module
-from cdd_cli.evaluate.molecules import canonical
-from cdd_cli.evaluate.reference import MAX_SMILES_CHARS, library, library_lines
+from cdd_cli.evaluate.molecules import MAX_SMILES_CHARS, canonical
+from cdd_cli.evaluate.reference import library, library_lines
 from cdd_cli.models.files import file_digest, regular_file
 from cdd_cli.models.gguf import GGUFFile
 from tests.models.test_checkpoint import adapter_over, tiny_llama

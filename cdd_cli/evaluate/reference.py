@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, BinaryIO
 from rdkit import Chem
 
 from cdd_cli.errors import InputError
-from cdd_cli.evaluate.molecules import CANONICALIZER, canonical
+from cdd_cli.evaluate.molecules import CANONICALIZER, MAX_SMILES_CHARS, canonical
 from cdd_cli.models.files import file_digest, regular_file
 
 if TYPE_CHECKING:
@@ -147,11 +147,6 @@ def novelty_reference(
     return both, f"all: training + held-out ({len(both):,} molecules)"
 
 
-# RDKit canonicalises a SMILES in time quadratic in its length, recursively: measured on a
-# carbon chain (RDKit 2026.09.1, 8 MiB stack), 0.07 s at 2,000 characters, 2 s at 10,000,
-# 13 s at 18,000, and a segmentation fault at 20,000. A reference SMILES longer than this is
-# never handed to it (drug-like ones are well under 200 characters).
-MAX_SMILES_CHARS = 2_000
 MAX_LINE_BYTES = 1 << 16  # a line's SMILES and whatever columns follow it
 MAX_REFERENCE_BYTES = 1 << 30  # decompressed; MOSES' 1.6M training molecules are 80 MB
 

@@ -121,3 +121,14 @@ def test_a_molecule_report_keeps_its_text_and_rdkits_scores_to_four_places():
     assert summary.mean_qed != round(statistics.fmean(qeds), 5)  # a fifth place is there
     nothing = summarise([invalid])
     assert (nothing.mean_qed, nothing.mean_sa, nothing.validity) == (None, None, 0.0)
+
+
+def test_a_smiles_rdkit_cannot_survive_is_invalid_and_never_parsed():
+    """RDKit canonicalises recursively: 20,000 characters of carbon chain crash it (a record's
+    text in `cdd eval` or `cdd report`, a judge's candidate). Past MAX_SMILES_CHARS a string is
+    invalid without being handed to RDKit (were it handed over, this test would crash)."""
+    from cdd_cli.evaluate.molecules import MAX_SMILES_CHARS, read_smiles
+
+    assert canonical("C" * MAX_SMILES_CHARS) is not None
+    assert read_smiles("C" * (MAX_SMILES_CHARS + 1)) is None
+    assert canonical("C" * 20_000) is None and describe("C" * 20_000, None).valid is False
