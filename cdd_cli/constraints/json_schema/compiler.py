@@ -133,8 +133,8 @@ class SchemaCompiler:
             values = schema["enum"]
             if not isinstance(values, list) or not values:
                 raise UnsupportedSchema(f"{where}/enum: must be a non-empty list")
-        judges = [self.validator.evolve(schema=m[0]) for m in members]
-        kept = [v for v in values if all(j.is_valid(v) for j in judges)]
+        accepts = self.algebra.judge([m[0] for m in members])
+        kept = [v for v in values if accepts(v)]
         if not kept:
             raise EmptySchema(f"{where}: no value of its enum or const satisfies the schema")
         literals = list(dict.fromkeys(literal(v, self.w) for v in kept))
