@@ -43,7 +43,7 @@ from outlines_core import Index, Vocabulary
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from cdd_cli.constraints.pattern_limits import may_read, pattern_problem
+from cdd_cli.constraints.pattern_limits import may_read, pattern_problem, unsupported_syntax
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.reference import cache_dir
 from cdd_cli.models.tokenizers import TextTokenizer
@@ -179,7 +179,7 @@ def compile_pattern(pattern: str, tokenizer: TextTokenizer) -> TokenAutomaton:
     before. InputError where the library cannot compile the pattern."""
     # The last gate before the library builds it (from a spec, the entry's check ran this):
     # a pattern past the limits would hold the process for minutes or fill its memory.
-    problem = pattern_problem(pattern, backtracked=False)
+    problem = pattern_problem(pattern, backtracked=False) or unsupported_syntax(pattern)
     if problem:
         raise InputError(f"the pattern cannot be compiled: {problem}")
     pieces, digest = _vocabulary(tokenizer)

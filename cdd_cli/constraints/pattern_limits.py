@@ -414,6 +414,8 @@ def pattern_problem(pattern: str, backtracked: bool = True) -> str | None:
     judges texts by it (`backtracked`), ambiguous enough to take exponential time."""
     try:
         tree = sre_parse.parse(pattern)
+    except RecursionError:
+        return "its groups are nested deeper than Python's re (the judge) reads"
     except Exception:  # re.compile's own check reports a bad pattern, in its words
         return None
     builder = _Builder()
@@ -441,6 +443,38 @@ def pattern_problem(pattern: str, backtracked: bool = True) -> str | None:
             "(a|a)* do), which Python's re (the judge) tries one by one on a text that does "
             "not match; write it so that each character has one place, e.g. a+ for (a+)+"
         )
+    return None
+
+
+# What the automaton library cannot build (its syntax is the Rust `regex` crate's), by the
+# name a user knows it by.
+UNBUILDABLE = {
+    sre_parse.ASSERT: "look-arounds ((?=...), (?!...), (?<=...), (?<!...)) are not supported",
+    sre_parse.ASSERT_NOT: "look-arounds ((?=...), (?!...), (?<=...), (?<!...)) are not supported",
+    sre_parse.GROUPREF: "back-references (\\1, (?P=name)) are not supported",
+    sre_parse.GROUPREF_EXISTS: "conditionals ((?(1)...|...)) are not supported",
+}
+BOUNDARIES = {sre_parse.AT_BOUNDARY, sre_parse.AT_NON_BOUNDARY}
+
+
+def unsupported_syntax(pattern: str) -> str | None:
+    """What in `pattern` the automaton library cannot build, named (None: nothing found, or
+    Python's parser cannot read it)."""
+    try:
+        todo = list(sre_parse.parse(pattern))
+    except Exception:  # re.compile's own check reports a bad pattern, in its words
+        return None
+    while todo:
+        op, av = todo.pop()
+        if op in UNBUILDABLE:
+            return UNBUILDABLE[op]
+        if op is sre_parse.AT and av in BOUNDARIES:
+            return "word boundaries (\\b, \\B) are not supported"
+        for value in av if isinstance(av, (tuple, list)) else [av]:
+            if isinstance(value, sre_parse.SubPattern):
+                todo += list(value)
+            elif isinstance(value, list):  # a branch's alternatives
+                todo += [x for sub in value if isinstance(sub, sre_parse.SubPattern) for x in sub]
     return None
 
 

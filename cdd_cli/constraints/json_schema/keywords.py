@@ -37,6 +37,9 @@ class EmptySchema(UnsupportedSchema):
     whole schema empty is refused."""
 
 
+# The longest regex a schema may make (the automaton's limits, pattern_limits.py, are
+# checked on it before anything is built from it).
+MAX_REGEX_CHARACTERS = 100_000
 # Most patterns one schema may become: each is a token automaton, and the job's automaton is
 # their product (`automaton.intersect`).
 MAX_PATTERNS = 8

@@ -23,7 +23,7 @@ from cdd_cli.constraints.json_schema.keywords import (
     count_bounds,
     excluded_strings,
 )
-from cdd_cli.constraints.pattern_limits import pattern_problem
+from cdd_cli.constraints.pattern_limits import pattern_problem, unsupported_syntax
 
 
 def string_patterns(
@@ -57,6 +57,9 @@ def string_pattern(pattern: str, where: str, pattern_safe: Callable[[str], bool]
     problem = pattern_problem(inner)
     if problem:
         raise UnsupportedSchema(f"{where}: {problem}")
+    unbuildable = unsupported_syntax(inner)
+    if unbuildable:
+        raise UnsupportedSchema(f"{where}: {unbuildable} (cdd builds an automaton of it)")
     if pattern_safe is not None and not pattern_safe(inner):
         raise UnsupportedSchema(f"{where}: can match a quote, backslash or control character")
     return f'"{searched(pattern, inner, CHAR)}"'
