@@ -478,6 +478,28 @@ def unsupported_syntax(pattern: str) -> str | None:
     return None
 
 
+def group_depth(pattern: str) -> int:
+    """How deep the pattern's parentheses nest (escaped ones and those in a class not
+    counted)."""
+    depth = deepest = 0
+    escaped = in_class = False
+    for c in pattern:
+        if escaped:
+            escaped = False
+        elif c == "\\":
+            escaped = True
+        elif in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c == ")":
+            depth -= 1
+    return deepest
+
+
 def may_read(pattern: str, code: int) -> bool:
     """Whether some character class of `pattern` admits the character `code` (categories
     such as `\\w` count every non-ASCII character in): True also where Python's parser cannot

@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from cdd_cli.constraints.automaton import compile_pattern
 from cdd_cli.constraints.json_schema import load_schema, schema_text_patterns
 from cdd_cli.errors import InputError
+from cdd_cli.models.tokenizers import Gpt2Tokenizer
 
 
 def patterns(schema: dict) -> tuple[str, ...]:
@@ -202,3 +204,11 @@ def test_a_schema_json_cannot_write_is_refused_in_one_line():
     looped["properties"] = {"self": looped}
     assert "not JSON" in refusal(looped)
     assert "not JSON" in refusal({"const": {1, 2}})
+
+
+@pytest.mark.slow  # GPT-2's vocabulary read for the automaton: 3 s
+def test_items_nested_past_the_automaton_librarys_limit_name_the_nesting():
+    (regex,) = patterns({"type": "array", "prefixItems": [{"type": "boolean"}] * 100})
+    with pytest.raises(InputError, match=r"its groups are nested 10[0-9] deep") as caught:
+        compile_pattern(regex, Gpt2Tokenizer())
+    assert "about 80 optional items" in str(caught.value)
