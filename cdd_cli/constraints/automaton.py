@@ -43,12 +43,8 @@ from outlines_core import Index, Vocabulary
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from cdd_cli.constraints.pattern_limits import (
-    group_depth,
-    may_read,
-    pattern_problem,
-    unsupported_syntax,
-)
+from cdd_cli.constraints.pattern_limits import may_read, pattern_problem
+from cdd_cli.constraints.pattern_syntax import group_depth, unsupported_syntax
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.reference import cache_dir
 from cdd_cli.models.tokenizers import TextTokenizer

@@ -23,7 +23,8 @@ from cdd_cli.constraints.json_schema.keywords import (
     count_bounds,
     excluded_strings,
 )
-from cdd_cli.constraints.pattern_limits import pattern_problem, unsupported_syntax
+from cdd_cli.constraints.pattern_limits import pattern_problem
+from cdd_cli.constraints.pattern_syntax import unsupported_syntax
 
 
 def string_patterns(
