@@ -171,27 +171,49 @@ KEYWORDS = [
     "multipleOf", "dependentRequired", "$defs", "$id", "$anchor", "title", "unknownKeyword",
     "dependentSchemas", "unevaluatedProperties", "propertyNames",
 ]  # fmt: skip
+NUMBERS = [
+    0, 1, -1, 2.5, 3, 7, 10007, 1e308, -(10**400), 10**30, 1e30, 10**1001, 1e-9,
+    float("nan"), float("inf"), -float("inf"), True,
+]  # fmt: skip
+# Odd values by the keywords they are meant for (any keyword also gets any of them).
+TYPED_VALUES = {
+    **dict.fromkeys(
+        ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+         "minLength", "maxLength", "minItems", "maxItems", "minContains", "maxContains",
+         "minProperties", "maxProperties"],
+        NUMBERS,
+    ),
+    "pattern": ["(?=a)a", "(a)\\1", "\\bx", "[a-", "a{99999}", "(a+)+b", "\\d+", "^a$", "\"",
+                "é", ""],
+    "type": ["string", "integer", "nosuch", ["integer", "string"], [], "number"],
+    "format": ["date", "uuid", "email", "nosuch", ""],
+    "$ref": ["#", "#/$defs/x", "#/nowhere", "http://x/y", "#anchor"],
+    "enum": [[], [1, 1], ["a", "b"], [1, True, 1.0], list(range(300)), [{"a": [1]}]],
+    "required": [["a"], ["a", "a"], [], [1]],
+}  # fmt: skip
 ODD_VALUES = [
-    0, 1, -1, 2.5, 1e308, -(10**400), 10**30, 1e-9, float("nan"), float("inf"), True, None,
-    "", "a", "string", "integer", "#", "#/$defs/x", "#/nowhere", "http://x/y", "(?=a)a",
-    "[a-", "a{99999}", "(a+)+b", "\\d+", "date", "uuid", "nosuch", [], [1, 1], ["a", "b"],
-    {}, {"type": "string"}, {"x": {"type": "integer"}},
+    *NUMBERS, None, "", "a", "#", [], [1, 1], ["a", "b"], {}, {"type": "string"},
+    {"x": {"type": "integer"}},
 ]  # fmt: skip
 
 
 def any_schema(rng: random.Random, depth: int = 0) -> Any:
     """A schema from all of JSON Schema's keywords (and some it lacks), each with a subschema
-    or an odd value: most are refused, some compile."""
+    or an odd value (most often one meant for that keyword): most are refused, some
+    compile."""
     if depth > 3 or rng.random() < 0.1:
         return rng.choice([True, False, {}, {"type": "integer"}, rng.choice(ODD_VALUES)])
     schema = {}
-    for key in rng.sample(KEYWORDS, rng.randint(1, 4)):
-        choice = rng.randrange(4)
-        if choice == 0:
+    # Keywords outside the supported ones are refused at once: drawn less often.
+    for key in rng.sample(KEYWORDS, rng.randint(1, 4) if rng.random() < 0.3 else 1):
+        choice = rng.randrange(8)
+        if key in TYPED_VALUES and choice > 2:
+            schema[key] = rng.choice(TYPED_VALUES[key])
+        elif choice in (0, 3):
             schema[key] = any_schema(rng, depth + 1)
-        elif choice == 1:
+        elif choice in (1, 4):
             schema[key] = [any_schema(rng, depth + 1) for _ in range(rng.randint(0, 3))]
-        elif choice == 2:
+        elif choice in (2, 5):
             schema[key] = {n: any_schema(rng, depth + 1) for n in rng.sample(NAMES, 2)}
         else:
             schema[key] = rng.choice(ODD_VALUES)
