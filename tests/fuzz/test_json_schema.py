@@ -38,6 +38,12 @@ def scalar_schema(rng: random.Random) -> dict:
         for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
             if rng.random() < 0.3:
                 schema[key] = rng.randint(-4, 6)
+        for inclusive, exclusive in (
+            ("minimum", "exclusiveMinimum"),
+            ("maximum", "exclusiveMaximum"),
+        ):
+            if inclusive in schema and rng.random() < 0.3:  # both bounds at one value
+                schema[exclusive] = schema[inclusive]
         if rng.random() < 0.25:
             schema["multipleOf"] = rng.choice([2, 3, 5])
         if kind == "number" and rng.random() < 0.15:
@@ -84,6 +90,10 @@ def subset_schema(rng: random.Random, depth: int = 0) -> dict:
         return schema
     if kind == 8:
         return {"anyOf": [subset_schema(rng, depth + 1) for _ in range(rng.randint(1, 3))]}
+    if rng.random() < 0.5:  # two steps, or two bounds, to merge
+        kind = rng.choice(["integer", "number"])
+        steps = rng.sample([2, 3, 4, 5], 2)
+        return {"type": kind, "allOf": [{"multipleOf": steps[0]}, {"multipleOf": steps[1]}]}
     return {"allOf": [scalar_schema(rng), scalar_schema(rng)]}
 
 
@@ -100,10 +110,14 @@ def instance(rng: random.Random, schema: Any, depth: int = 0) -> Any:
             return instance(rng, rng.choice(schema[key]), depth + 1)
     kind = schema.get("type")
     if kind in ("integer", "number"):
-        whole = rng.randint(-7, 9)
+        edges = [v for k, v in schema.items() if "imum" in k or k == "multipleOf"]
+        whole = rng.choice(edges) + rng.randint(-1, 1) if edges and rng.random() < 0.5 else 0
+        whole = whole or rng.randint(-7, 9)
         return whole + 0.5 if kind == "number" and rng.random() < 0.3 else whole
     if kind == "string":
-        return "".join(rng.choice(LETTERS) for _ in range(rng.randint(0, 5)))
+        edges = [v + rng.randint(-1, 1) for k, v in schema.items() if k.endswith("Length")]
+        count = max(0, rng.choice(edges)) if edges and rng.random() < 0.5 else rng.randint(0, 5)
+        return "".join(rng.choice(LETTERS) for _ in range(count))
     if kind == "boolean":
         return rng.random() < 0.5
     if kind == "array":
