@@ -44,6 +44,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from cdd_cli.constraints.pattern_limits import may_read, pattern_problem
+from cdd_cli.constraints.pattern_syntax import group_depth, unsupported_syntax
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.reference import cache_dir
 from cdd_cli.models.tokenizers import TextTokenizer
@@ -101,6 +102,11 @@ class TokenAutomaton:
 # docstring says why), and how `Index` reads them.
 START, END = "\U0010fffe", "\U0010ffff"
 START_REGEX, END_REGEX = "\\x{10FFFE}", "\\x{10FFFF}"
+
+
+# Groups nested deeper than this, in a pattern the library refused, are named as the reason
+# (its nest limit counts each group, repetition and sequence: ~83 optional groups in a row).
+NESTING_HINT = 60
 
 
 @dataclass(frozen=True)
@@ -179,7 +185,7 @@ def compile_pattern(pattern: str, tokenizer: TextTokenizer) -> TokenAutomaton:
     before. InputError where the library cannot compile the pattern."""
     # The last gate before the library builds it (from a spec, the entry's check ran this):
     # a pattern past the limits would hold the process for minutes or fill its memory.
-    problem = pattern_problem(pattern, backtracked=False)
+    problem = pattern_problem(pattern, backtracked=False) or unsupported_syntax(pattern)
     if problem:
         raise InputError(f"the pattern cannot be compiled: {problem}")
     pieces, digest = _vocabulary(tokenizer)
@@ -195,9 +201,16 @@ def compile_pattern(pattern: str, tokenizer: TextTokenizer) -> TokenAutomaton:
     try:
         moves = pattern_moves(pattern, pieces, tokenizer.eos_id)
     except (ValueError, RuntimeError, TypeError) as exc:
-        raise InputError(
-            f"the pattern cannot be compiled: {str(exc).splitlines()[0][:160]}"
-        ) from None
+        problem = str(exc).splitlines()[0][:160]
+        depth = group_depth(pattern)
+        if depth > NESTING_HINT:
+            # The library's own words ("error building NFA") do not say it is the nesting.
+            problem = (
+                f"its groups are nested {depth} deep, past what the automaton library reads "
+                "(250 levels of groups, repetitions and sequences: about 80 optional items "
+                f"or properties in a row) ({problem})"
+            )
+        raise InputError(f"the pattern cannot be compiled: {problem}") from None
     arrays = _arrays(moves)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -414,6 +414,8 @@ def pattern_problem(pattern: str, backtracked: bool = True) -> str | None:
     judges texts by it (`backtracked`), ambiguous enough to take exponential time."""
     try:
         tree = sre_parse.parse(pattern)
+    except RecursionError:
+        return "its groups are nested deeper than Python's re (the judge) reads"
     except Exception:  # re.compile's own check reports a bad pattern, in its words
         return None
     builder = _Builder()

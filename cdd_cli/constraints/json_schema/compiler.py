@@ -29,6 +29,7 @@ from cdd_cli.constraints.json_schema.grammar import (
 )
 from cdd_cli.constraints.json_schema.keywords import (
     MAX_PATTERNS,
+    MAX_REGEX_CHARACTERS,
     TYPES,
     EmptySchema,
     Member,
@@ -40,10 +41,6 @@ from cdd_cli.constraints.json_schema.keywords import (
 )
 from cdd_cli.constraints.json_schema.numbers import number_patterns
 from cdd_cli.constraints.json_schema.strings import key_pattern, other_string, string_patterns
-
-# The longest regex a schema may make (the automaton's limits, pattern_limits.py, are
-# checked on it before anything is built from it).
-MAX_REGEX_CHARACTERS = 100_000
 
 
 class SchemaCompiler:
@@ -133,11 +130,16 @@ class SchemaCompiler:
             values = schema["enum"]
             if not isinstance(values, list) or not values:
                 raise UnsupportedSchema(f"{where}/enum: must be a non-empty list")
-        judges = [self.validator.evolve(schema=m[0]) for m in members]
-        kept = [v for v in values if all(j.is_valid(v) for j in judges)]
+        accepts = self.algebra.judge([m[0] for m in members])
+        kept = [v for v in values if accepts(v)]
         if not kept:
             raise EmptySchema(f"{where}: no value of its enum or const satisfies the schema")
         literals = list(dict.fromkeys(literal(v, self.w) for v in kept))
+        if sum(len(x) + 1 for x in literals) > MAX_REGEX_CHARACTERS:
+            raise UnsupportedSchema(
+                f"{where}: its {len(literals):,} values make a regex longer than "
+                f"{MAX_REGEX_CHARACTERS:,} characters, the most a schema may make"
+            )
         return (literals[0] if len(literals) == 1 else "(?:" + "|".join(literals) + ")",)
 
     def typed(self, members: list[Member]) -> Patterns:

@@ -8,7 +8,12 @@ import itertools
 import math
 
 from cdd_cli.constraints.json_schema.grammar import COMPACT, Writing
-from cdd_cli.constraints.json_schema.keywords import MAX_PATTERNS, Patterns, UnsupportedSchema
+from cdd_cli.constraints.json_schema.keywords import (
+    MAX_PATTERNS,
+    MAX_REGEX_CHARACTERS,
+    Patterns,
+    UnsupportedSchema,
+)
 
 
 def pick(patterns: Patterns, i: int) -> str:
@@ -69,24 +74,20 @@ def object_pattern(
         return body if least else f"(?:{body})?"
 
     if low == 0 and high is None and not dependent:
-        # After(i): the members from i on, once something has been written (each led by a
-        # comma); Some(i): the same where at least one is written (the first, no comma).
-        def after(i: int) -> str:
-            return "".join(
-                f"{w.comma}{text}" if needed else f"(?:{w.comma}{text})?"
-                for text, needed, _ in members[i:]
-            )
-
-        def some(i: int) -> str | None:
-            if i == len(members):
-                return None
-            text, needed, _ = members[i]
+        # From the last member back: `after`, the members from here on once something has
+        # been written (each led by a comma); `listed`, the same where at least one is
+        # written (the first, no comma). Each optional member repeats those after it, so
+        # the regex grows with the square of their number: stopped at its limit as it grows.
+        after, listed = "", None
+        for text, needed, _ in reversed(members):
             if needed:
-                return text + after(i + 1)
-            rest = some(i + 1)
-            return f"(?:{text}{after(i + 1)}|{rest})" if rest else text + after(i + 1)
-
-        listed, then, alone = some(0), extras(0, True), extras(0, False)
+                listed = text + after
+            else:
+                listed = f"(?:{text}{after}|{listed})" if listed else text + after
+            if len(listed) > MAX_REGEX_CHARACTERS:
+                raise UnsupportedSchema(_too_long(where, members))
+            after = (f"{w.comma}{text}" if needed else f"(?:{w.comma}{text})?") + after
+        then, alone = extras(0, True), extras(0, False)
         if listed is None:
             body = alone
         elif any(needed for _, needed, _ in members):
@@ -103,23 +104,33 @@ def object_pattern(
         )
 
     def walk(i: int, present: frozenset[str]) -> str | None:
+        # The required members up to the next optional one in a row (a schema may list
+        # thousands): only an optional member branches, and recurses.
+        written = ""
+        while i < len(members) and members[i][1]:
+            text, _, name = members[i]
+            written += (w.comma if present else "") + text
+            present, i = present | {name}, i + 1
         if i == len(members):
             if any(name in present and not needs <= present for name, needs in dependent.items()):
                 return None
-            return extras(len(present), bool(present))
-        text, needed, name = members[i]
+            end = extras(len(present), bool(present))
+            return None if end is None else written + end
+        text, _, name = members[i]
         lead = w.comma if present else ""
         options = []
         taken = walk(i + 1, present | {name})
         if taken is not None:
             options.append(lead + text + taken)
-        if not needed:
-            skipped = walk(i + 1, present)
-            if skipped is not None:
-                options.append(skipped)
+        skipped = walk(i + 1, present)
+        if skipped is not None:
+            options.append(skipped)
         if not options:
             return None
-        return options[0] if len(options) == 1 else "(?:" + "|".join(options) + ")"
+        body = options[0] if len(options) == 1 else "(?:" + "|".join(options) + ")"
+        if len(body) > MAX_REGEX_CHARACTERS:
+            raise UnsupportedSchema(_too_long(where, members))
+        return written + body
 
     body = walk(0, frozenset())
     return None if body is None else w.open_object + body + w.close_object
@@ -130,25 +141,24 @@ def array_pattern(
 ) -> str:
     """An array of the `slots` (the first items, one pattern each) and then `item`s (None:
     no more), between `low` and `high` items."""
-
-    def rest(j: int) -> str:
-        if high is not None and j >= high:
-            return ""
-        lead = w.comma if j else ""
-        if j >= len(slots):
-            if item is None:
-                return ""
-            least = max(low - j, 0)
-            most = "" if high is None else high - j
-            if j:
-                return f"(?:{w.comma}{item}){{{least},{most}}}"
+    # From the end back: the items past the slots (or none past `high`), then each slot
+    # before them, optional from `low` on.
+    end = len(slots) if high is None else min(len(slots), high)
+    if (high is not None and end >= high) or item is None:
+        rest = ""
+    else:
+        least = max(low - end, 0)
+        most = "" if high is None else high - end
+        if end:
+            rest = f"(?:{w.comma}{item}){{{least},{most}}}"
+        else:
             upto = "" if high is None else high - 1
             body = f"{item}(?:{w.comma}{item}){{{max(least - 1, 0)},{upto}}}"
-            return body if least else f"(?:{body})?"
-        body = lead + slots[j] + rest(j + 1)
-        return body if j < low else f"(?:{body})?"
-
-    return w.open_array + rest(0) + w.close_array
+            rest = body if least else f"(?:{body})?"
+    for j in reversed(range(end)):
+        body = (w.comma if j else "") + slots[j] + rest
+        rest = body if j < low else f"(?:{body})?"
+    return w.open_array + rest + w.close_array
 
 
 def containing_pattern(contained: str, least: int, other: str, w: Writing = COMPACT) -> str:
@@ -157,3 +167,12 @@ def containing_pattern(contained: str, least: int, other: str, w: Writing = COMP
     more = f"(?:{w.comma}{other})*"
     body = others + contained + f"(?:{more}{w.comma}{contained}){{{least - 1}}}" + more
     return w.open_array + body + w.close_array
+
+
+def _too_long(where: str, members: list[tuple[str, bool, str]]) -> str:
+    optional = sum(not needed for _, needed, _ in members)
+    return (
+        f"{where}: its {len(members):,} properties ({optional:,} optional) make a regex longer "
+        f"than {MAX_REGEX_CHARACTERS:,} characters, the most a schema may make (each optional "
+        "property repeats the ones after it)"
+    )

@@ -5,6 +5,7 @@ refusals (`UnsupportedSchema`, `EmptySchema`), the shapes the modules pass each 
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 from cdd_cli.constraints.json_schema.grammar import FORMATS
@@ -36,6 +37,9 @@ class EmptySchema(UnsupportedSchema):
     whole schema empty is refused."""
 
 
+# The longest regex a schema may make (the automaton's limits, pattern_limits.py, are
+# checked on it before anything is built from it).
+MAX_REGEX_CHARACTERS = 100_000
 # Most patterns one schema may become: each is a token automaton, and the job's automaton is
 # their product (`automaton.intersect`).
 MAX_PATTERNS = 8
@@ -92,6 +96,21 @@ def excluded_strings(schema: Any) -> list[str]:
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
         return []
     return values
+
+
+def json_key(value: Any) -> Hashable:
+    """A JSON value as a set's key, equal where JSON Schema calls two values equal (1 and
+    1.0 are, true and 1 are not; objects whatever their keys' order): an `enum` looked up,
+    not compared value by value."""
+    if isinstance(value, bool) or value is None:
+        return (type(value).__name__, value)
+    if isinstance(value, (int, float)):
+        return ("number", value)
+    if isinstance(value, list):
+        return ("array", tuple(json_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("object", frozenset((k, json_key(v)) for k, v in value.items()))
+    return ("string", value) if isinstance(value, str) else ("other", repr(value))
 
 
 def strings_in(value: Any) -> list[str]:

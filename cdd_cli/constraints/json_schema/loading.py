@@ -98,6 +98,25 @@ def schema_pattern(
     return patterns[0]
 
 
+class DuplicateKey(ValueError):
+    """A JSON object that names one key twice."""
+
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict:
+    """A JSON object read (`json.loads`'s `object_pairs_hook`); DuplicateKey where a key is
+    named twice (Python's reader keeps the last silently)."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(key)
+        out[key] = value
+    return out
+
+
 def load_schema(value: Any, where: str, whitespace: str = "compact") -> tuple[str, str]:
     """A spec's `schema` (an inline mapping, or the path of a .json file) as canonical JSON,
     and where it came from; InputError naming what is wrong (unreadable, not a schema, or a
@@ -115,7 +134,12 @@ def load_schema(value: Any, where: str, whitespace: str = "compact") -> tuple[st
                     f"{where}: key 'schema': {value} is larger than {MAX_SCHEMA_BYTES >> 20} MiB, "
                     "the most a schema file may be"
                 )
-            value = json.loads(data.decode("utf-8"))
+            value = json.loads(data.decode("utf-8"), object_pairs_hook=_object)
+        except DuplicateKey as exc:
+            raise InputError(
+                f"{where}: key 'schema': {value} holds the key {exc.key!r} twice in one object "
+                "(JSON readers differ on which one counts)"
+            ) from None
         except OSError as exc:
             raise InputError(
                 f"{where}: key 'schema': cannot read {value} ({exc.strerror})"
@@ -129,12 +153,16 @@ def load_schema(value: Any, where: str, whitespace: str = "compact") -> tuple[st
     if not isinstance(value, dict):
         raise InputError(f"{where}: key 'schema' must be a mapping or a .json file")
     try:
+        text = json.dumps(value, sort_keys=False, separators=(",", ":"))
         jsonschema.validators.validator_for(value).check_schema(value)
+    except (TypeError, ValueError) as exc:  # a value JSON has no word for, or a cycle
+        raise InputError(f"{where}: key 'schema' is not JSON ({str(exc)[:120]})") from None
+    except RecursionError:
+        raise InputError(f"{where}: key 'schema' is nested too deeply") from None
     except jsonschema.SchemaError as exc:
         raise InputError(
             f"{where}: key 'schema' is not a valid JSON Schema ({exc.message[:120]})"
         ) from None
-    text = json.dumps(value, sort_keys=False, separators=(",", ":"))
     try:
         schema_text_patterns(text, whitespace)
     except InputError as exc:

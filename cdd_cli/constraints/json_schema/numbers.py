@@ -27,6 +27,12 @@ ANY_FRACTION, NONZERO_FRACTION, ZERO_FRACTION = (
 
 # The longest regex one `multipleOf` may take (divisibility by 7 is already long).
 MAX_MULTIPLE_REGEX = 20_000
+# The largest step (without its trailing zeros) whose remainders are tabled: the table has a
+# row per remainder (10,000 take 0.2 s; 1e30 would take terabytes).
+MAX_MULTIPLE_STEP = 10_000
+# The most digits a bound may have (each is a character of the regex; Python will not even
+# write an integer of 4,300 digits as text).
+MAX_BOUND_DIGITS = 1_000
 
 
 def number_patterns(members: list[Member], integer: bool, where: str, fraction: bool) -> Patterns:
@@ -38,11 +44,19 @@ def number_patterns(members: list[Member], integer: bool, where: str, fraction: 
         if "multipleOf" not in schema:
             continue
         value = schema["multipleOf"]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not value > 0  # NaN is no positive number either
+        ):
             raise UnsupportedSchema(f"{at}/multipleOf: must be a positive number")
-        if value != int(value):
+        if isinstance(value, float) and not value.is_integer():  # a fraction, or infinite
             raise UnsupportedSchema(
                 f"{at}/multipleOf: {value} is not an integer (cdd writes multiples of integers)"
+            )
+        if value >= 10**MAX_BOUND_DIGITS:
+            raise UnsupportedSchema(
+                f"{at}/multipleOf: more than {MAX_BOUND_DIGITS:,} digits, the most it may have"
             )
         step = math.lcm(step or 1, int(value))
     parts = [_number(members, integer, where)]
@@ -56,9 +70,28 @@ def number_patterns(members: list[Member], integer: bool, where: str, fraction: 
 
 
 def _multiples(step: int, where: str) -> str:
-    """Integers divisible by `step`: the automaton of the remainder as the digits are read
-    (r -> 10r + d mod step), its equivalent states merged, written as a regex by
-    eliminating its states."""
+    """Integers divisible by `step` (more than 1). A step past the table's limit is written
+    as the multiples of the step without its trailing zeros, followed by them."""
+    if step <= MAX_MULTIPLE_STEP:
+        return f"-?(?:0|{_positive_multiples(step, where)})"
+    zeros = len(str(step)) - len(str(step).rstrip("0"))
+    base = step // 10**zeros
+    if base > MAX_MULTIPLE_STEP:
+        digits = str(step)
+        if len(digits) > 24:
+            digits = f"{digits[:4]}...{digits[-4:]} ({len(digits)} digits)"
+        raise UnsupportedSchema(
+            f"{where}: multipleOf {digits} is, without its trailing zeros, more than "
+            f"{MAX_MULTIPLE_STEP:,}, the largest step cdd writes multiples of"
+        )
+    leading = "[1-9][0-9]*" if base == 1 else _positive_multiples(base, where)
+    return f"-?(?:0|(?:{leading})0{{{zeros}}})"
+
+
+def _positive_multiples(step: int, where: str) -> str:
+    """Positive integers divisible by `step` (more than 1): the automaton of the remainder
+    as the digits are read (r -> 10r + d mod step), its equivalent states merged, written as
+    a regex by eliminating its states."""
     # Equivalent remainders (the same future: 10 and 0 for step 20 differ, 1 and 3 for
     # step 2 do not), by refining the split into accepting and not.
     block = {r: int(r == 0) for r in range(step)}
@@ -71,8 +104,11 @@ def _multiples(step: int, where: str) -> str:
         block = refined
     classes = sorted(set(block.values()))
     digits: dict[Any, dict[Any, str]] = {"i": {}, **{c: {} for c in classes}}
+    smallest: dict[int, int] = {}  # each class's least remainder (one pass, not one a class)
+    for r, c in block.items():
+        smallest.setdefault(c, r)
     for c in classes:
-        r = next(r for r in block if block[r] == c)
+        r = smallest[c]
         for d in range(10):
             q = block[(10 * r + d) % step]
             digits[c][q] = digits[c].get(q, "") + str(d)
@@ -100,7 +136,7 @@ def _multiples(step: int, where: str) -> str:
                 f"{where}: multiples of {step} take a regex longer than "
                 f"{MAX_MULTIPLE_REGEX:,} characters"
             )
-    return f"-?(?:0|{labels['i']['f']})"
+    return labels["i"]["f"]
 
 
 def _number(members: list[Member], integer: bool, where: str) -> str:
@@ -113,8 +149,13 @@ def _number(members: list[Member], integer: bool, where: str) -> str:
             value = schema[key]
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise UnsupportedSchema(f"{at}/{key}: must be a number (draft 6 and later)")
-            if not math.isfinite(value):  # Python's json reads Infinity and NaN
+            if isinstance(value, float) and not math.isfinite(value):
+                # Python's json reads Infinity and NaN (and 1e400 as infinity)
                 raise UnsupportedSchema(f"{at}/{key}: must be a finite number, got {value}")
+            if abs(value) >= 10**MAX_BOUND_DIGITS:
+                raise UnsupportedSchema(
+                    f"{at}/{key}: more than {MAX_BOUND_DIGITS:,} digits, the most a bound may have"
+                )
             bounds.setdefault(key, []).append(value)
     if not bounds:
         return INTEGER if integer else NUMBER

@@ -24,6 +24,7 @@ from cdd_cli.constraints.json_schema.keywords import (
     excluded_strings,
 )
 from cdd_cli.constraints.pattern_limits import pattern_problem
+from cdd_cli.constraints.pattern_syntax import unsupported_syntax
 
 
 def string_patterns(
@@ -57,6 +58,9 @@ def string_pattern(pattern: str, where: str, pattern_safe: Callable[[str], bool]
     problem = pattern_problem(inner)
     if problem:
         raise UnsupportedSchema(f"{where}: {problem}")
+    unbuildable = unsupported_syntax(inner)
+    if unbuildable:
+        raise UnsupportedSchema(f"{where}: {unbuildable} (cdd builds an automaton of it)")
     if pattern_safe is not None and not pattern_safe(inner):
         raise UnsupportedSchema(f"{where}: can match a quote, backslash or control character")
     return f'"{searched(pattern, inner, CHAR)}"'
@@ -88,20 +92,42 @@ def other_string(excluded: list[str]) -> str:
 def _other_text(excluded: list[str]) -> str:
     """Texts of unescaped JSON string characters that are none of `excluded`: by the trie
     of the excluded texts, each text leaves it at the first character where it differs,
-    or ends at a node no excluded text ends at."""
-
-    def node(prefix: str) -> str:
-        words = [w for w in excluded if w.startswith(prefix)]
-        nexts = sorted(
-            {w[len(prefix)] for w in words if len(w) > len(prefix)} - UNWRITTEN_CHARACTERS
-        )
-        parts = [] if prefix in words else ["(?:)"]
-        if nexts:
-            other = "".join(re.escape(c) for c in nexts)
-            parts.append(rf'[^{other}"\\\x00-\x1f]{PLAIN}*')
-            parts += [re.escape(c) + node(prefix + c) for c in nexts]
+    or ends at a node no excluded text ends at. Built and written without recursion, in
+    time linear in the texts' length (an excluded text may be longer than Python's
+    recursion limit)."""
+    # The trie's nodes, breadth first (a node's number: its place in `nodes`): the texts
+    # under it, whether one ends there, its children by character.
+    nodes = [(0, list(excluded))]
+    ends: list[bool] = []
+    children: list[list[tuple[str, int]]] = []
+    for depth, words in nodes:
+        ends.append(any(len(w) == depth for w in words))
+        by_next: dict[str, list[str]] = {}
+        for w in words:
+            if len(w) > depth and w[depth] not in UNWRITTEN_CHARACTERS:
+                by_next.setdefault(w[depth], []).append(w)
+        children.append([])
+        for c in sorted(by_next):
+            children[-1].append((c, len(nodes)))
+            nodes.append((depth + 1, by_next[c]))
+    # Written as nested groups: each node, "(?:" its alternatives ")", the children inside.
+    out: list[str] = []
+    stack: list[str | int] = [0]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        parts: list[list[str | int]] = [] if ends[item] else [["(?:)"]]
+        if children[item]:
+            other = "".join(re.escape(c) for c, _ in children[item])
+            parts.append([rf'[^{other}"\\\x00-\x1f]{PLAIN}*'])
+            parts += [[re.escape(c), child] for c, child in children[item]]
         else:
-            parts.append(f"{PLAIN}+")
-        return "(?:" + "|".join(parts) + ")"
-
-    return node("")
+            parts.append([f"{PLAIN}+"])
+        sequence: list[str | int] = ["(?:"]
+        for k, part in enumerate(parts):
+            sequence += ["|", *part] if k else part
+        sequence.append(")")
+        stack += reversed(sequence)
+    return "".join(out)
