@@ -116,8 +116,9 @@ def is_csv(path: Path) -> bool:
 
 
 def smiles_fields(lines: Iterable[bytes | None], path: Path, csv_columns: bool) -> Iterator:
-    """Each line's SMILES field ("" for a blank line, None for one over its cap). A first line
-    naming a `smiles`/`SMILES` column is the header (that column is read, else the first)."""
+    """Each line's SMILES field ("" for a blank line, None for one over its cap; # lines are
+    comments). A first line naming a `smiles`/`SMILES` column is the header (that column is
+    read, else the first)."""
     column = 0
     for number, line in enumerate(lines, 1):
         if line is None:
@@ -127,6 +128,8 @@ def smiles_fields(lines: Iterable[bytes | None], path: Path, csv_columns: bool) 
             text = line.decode("utf-8-sig" if number == 1 else "utf-8").strip()
         except UnicodeDecodeError as exc:
             raise InputError(f"{path}: line {number:,} is not UTF-8 (byte {exc.start})") from None
+        if text.startswith("#"):  # a comment, as in `cdd eval`'s reference files
+            continue
         cells = next(csv.reader([text]), []) if csv_columns else text.split()
         cells = [c.strip() for c in cells]
         if number == 1 and any(c in HEADER_NAMES for c in cells):
@@ -211,6 +214,8 @@ def molecule_data(data: str, qm9_path: Path | None) -> MoleculeData:
     molsets or qm9pack wheel or folder, or a file of SMILES."""
     if data == "qm9":
         return qm9_data(qm9.locate_qm9(qm9_path))
+    if qm9_path is not None:
+        raise InputError(f"--qm9 is for --data qm9, not --data {data}")
     if data == "moses":
         return moses_data(locate_moses(None))
     path = Path(data)

@@ -33,6 +33,7 @@ def hundred_smiles() -> list[str]:
 def test_a_smiles_file_counts_its_bad_lines_and_canonicalises(tmp_path: Path):
     path = tmp_path / "library.smi"
     lines = ["OCC name-1", "CCO", "", "C[C@H](O)N", "not-a-smiles", "C" * (MAX_SMILES_CHARS + 1)]
+    lines.insert(0, "# a comment, not a molecule")
     path.write_text("\n".join(lines) + "\n")
     read = read_smiles_file(path)
     assert read.smiles == ["CCO", "CC(N)O"]
@@ -78,6 +79,8 @@ def test_missing_data_is_one_line_naming_what_to_do(tmp_path: Path, monkeypatch)
     (tmp_path / "x.sdf").write_text("")
     with pytest.raises(InputError, match="not a SMILES file"):
         molecule_data(str(tmp_path / "x.sdf"), None)
+    with pytest.raises(InputError, match=r"--qm9 is for --data qm9, not --data x\.sdf"):
+        molecule_data("x.sdf", tmp_path)
 
 
 @pytest.mark.skipif(not MOSES_WHEEL.is_file(), reason=f"no molsets wheel at {MOSES_WHEEL}")
@@ -96,10 +99,10 @@ def test_train_on_a_100_line_smiles_file_then_sample(tmp_path: Path):
     library.write_text("\n".join([*hundred_smiles()[:98], "", "not-a-smiles"]) + "\n")
     out = tmp_path / "run"
     args = ["train", "molecules", "--data", str(library), "--out", str(out), *TINY]
-    args += ["--batch-size", "16", "--max-steps", "20", "--eval-every", "10"]
-    args += ["--save-every", "10", "--sample-steps", "4", "--device", "cpu", "--quiet"]
+    args += ["--batch-size", "16", "--eval-every", "10", "--save-every", "10"]
+    args += ["--sample-steps", "4", "--device", "cpu", "--quiet"]
     runner = CliRunner()
-    result = runner.invoke(app, args)
+    result = runner.invoke(app, [*args, "--max-steps", "20"])
     assert result.exit_code == 0, result.stderr
     assert "skipped 2 of 100 lines of library.smi: 1 unparsable, 1 empty" in result.stderr
     assert "final validity over 1,000 samples" in result.stderr
@@ -110,6 +113,12 @@ def test_train_on_a_100_line_smiles_file_then_sample(tmp_path: Path):
     header, train = read_smiles(out / "reference.smi.gz")
     held_out = read_smiles(out / "heldout.smi.gz")[1]
     assert str(tmp_path) not in header and len(train) + len(held_out) == 98
+    # Run again with more steps: it resumes, at the length it chose.
+    result = runner.invoke(app, [*args, "--max-steps", "22"])
+    assert result.exit_code == 0, result.stderr
+    assert "resuming" in result.stderr
+    assert json.loads((out / "config.json").read_text())["model_length"] == longest + 2
+    assert json.loads((out / "train_state.json").read_text())["step"] == 22
     sampled = runner.invoke(app, ["molecules", "--model", str(out), "-n", "4", "--quiet"])
     assert sampled.exit_code == 0, sampled.stderr
     assert len(sampled.stdout.splitlines()) == 4
