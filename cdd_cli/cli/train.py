@@ -29,7 +29,7 @@ from cdd_cli.models.tokenizers import TextTokenizer
 
 # Modules rather than their functions: these are looked up at each call (tests replace them).
 from cdd_cli.train import molecules as molecules_training
-from cdd_cli.train import qm9 as qm9_data
+from cdd_cli.train import smiles_data
 from cdd_cli.train import text as text_training
 from cdd_cli.train.adapt import train_adapt
 from cdd_cli.train.configs import (
@@ -60,7 +60,7 @@ def train_command(name: str) -> Callable[[Callable[..., None]], Callable[..., No
 
 
 # How the trainers' lines that -q keeps begin (cdd_cli/train/*.py).
-RESULT_LINES = ("resuming", "warm start", "final ", "held-out", "--max-minutes")
+RESULT_LINES = ("resuming", "warm start", "final ", "held-out", "--max-minutes", "skipped ")
 
 
 def told(quiet: bool) -> Callable[[str], None]:
@@ -101,10 +101,19 @@ MoleculeModel = Annotated[
 def train_molecules_command(
     *,
     out: RunOut,
+    data: Annotated[
+        str,
+        typer.Option(
+            help="qm9, moses (MOSES' training set, from the molsets wheel), a molsets or "
+            "qm9pack wheel or folder, or a .smi/.csv/.csv.gz file of SMILES (one molecule a "
+            "line; a CSV's `smiles` column, else its first)."
+        ),
+    ] = "qm9",
     qm9: Annotated[
         Optional[Path],
         typer.Option(
-            help="The qm9pack wheel or its unpacked folder. \\[default: the installed qm9pack]"
+            help="With --data qm9: the qm9pack wheel or its unpacked folder. "
+            "\\[default: the installed qm9pack]"
         ),
     ] = None,
     cfg: MoleculesConfig,
@@ -112,13 +121,14 @@ def train_molecules_command(
     device: DeviceOpt = "auto",
     quiet: QuietOpt = False,
 ) -> None:
-    """Train a diffusion model on QM9 (read from the qm9pack wheel's CSV files)."""
+    """Train a SMILES diffusion model on QM9, MOSES or your own molecules (read on this
+    machine; nothing is downloaded)."""
     prepare_run(out, threads)
     progress, on_step = training_progress(quiet, "training", cfg.max_steps, 100)
     with progress:
-        data = qm9_data.locate_qm9(qm9)
+        source = smiles_data.molecule_data(data, qm9)
         molecules_training.train_molecules(
-            cfg, data, out, resolve_device(device), told(quiet), on_step
+            cfg, source, out, resolve_device(device), told(quiet), on_step
         )
 
 

@@ -90,12 +90,21 @@ class TrainConfig:
 
 @dataclass
 class MoleculesConfig(TrainConfig):
-    """`cdd train molecules`: a small model, since QM9's molecules are short strings."""
+    """`cdd train molecules`: a small model by default, since QM9's molecules are short
+    strings; its length comes from the data."""
 
     hidden_dim: int = 128
     n_blocks: int = 4
     n_heads: int = 4
-    length: int = field(default=24, metadata={"min": 4, "why": "<bos>, an atom, <eos>"})
+    length: int | None = field(
+        default=None,
+        metadata={
+            "help": "Tokens per sequence: the model's fixed length (longer molecules are left "
+            "out). \\[default: the data's longest tokenised molecule + 2]",
+            "min": 4,
+            "why": "<bos>, an atom, <eos>",
+        },
+    )
     lr: float = 2e-3
     eval_every: int = 500
     save_every: int = 100

@@ -1,7 +1,14 @@
-"""`cdd train molecules`: a QM9 diffusion model with its tokenizer and reference set."""
+"""`cdd train molecules`: a SMILES diffusion model (QM9, MOSES or the user's file) with its
+tokenizer and reference set.
+
+The vocabulary is the regex tokenizer's tokens that occur in the data (plus the specials) and,
+unless `--length` is given, the model's length is the longest tokenised molecule plus <bos>
+and <eos> (a resumed run keeps its own). Samples are read with the well-formed SMILES
+decoding, as `cdd molecules` reads them."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -10,27 +17,48 @@ import torch
 
 from cdd_cli.diffusion.processes import make_process
 from cdd_cli.diffusion.sampler import Sampler, sample_generator
+from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import describe, summarise
 from cdd_cli.evaluate.reference import read_smiles, write_smiles
 from cdd_cli.models.dit import DiffusionModel
-from cdd_cli.models.tokenizers import SmilesTokenizer
+from cdd_cli.models.tokenizers import SmilesTokenizer, split_smiles
 from cdd_cli.train.diffusion import TrainConfig, Trainer, held_out_loss
-from cdd_cli.train.qm9 import read_qm9_smiles, split
+from cdd_cli.train.qm9 import split
+from cdd_cli.train.smiles_data import MoleculeData
 
 HELD_OUT_PERCENT = 5
 
 
-def prepare(qm9: Path, out: Path, log: Callable[[str], None]) -> tuple[list[str], list[str]]:
+def prepare(
+    data: MoleculeData, out: Path, log: Callable[[str], None]
+) -> tuple[list[str], list[str]]:
     """Canonical train/held-out SMILES, cached in OUT so a resumed run skips RDKit."""
     train_path, test_path = out / "reference.smi.gz", out / "heldout.smi.gz"
     if train_path.is_file() and test_path.is_file():
         return read_smiles(train_path)[1], read_smiles(test_path)[1]
-    log(f"reading and canonicalising QM9 from {qm9} ...")
-    train, test = split(read_qm9_smiles(qm9), HELD_OUT_PERCENT)
+    log(f"reading and canonicalising {data.name} ...")
+    read = data.read()
+    if read.bad:
+        log(f"skipped {read.bad_summary(data.name)}")
+    if len(read.smiles) < 2:
+        raise InputError(f"{data.name}: {len(read.smiles)} readable molecule(s); need 2 or more")
+    train, test = split(read.smiles, HELD_OUT_PERCENT)
+    if not test or not train:  # a tiny set the hash puts all on one side
+        train, test = (train or test)[1:], (train or test)[:1]
     out.mkdir(parents=True, exist_ok=True)
-    write_smiles(train_path, train, "qm9pack-1.0.3 train split")
-    write_smiles(test_path, test, f"qm9pack-1.0.3 held-out split ({HELD_OUT_PERCENT}%)")
+    write_smiles(train_path, train, f"{data.source} train split")
+    write_smiles(test_path, test, f"{data.source} held-out split ({HELD_OUT_PERCENT}%)")
     return train, test
+
+
+def model_length(cfg: TrainConfig, smiles: list[str], out: Path) -> int:
+    """--length, else a resumed run's own, else the longest tokenised molecule + 2."""
+    if cfg.length is not None:
+        return cfg.length
+    state = out / "train_state.json"
+    if state.is_file():
+        return json.loads(state.read_text())["config"]["length"]
+    return max(len(split_smiles(s)) for s in smiles) + 2
 
 
 def encode_all(tokenizer: SmilesTokenizer, smiles: list[str], length: int) -> torch.Tensor:
@@ -67,20 +95,25 @@ def validity_check(
 
 def train_molecules(
     cfg: TrainConfig,
-    qm9: Path,
+    source: MoleculeData,
     out: Path,
     device: str,
     log: Callable[[str], None],
     on_step: Callable[[int, float], None],
 ) -> dict:
-    train, test = prepare(qm9, out, log)
+    train, test = prepare(source, out, log)
     tokenizer = SmilesTokenizer.from_corpus(train + test)
+    cfg = dataclasses.replace(cfg, length=model_length(cfg, train + test, out))
     data = encode_all(tokenizer, train, cfg.length)
     held_out = encode_all(tokenizer, test, cfg.length)
+    longer = len(train) + len(test) - len(data) - len(held_out)
     log(
-        f"QM9: {len(data):,} training and {len(held_out):,} held-out molecules, "
-        f"vocabulary {len(tokenizer)}"
+        f"{source.name}: {len(data):,} training and {len(held_out):,} held-out molecules, "
+        f"vocabulary {len(tokenizer)}, length {cfg.length}"
+        + (f" ({longer:,} longer molecules left out)" if longer else "")
     )
+    if not len(data) or not len(held_out):
+        raise InputError(f"--length {cfg.length}: no molecule of {source.name} fits")
     trainer = Trainer(cfg, data, len(tokenizer), tokenizer.mask_id, out, device)
     if resumed := trainer.load_state():
         log(f"resuming {out} at step {trainer.step} (from {resumed} state)")
@@ -103,7 +136,7 @@ def train_molecules(
 
     extra = {
         "tokenizer": SmilesTokenizer.kind,
-        "training_data": "qm9pack-1.0.3",
+        "training_data": source.source,
         "training_steps": None,
         "default_sampling_steps": cfg.sample_steps,
     }

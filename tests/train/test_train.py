@@ -275,7 +275,8 @@ def test_the_train_commands_build_the_configs_they_always_did(tmp_path: Path, mo
     shared |= dict(grad_clip=1.0, ema_decay=0.999, eval_samples=256, seed=0)
     text = dict(noise="masked", length=128, batch_size=32, warmup_steps=100, sample_steps=64)
     assert dataclasses.asdict(seen[0]) == {**shared, **text, "tie_embeddings": True}
-    molecules = dict(noise="masked", length=24, batch_size=512, warmup_steps=200, sample_steps=32)
+    # A molecule model's length comes from its data unless --length is given.
+    molecules = dict(noise="masked", length=None, batch_size=512, warmup_steps=200, sample_steps=32)
     assert dataclasses.asdict(seen[1]) == {
         **shared,
         **molecules,
