@@ -1,11 +1,7 @@
 """Issue 60: the readers of what a user hands cdd, fuzzed with a seeded generator (a few
 hundred cases each, the same every run): the spec reader on generated and broken YAML, the
 safetensors and GGUF readers on generated and mutated files, the JSONL reader on generated
-lines. Each case is accepted, or refused in one line (`outcomes.crashes`), in time.
-
-Cases that crash a reader this suite does not own the fix of are kept apart, each marked
-`xfail(strict=True)` with the input and the exception: fixed, the mark fails the suite and
-is taken off."""
+lines. Each case is accepted, or refused in one line (`outcomes.crashes`), in time."""
 
 from __future__ import annotations
 
@@ -216,12 +212,6 @@ def test_the_gguf_reader_reads_the_well_formed_file(tmp_path: Path):
     assert gguf.tensor("w").flatten().tolist() == [float(v) for v in range(8)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 60 (cdd_cli/models/gguf.py): 163 of gguf_cases(60, 300) crash GGUFFile: "
-    "struct.error (a count or length read past the end of the file, 'unpack_from requires a "
-    "buffer of at least N bytes') and OverflowError; the assertion lists each input",
-)
 def test_the_gguf_reader_accepts_or_refuses_every_mutated_file_in_one_line(tmp_path: Path):
     path = tmp_path / "base.gguf"
 
@@ -235,32 +225,9 @@ def test_the_gguf_reader_accepts_or_refuses_every_mutated_file_in_one_line(tmp_p
 @pytest.mark.parametrize(
     "case",
     [
-        pytest.param(
-            "truncated",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="issue 60 (cdd_cli/models/gguf.py): good_gguf()[:40] raises struct.error "
-                "(unpack_from requires a buffer of at least 56 bytes ... actual buffer size is "
-                "40)",
-            ),
-        ),
-        pytest.param(
-            "huge string length",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="issue 60 (cdd_cli/models/gguf.py): a first key stated 2**62 bytes long "
-                "raises struct.error (unpack_from requires a buffer of at least "
-                "4611686018427387940 bytes)",
-            ),
-        ),
-        pytest.param(
-            "alignment 0",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="issue 60 (cdd_cli/models/gguf.py): general.alignment 0 raises "
-                "ZeroDivisionError",
-            ),
-        ),
+        "truncated",
+        "huge string length",
+        "alignment 0",
         "not gguf",
         "version 9",
     ],
