@@ -462,7 +462,7 @@ CASES = {
     ),
     "schema_to_regex: nested too deeply": (
         lambda a: cdd.schema_to_regex(nested(5000)),
-        "schema: nested too deeply",
+        "is nested too deeply",
     ),
     "schema_to_regex: whitespace 5": (
         lambda a: cdd.schema_to_regex({"type": "string"}, whitespace=5),
