@@ -831,3 +831,23 @@ def test_steps_that_cost_more_at_a_passs_start_are_foreseen_from_the_passes_done
             pace.stepped(index, 32, now)
     truth = sum(cost[10:])
     assert pace.pass_left(now) == pytest.approx(truth, rel=0.1)  # at the mean so far: 2x
+
+
+def test_a_training_runs_plain_lines_say_the_time_left(monkeypatch, capsys):
+    """Without a live display (stderr not a terminal) a training run logs a line every
+    `log_every` steps: its step, loss and, from the second line heard, the time left at the
+    steps' mean pace so far (a resumed run's pace from where it resumed)."""
+    from cdd_cli.cli import progress as shown
+
+    clock = iter([100.0, 110.0, 120.0])  # the first step heard, then two log lines
+    monkeypatch.setattr(shown.time, "perf_counter", lambda: next(clock))
+    _, on_step = shown.training_progress(False, "train", 100, 10)
+    on_step(20, 0.5)  # resumed at 20: no pace yet
+    on_step(30, 0.25)  # 10 steps in 10 s: 70 left, 70 s
+    on_step(40, 0.125)  # 20 steps in 20 s: 60 left
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("step")]
+    assert lines == [
+        "step 20 loss 0.5000",
+        f"step 30 loss 0.2500, {shown.clock_text(70.0)} left",
+        f"step 40 loss 0.1250, {shown.clock_text(60.0)} left",
+    ]

@@ -387,10 +387,19 @@ def training_progress(
     when the live display is off (e.g. stderr redirected to a file)."""
     progress = make_progress(quiet)
     task = progress.add_task(label, total=total, info="")
+    first: list[tuple[int, float]] = []  # the first step heard and when (a resumed run's too)
 
     def on_step(step: int, loss: float) -> None:
         progress.update(task, completed=step, info=f"loss {loss:.4f}")
+        now = time.perf_counter()
+        if not first:
+            first.append((step, now))
         if not progress.live.is_started and step % log_every == 0:
-            log(f"step {step} loss {loss:.4f}")
+            line = f"step {step} loss {loss:.4f}"
+            since, began = first[0]
+            if total is not None and step > since:  # the steps so far at their mean pace
+                left = (total - step) * (now - began) / (step - since)
+                line += f", {clock_text(left)} left"
+            log(line)
 
     return progress, on_step
