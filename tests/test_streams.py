@@ -41,9 +41,8 @@ def test_a_closed_stream_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch,
         stdout.write("{}\n")
     assert (raised.value.errno, raised.value.strerror) == (errno.EBADF, "stdout is closed")
     monkeypatch.setattr(sys, "stdout", stdout)
-    writer = JsonlWriter("-")
-    with pytest.raises(InputError, match="stdout is closed"):
-        writer.write({"id": "0-0"})
+    with pytest.raises(InputError, match=r"^-o -: cannot write \(stdout is closed\)$"):
+        JsonlWriter("-")  # at once: no batch is drawn for a stdout that cannot take it
     monkeypatch.setattr(sys, "stdin", ClosedStream("stdin"))
     with pytest.raises(InputError, match=r"^-: cannot read \(stdin is closed\)$"):
         read_jsonl("-", "prompt")

@@ -43,6 +43,13 @@ class JsonlWriter:
         to_stdout = target == "-" or names_stdout(target)
         self.stream: IO[str] | None = sys.stdout if to_stdout else None
         self.fd: int | None = None  # the output file, appended to without a buffer
+        if self.stream is not None:
+            try:  # a closed stdout says so now, not after the first batch is drawn
+                self.stream.write("")
+            except BrokenPipeError:
+                pass  # a reader gone: the first record's write says so, as the CLI expects
+            except OSError as exc:
+                raise InputError(f"-o {target}: cannot write ({exc.strerror})") from None
         if not is_stream(target):
             check_output_file(target)
 
