@@ -14,7 +14,15 @@ from __future__ import annotations
 from types import ModuleType
 
 import cdd_cli.plugins as plugins
-from cdd_cli.constraints import lexical, novelty, properties, sa, structured, toxicity
+from cdd_cli.constraints import (
+    alerts,
+    lexical,
+    novelty,
+    properties,
+    sa,
+    structured,
+    toxicity,
+)
 from cdd_cli.constraints import plugin as plugin_types
 from cdd_cli.constraints.descriptor import Descriptor
 from cdd_cli.errors import InputError
@@ -22,7 +30,7 @@ from cdd_cli.plugins import ConstraintPlugin
 from cdd_cli.suggest import did_you_mean
 
 # The built-in families, in listing order (molecules, then text).
-FAMILIES: tuple[ModuleType, ...] = (sa, novelty, properties, toxicity, lexical, structured)
+FAMILIES: tuple[ModuleType, ...] = (sa, novelty, properties, alerts, toxicity, lexical, structured)
 
 
 def descriptors_of(module: ModuleType) -> tuple[Descriptor, ...]:
