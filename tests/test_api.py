@@ -278,6 +278,33 @@ def test_an_interrupted_write_says_how_to_finish_in_the_callers_words(tmp_path: 
     assert str(caught.value).endswith("; finish it with: cdd molecules -n 3 -o out.jsonl --resume")
 
 
+def test_a_write_into_a_runs_records_says_how_to_resume_in_the_apis_words(tmp_path: Path):
+    """`Generator.write` into a file that holds records of the run (an earlier call's): the
+    refusal names the output and `Output(..., resume=True)`, never `-o` or `--resume` (the
+    command line's words, which `.cli` keeps); resumed as it says, the run is finished."""
+    from cdd_cli.run.runner import Output
+
+    generator = cdd.Generator("default-molecules", steps=4, batch_size=2)
+    out = str(tmp_path / "out.jsonl")
+    heard: list[str] = []
+    generator.write(out, n=2, seed=1, say=heard.append)
+    with pytest.raises(cdd.InputError) as caught:
+        generator.write(out, n=3, seed=1, say=heard.append)
+    message = str(caught.value)
+    assert message == (
+        f"output {out!r}: already holds 2 of this run's 3 records (seed 1); resume "
+        "(Output(..., resume=True)) to write only the missing ones, or choose another file"
+    )
+    assert "-o" not in message.replace(out, "") and "--resume" not in message
+    assert caught.value.cli == (
+        f"-o {out}: already holds 2 of this run's 3 records (seed 1); add --resume to write "
+        "only the missing ones, or choose another file"
+    )
+    assert heard == []
+    generator.write(Output(out, resume=True), n=3, seed=1, say=heard.append)
+    assert len(Path(out).read_text().splitlines()) == 3
+
+
 def test_the_apis_errors_name_no_flag(tmp_path: Path):
     """An API caller never wrote --model or --dtype: the API says model '...', dtype '...'."""
     with pytest.raises(cdd.InputError) as missing:

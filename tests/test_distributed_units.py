@@ -239,7 +239,8 @@ def test_a_part_that_holds_no_cdd_records_is_refused_with_one_line(tmp_path):
     part = write(tmp_path / "out.jsonl.rank0", [record("0-0"), {"id": "0-1", "seed": "one"}])
     with pytest.raises(InputError) as info:
         gather(str(tmp_path / "out.jsonl"))
-    assert str(info.value) == f"-o {part}:2: not a cdd record; choose another file"
+    assert str(info.value) == f"output {str(part)!r}, line 2: not a cdd record; choose another file"
+    assert info.value.cli == f"-o {part}:2: not a cdd record; choose another file"
     assert not (tmp_path / "out.jsonl").exists() and part.exists()
 
 

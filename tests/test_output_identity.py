@@ -136,10 +136,12 @@ def test_two_names_of_one_file_share_its_locks(tmp_path):
         fcntl.flock(other, fcntl.LOCK_EX)
         with pytest.raises(InputError) as caught, output_lock(str(hard)):
             pass
-        assert str(caught.value) == (
-            f"-o {hard}: another cdd process is writing it (it holds a lock on the file "
-            "itself); wait for it to finish or choose another file"
+        problem = (
+            "another cdd process is writing it (it holds a lock on the file itself); wait for "
+            "it to finish or choose another file"
         )
+        assert str(caught.value) == f"output {str(hard)!r}: {problem}"
+        assert caught.value.cli == f"-o {hard}: {problem}"
         # A writer refuses a file another process holds at its first record.
         with pytest.raises(InputError, match="another cdd process"), JsonlWriter(str(hard)) as w:
             w.write({"id": "0-1", "seed": 0})
@@ -280,7 +282,7 @@ def test_check_inputs_names_the_first_difference_in_the_apis_words_and_the_clis(
     with pytest.raises(InputError) as caught:
         check_inputs([group([0], 6)], [group([0])], "o.jsonl")
     assert str(caught.value).startswith(
-        "-o o.jsonl: its records of seed 0 were made with length 8, not 6"
+        "output 'o.jsonl': its records of seed 0 were made with length 8, not 6"
     )
     assert caught.value.cli.startswith(
         "-o o.jsonl: its records of seed 0 were made with --length 8"
@@ -379,7 +381,8 @@ def test_special_files_are_refused_without_blocking(tmp_path):
     out.write_text('{"id": "0-0", "seed": 0}\n')
     os.mkfifo(f"{out}.config.yaml")
     refused = finishes(lambda: check_output_file(str(out)))
-    assert str(refused) == f"-o {out}: {out}.config.yaml is a pipe (FIFO)"
+    assert str(refused) == f"output {str(out)!r}: {out}.config.yaml is a pipe (FIFO)"
+    assert refused.cli == f"-o {out}: {out}.config.yaml is a pipe (FIFO)"
     assert isinstance(finishes(lambda: check_resolved_config({}, str(out))), InputError)
     good = shard(tmp_path, "a.jsonl", ["0-0"])
     os.mkfifo(tmp_path / "b.jsonl")

@@ -7,6 +7,7 @@ import errno
 import io
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,13 @@ from cdd_cli.output.resume import Existing, cut_torn_tail, existing_records, res
 
 def lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def said(caught: pytest.ExceptionInfo[InputError], api: str, cli: str) -> None:
+    """The output layer's error matches `api` in the API's words (its message) and `cli` in
+    the command line's (`.cli`, what the `cdd` command prints)."""
+    assert re.search(api, str(caught.value)), str(caught.value)
+    assert re.search(cli, caught.value.cli), caught.value.cli
 
 
 def test_records_are_appended_after_what_the_file_holds(tmp_path: Path):
@@ -110,8 +118,13 @@ def test_a_failed_write_is_cut_back_to_where_the_file_ended(tmp_path: Path, monk
 
     monkeypatch.setattr(os, "write", fails_second_time)
     writer = JsonlWriter(str(out))
-    with pytest.raises(InputError, match=r"^-o .*out.jsonl: cannot write \(Input/output error\)$"):
+    with pytest.raises(InputError) as caught:
         writer.write({"id": "0-1", "seed": 0})
+    said(
+        caught,
+        r"^output '.*out.jsonl': cannot write \(Input/output error\)$",
+        r"^-o .*out.jsonl: cannot write \(Input/output error\)$",
+    )
     assert writer.failed and writer.written == 0
     monkeypatch.setattr(os, "close", lambda fd: (_ for _ in ()).throw(OSError(errno.EIO, "x")))
     fd = writer.fd
@@ -161,8 +174,13 @@ def test_an_output_that_cannot_be_opened_is_one_line(tmp_path: Path, monkeypatch
     out = tmp_path / "out.jsonl"
     writer = JsonlWriter(str(out))
     monkeypatch.setattr(os, "open", lambda *a: (_ for _ in ()).throw(OSError(errno.EACCES, "no")))
-    with pytest.raises(InputError, match=r"^-o .*out.jsonl: cannot open for appending \(no\)$"):
+    with pytest.raises(InputError) as caught:
         writer.write({"id": "0-0", "seed": 0})
+    said(
+        caught,
+        r"^output '.*out.jsonl': cannot open for appending \(no\)$",
+        r"^-o .*out.jsonl: cannot open for appending \(no\)$",
+    )
 
 
 @pytest.mark.parametrize(
@@ -183,30 +201,45 @@ def test_an_existing_file_must_hold_records(tmp_path: Path, content: str, refuse
     if refused:
         with pytest.raises(InputError) as caught:
             check_output_file(str(out))
-        assert str(caught.value) == (
-            f"-o {out}: exists and does not hold cdd records; appending would mix them into it "
+        problem = (
+            "exists and does not hold cdd records; appending would mix them into it "
             "(choose another file)"
         )
+        assert str(caught.value) == f"output {str(out)!r}: {problem}"
+        assert caught.value.cli == f"-o {out}: {problem}"
     else:
         check_output_file(str(out))
     check_output_file(str(tmp_path / "new.jsonl"))  # not there yet: fine
 
 
 def test_bad_output_targets_are_refused_with_why(tmp_path: Path):
-    def why(target: str) -> str:
+    def why(target: str) -> tuple[str, str]:
+        """What the API says (`output 'x': ...`) and what the command line says (`-o x: ...`)."""
         with pytest.raises(InputError) as caught:
             check_output_file(target)
-        return str(caught.value)
+        api, cli = str(caught.value), caught.value.cli
+        if target:
+            assert api.startswith(f"output {target!r}: ") and cli.startswith(f"-o {target}: ")
+        return api, cli
 
-    assert why("") == "-o: the file name is empty (give a file, or - for stdout)"
-    assert why(str(tmp_path)).endswith(": is a directory (give a file, or - for stdout)")
+    assert why("") == (
+        "output '': the file name is empty (give a file, or '-' for stdout)",
+        "-o: the file name is empty (give a file, or - for stdout)",
+    )
+    api, cli = why(str(tmp_path))
+    assert api.endswith(": is a directory (give a file, or '-' for stdout)")
+    assert cli.endswith(": is a directory (give a file, or - for stdout)")
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    assert why(str(fifo)).endswith("is a pipe (write to stdout with -o - and redirect it)")
+    api, cli = why(str(fifo))
+    assert api.endswith("is a pipe (write to stdout with '-' and redirect it)")
+    assert cli.endswith("is a pipe (write to stdout with -o - and redirect it)")
     (tmp_path / "a.jsonl.config.yaml").mkdir()
-    assert why(str(tmp_path / "a.jsonl")).endswith("a.jsonl.config.yaml is a directory")
+    for said_so in why(str(tmp_path / "a.jsonl")):
+        assert said_so.endswith("a.jsonl.config.yaml is a directory")
     (tmp_path / "b.jsonl.config.yaml").symlink_to(tmp_path / "elsewhere.yaml")
-    assert "is a symbolic link" in why(str(tmp_path / "b.jsonl"))
+    for said_so in why(str(tmp_path / "b.jsonl")):
+        assert "is a symbolic link" in said_so
     with pytest.raises(InputError, match="is a directory"):
         JsonlWriter(str(tmp_path))  # checked when the writer is made, before any work
 
@@ -240,21 +273,22 @@ def test_existing_records_reads_keys_satisfied_texts_and_a_torn_tail(tmp_path: P
 
 
 @pytest.mark.parametrize(
-    ("second", "message"),
+    ("second", "problem"),
     [
-        ('{"id": "0-0", "seed": 0}', r"out.jsonl:2: a second record 0-0 of seed 0$"),
-        ('{"id": "0-1"}', r"out.jsonl:2: not a cdd record; choose another file$"),
-        ('{"id": "0-1", "seed": "x"}', r"out.jsonl:2: not a cdd record"),
-        ('{"id": "0-1", "seed": null}', r"out.jsonl:2: not a cdd record"),
-        ("[1]", r"out.jsonl:2: not a cdd record"),
-        ("[" * 100_000, r"out.jsonl:2: not a cdd record"),
+        ('{"id": "0-0", "seed": 0}', r"a second record 0-0 of seed 0$"),
+        ('{"id": "0-1"}', r"not a cdd record; choose another file$"),
+        ('{"id": "0-1", "seed": "x"}', r"not a cdd record"),
+        ('{"id": "0-1", "seed": null}', r"not a cdd record"),
+        ("[1]", r"not a cdd record"),
+        ("[" * 100_000, r"not a cdd record"),
     ],
 )
-def test_existing_records_refuses_what_is_no_record(tmp_path: Path, second: str, message: str):
+def test_existing_records_refuses_what_is_no_record(tmp_path: Path, second: str, problem: str):
     out = tmp_path / "out.jsonl"
     out.write_text('{"id": "0-0", "seed": 0}\n' + second + "\n")
-    with pytest.raises(InputError, match=message):
+    with pytest.raises(InputError) as caught:
         existing_records(str(out))
+    said(caught, r"out.jsonl', line 2: " + problem, r"out.jsonl:2: " + problem)
 
 
 def test_read_jsonl_names_each_item_by_file_and_line(tmp_path: Path, monkeypatch):

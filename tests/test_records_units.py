@@ -47,6 +47,20 @@ def lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+def worded(error: InputError, output: object, problem: str, cli: str | None = None) -> None:
+    """An output file's problem in the API's words (`output 'out.jsonl': problem`) and in the
+    command line's (`.cli`: `-o out.jsonl: cli`, the problem where `cli` is None)."""
+    assert str(error) == f"output {str(output)!r}: {problem}"
+    assert error.cli == f"-o {output}: {problem if cli is None else cli}"
+
+
+def worded_like(error: InputError, output: object, pattern: str, line: int | None = None) -> None:
+    """As `worded`, the problem matching `pattern` from its start (`line`: the line named)."""
+    at, cli_at = ("", "") if line is None else (f", line {line}", f":{line}")
+    assert re.match(re.escape(f"output {str(output)!r}{at}: ") + pattern, str(error)), str(error)
+    assert re.match(re.escape(f"-o {output}{cli_at}: ") + pattern, error.cli), error.cli
+
+
 # ---------------------------------------------------------------------------------------------
 # Share
 
@@ -117,9 +131,13 @@ def test_resume_from_refuses_a_runs_records_without_resume(tmp_path: Path):
     got, say = said()
     with pytest.raises(InputError) as caught:
         resume_from(str(out), 7, (2, 4), False, say, (0, 2))
-    assert str(caught.value) == (
-        f"-o {out}: already holds 1 of this run's 4 records (seed 7); add --resume to write "
-        "only the missing ones, or choose another file"
+    worded(
+        caught.value,
+        out,
+        "already holds 1 of this run's 4 records (seed 7); resume (Output(..., resume=True)) "
+        "to write only the missing ones, or choose another file",
+        "already holds 1 of this run's 4 records (seed 7); add --resume to write only the "
+        "missing ones, or choose another file",
     )
     assert got == []
 
@@ -178,9 +196,13 @@ def test_resume_from_refuses_a_torn_last_line_without_resume(tmp_path: Path):
     got, say = said()
     with pytest.raises(InputError) as caught:
         resume_from(str(out), 1, (1, 2), False, say)
-    assert str(caught.value) == (
-        f"-o {out}: ends with an incomplete record (a run stopped mid-write); add --resume to "
-        "drop it and finish the run"
+    worded(
+        caught.value,
+        out,
+        "ends with an incomplete record (a run stopped mid-write); resume (Output(..., "
+        "resume=True)) to drop it and finish the run",
+        "ends with an incomplete record (a run stopped mid-write); add --resume to drop it and "
+        "finish the run",
     )
     assert out.read_text() == '{"id": "0-1"' and got == []
 
@@ -204,8 +226,9 @@ def test_resume_from_counts_the_gathered_file_too(tmp_path: Path):
     assert share.draws == 2 + 6  # a record in both files is counted once
     assert share.satisfied == ["p", "p", "g"]
     assert got == [f"-o {gathered}: resuming: 2 of 2 records already there"]
-    with pytest.raises(InputError, match=rf"^-o {gathered}: already holds 2 of this run's 2 "):
+    with pytest.raises(InputError) as caught:
         resume_from(str(part), 5, (1, 4), False, say, (0, 2), str(gathered))
+    worded_like(caught.value, gathered, "already holds 2 of this run's 2 ")
 
 
 def test_resume_from_a_gathered_file_alone(tmp_path: Path):
@@ -338,9 +361,11 @@ def test_another_setting_is_refused_naming_it(tmp_path: Path, changes: dict, nam
     out = with_records(tmp_path, resolved())
     with pytest.raises(InputError) as caught:
         check_resolved_config(resolved(**changes), out)
-    assert str(caught.value) == (
-        f"-o {out}: holds records made with other settings ({name} differs, see "
-        f"{out}.config.yaml); write to another file, or remove both to start over"
+    worded(
+        caught.value,
+        out,
+        f"holds records made with other settings ({name} differs, see {out}.config.yaml); "
+        "write to another file, or remove both to start over",
     )
     # The other way round: the file's setting differs from this run's.
     out = with_records(tmp_path, resolved(**changes), "b.jsonl")
@@ -436,10 +461,12 @@ def test_records_without_a_configuration_are_refused(tmp_path: Path):
     write_records(out, [{"id": "0-0", "seed": 0}])
     with pytest.raises(InputError) as caught:
         check_resolved_config(resolved(), str(out))
-    assert str(caught.value) == (
-        f"-o {out}: is not empty, and has no {out}.config.yaml beside it to say how its lines "
-        "were made; cdd adds records only to a file whose configuration it can check: write "
-        "to another file"
+    worded(
+        caught.value,
+        out,
+        f"is not empty, and has no {out}.config.yaml beside it to say how its lines were made; "
+        "cdd adds records only to a file whose configuration it can check: write to another "
+        "file",
     )
     os.mkfifo(f"{out}.config.yaml")  # never opened (it would wait for a writer)
     with pytest.raises(InputError, match=r"config.yaml beside it is a pipe \(FIFO\), not a conf"):
@@ -449,12 +476,14 @@ def test_records_without_a_configuration_are_refused(tmp_path: Path):
 def test_the_gathered_file_is_checked_too(tmp_path: Path):
     part = tmp_path / "part.jsonl"
     gathered = with_records(tmp_path, resolved(model="other"), "all.jsonl")
-    with pytest.raises(InputError, match=rf"^-o {gathered}: holds records .*\(model differs"):
+    with pytest.raises(InputError) as caught:
         check_resolved_config(resolved(), str(part), gathered)
+    worded_like(caught.value, gathered, r"holds records .*\(model differs")
     check_resolved_config(resolved(model="other"), str(part), gathered)
     part_out = with_records(tmp_path, resolved(), "part2.jsonl")
-    with pytest.raises(InputError, match=rf"^-o {part_out}: holds records .*\(model differs"):
+    with pytest.raises(InputError) as caught:
         check_resolved_config(resolved(model="other"), part_out, gathered)
+    worded_like(caught.value, part_out, r"holds records .*\(model differs")
 
 
 def test_holds_records_is_a_regular_file_with_content(tmp_path: Path):
@@ -709,8 +738,9 @@ def test_check_output_file(tmp_path: Path, make, message):
     if message is None:
         check_output_file(str(out))
     else:
-        with pytest.raises(InputError, match=rf"^-o {out}: .*{message}"):
+        with pytest.raises(InputError) as caught:
             check_output_file(str(out))
+        worded_like(caught.value, out, f".*{message}")
 
 
 def test_check_output_file_reads_only_the_first_line(tmp_path: Path):
@@ -809,8 +839,9 @@ def test_a_line_longer_than_any_record_is_no_record(tmp_path: Path):
     body = b'{"id": "0-1", "seed": 0, "text": "'
     long = body + b"x" * (MAX_LINE_BYTES + 2 - len(body) - 2) + b'"}'  # MAX_LINE_BYTES + 2
     out.write_bytes(b'{"id": "0-0", "seed": 0}\n' + long + b"\n")
-    with pytest.raises(InputError, match=rf"^-o {out}:2: not a cdd record; choose another file$"):
+    with pytest.raises(InputError) as caught:
         existing_records(str(out))
+    worded_like(caught.value, out, "not a cdd record; choose another file$", line=2)
 
 
 def test_a_record_as_long_as_a_line_may_be_is_read(tmp_path: Path):

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from cdd_cli.errors import InputError
-from cdd_cli.output.files import config_path, is_stream, kind_of, open_regular
+from cdd_cli.output.files import config_path, is_stream, kind_of, open_regular, output_error
 
 
 def first_difference(ours: object, theirs: object, where: str = "") -> str | None:
@@ -55,9 +55,10 @@ def check_resolved_config(resolved: dict, output: str, also: str | None = None) 
             if beside.exists()
             else f"has no {beside} beside it to say how its lines were made"
         )
-        raise InputError(
-            f"-o {output}: is not empty, and {what}; cdd adds records only to a file whose "
-            "configuration it can check: write to another file"
+        raise output_error(
+            output,
+            f"is not empty, and {what}; cdd adds records only to a file whose "
+            "configuration it can check: write to another file",
         )
     earlier = earlier_config(output)
 
@@ -89,9 +90,10 @@ def check_resolved_config(resolved: dict, output: str, also: str | None = None) 
         else first_difference(setup(resolved), setup(earlier))
     )
     if differs:
-        raise InputError(
-            f"-o {output}: holds records made with other settings ({differs} differs, see "
-            f"{beside}); write to another file, or remove both to start over"
+        raise output_error(
+            output,
+            f"holds records made with other settings ({differs} differs, see "
+            f"{beside}); write to another file, or remove both to start over",
         )
     check_inputs(resolved.get(INPUTS), earlier.get(INPUTS), output)
 
@@ -113,7 +115,7 @@ def check_inputs(ours: object, theirs: object, output: str) -> None:
     if differs is None:
         return
     beside = config_path(output)
-    head = f"-o {output}: its records of seed {seed} were made with"
+    head = f"its records of seed {seed} were made with"
     if differs == "length":
         api = f"length {earlier.get('length')}, not {run['length']}"
         cli = f"--length {earlier.get('length')}, not {run['length']}"
@@ -126,7 +128,7 @@ def check_inputs(ours: object, theirs: object, output: str) -> None:
         )
         finish = "the same prompts in the same order"
     tail = f" (see {beside}); resume with {finish}, or write to another file"
-    raise InputError(f"{head} {api}{tail}", cli=f"{head} {cli}{tail}")
+    raise output_error(output, f"{head} {api}{tail}", f"{head} {cli}{tail}")
 
 
 # Under this key a configuration read or to be written holds its inputs: what shapes the

@@ -14,6 +14,21 @@ from typing import BinaryIO
 
 from cdd_cli.errors import InputError
 
+
+def output_error(
+    output: str, problem: str, cli_problem: str | None = None, line: int | None = None
+) -> InputError:
+    """A problem with an output file, in the API's words (`output 'out.jsonl': ...`) and the
+    command line's (`-o out.jsonl: ...`; `cli_problem` where the two differ, as a remedy
+    that is a flag does); `line`: the file's line it is about (`, line 3` and `:3`)."""
+    at = "" if line is None else f", line {line}"
+    cli_at = "" if line is None else f":{line}"
+    return InputError(
+        f"output {output!r}{at}: {problem}",
+        cli=f"-o {output}{cli_at}: {problem if cli_problem is None else cli_problem}",
+    )
+
+
 # Names of an open file descriptor: what they point at is this process's stream, whatever
 # that is (a terminal, a pipe, or a file the shell opened), never a file cdd owns.
 DESCRIPTOR_NAME = re.compile(

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import IO
 
 from cdd_cli.errors import InputError
-from cdd_cli.output.files import config_path, is_stream, kind_of, names_stdout, open_regular
+from cdd_cli.output.files import (
+    config_path,
+    is_stream,
+    kind_of,
+    names_stdout,
+    open_regular,
+    output_error,
+)
 from cdd_cli.output.lock import claim
 
 # What cdd reads of a JSONL input (prompts, records, shards) before refusing it: each line is
@@ -61,9 +68,8 @@ class JsonlWriter:
             try:
                 self.fd = os.open(self.target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             except OSError as exc:
-                raise InputError(
-                    f"-o {self.target}: cannot open for appending ({exc.strerror})"
-                ) from None
+                problem = f"cannot open for appending ({exc.strerror})"
+                raise output_error(self.target, problem) from None
             try:
                 claim(self.fd, self.target)
             except InputError:
@@ -86,7 +92,7 @@ class JsonlWriter:
             raise  # the reader went away: handled by the CLI
         except OSError as exc:
             self.failed = True
-            raise InputError(f"-o {self.target}: cannot write ({exc.strerror})") from None
+            raise output_error(self.target, f"cannot write ({exc.strerror})") from None
 
     def write_whole(self, fd: int, data: bytes) -> None:
         """Append `data` whole or not at all: a write cut short (a full disk) is cut back to
@@ -108,7 +114,7 @@ class JsonlWriter:
                 os.close(self.fd)
             except OSError:
                 if not self.failed:  # the write already said why
-                    raise InputError(f"-o {self.target}: cannot write (close failed)") from None
+                    raise output_error(self.target, "cannot write (close failed)") from None
             self.fd = None
 
     def kept(self, total: int, present: int = 0) -> str:
@@ -133,17 +139,28 @@ def check_output_file(target: str) -> None:
     """An output file cdd may append records to: not a folder or a pipe, and, when it has
     content, records (appending to some other file would mix the two)."""
     if not target:
-        raise InputError("-o: the file name is empty (give a file, or - for stdout)")
+        raise InputError(
+            "output '': the file name is empty (give a file, or '-' for stdout)",
+            cli="-o: the file name is empty (give a file, or - for stdout)",
+        )
     path = Path(target)
     if path.is_dir():
-        raise InputError(f"-o {target}: is a directory (give a file, or - for stdout)")
+        raise output_error(
+            target,
+            "is a directory (give a file, or '-' for stdout)",
+            "is a directory (give a file, or - for stdout)",
+        )
     if path.exists() and stat.S_ISFIFO(path.stat().st_mode):
-        raise InputError(f"-o {target}: is a pipe (write to stdout with -o - and redirect it)")
+        raise output_error(
+            target,
+            "is a pipe (write to stdout with '-' and redirect it)",
+            "is a pipe (write to stdout with -o - and redirect it)",
+        )
     beside = config_path(target)  # where the resolved configuration goes
     if beside.is_symlink():
-        raise InputError(f"-o {target}: {beside} is a symbolic link; cdd will not write through it")
+        raise output_error(target, f"{beside} is a symbolic link; cdd will not write through it")
     if beside.exists() and not beside.is_file():
-        raise InputError(f"-o {target}: {beside} is {kind_of(beside.stat().st_mode)}")
+        raise output_error(target, f"{beside} is {kind_of(beside.stat().st_mode)}")
     if path.is_file() and path.stat().st_size:
         with open_regular(path) as f:
             first = f.readline(MAX_LINE_BYTES + 1)  # a record may be a few MB
@@ -152,9 +169,10 @@ def check_output_file(target: str) -> None:
         except (ValueError, RecursionError):
             record = None
         if not isinstance(record, dict) or "id" not in record:
-            raise InputError(
-                f"-o {target}: exists and does not hold cdd records; appending would mix them "
-                "into it (choose another file)"
+            raise output_error(
+                target,
+                "exists and does not hold cdd records; appending would mix them "
+                "into it (choose another file)",
             )
 
 

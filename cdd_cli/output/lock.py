@@ -9,7 +9,7 @@ import stat
 from collections.abc import Iterator
 
 from cdd_cli.errors import InputError
-from cdd_cli.output.files import identity, is_stream, real_path
+from cdd_cli.output.files import identity, is_stream, output_error, real_path
 
 try:
     import fcntl  # POSIX only: Windows has no such module
@@ -22,9 +22,10 @@ HELD: set[tuple[int, int]] = set()
 
 
 def refused(target: str, holder: str) -> InputError:
-    return InputError(
-        f"-o {target}: another cdd process is writing it (it holds {holder}); wait for it "
-        "to finish or choose another file"
+    return output_error(
+        target,
+        f"another cdd process is writing it (it holds {holder}); wait for it "
+        "to finish or choose another file",
     )
 
 
@@ -42,7 +43,7 @@ def output_lock(target: str) -> Iterator[None]:
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
-        raise InputError(f"-o {target}: cannot create its lock {path} ({exc.strerror})") from None
+        raise output_error(target, f"cannot create its lock {path} ({exc.strerror})") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

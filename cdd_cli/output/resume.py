@@ -12,10 +12,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cdd_cli.errors import InputError, Interrupted, Terminated
+from cdd_cli.errors import Interrupted, Terminated
 from cdd_cli.output.config import write_resolved_config
-from cdd_cli.output.files import is_stream, open_regular
+from cdd_cli.output.files import is_stream, open_regular, output_error
 from cdd_cli.output.jsonl import MAX_LINE_BYTES, JsonlWriter
+
+# How a run resumes, in the API's words and the command line's.
+RESUME = "resume (Output(..., resume=True))"
+CLI_RESUME = "add --resume"
 
 
 @dataclass
@@ -56,11 +60,12 @@ def existing_records(target: str) -> Existing:
                 record = json.loads(line)
                 key = (int(record["seed"]), str(record["id"]))
             except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
-                raise InputError(
-                    f"-o {target}:{number}: not a cdd record; choose another file"
+                raise output_error(
+                    target, "not a cdd record; choose another file", line=number
                 ) from None
             if key in attempts:
-                raise InputError(f"-o {target}:{number}: a second record {key[1]} of seed {key[0]}")
+                second = f"a second record {key[1]} of seed {key[0]}"
+                raise output_error(target, second, line=number)
             if record.get("satisfied"):
                 satisfied.setdefault(key[0], []).append(str(record.get("text", "")))
             drawn = record.get("attempts")
@@ -131,10 +136,11 @@ def resume_from(
     existing = existing_records(output)
     if existing.torn_bytes:
         if not resume:
-            raise InputError(
-                f"-o {output}: ends with an incomplete record (a run stopped mid-write); add "
-                "--resume to drop it and finish the run"
+            problem = (
+                "ends with an incomplete record (a run stopped mid-write); {} to drop it and "
+                "finish the run"
             )
+            raise output_error(output, problem.format(RESUME), problem.format(CLI_RESUME))
         cut_torn_tail(output, existing.torn_bytes)
         say(f"-o {output}: dropped an incomplete last line ({existing.torn_bytes} bytes)")
     satisfied = existing.satisfied.get(seed, [])
@@ -146,10 +152,11 @@ def resume_from(
     done = set(drawn)
     named = also or output
     if done and not resume:
-        raise InputError(
-            f"-o {named}: already holds {len(done)} of this run's {total} records (seed "
-            f"{seed}); add --resume to write only the missing ones, or choose another file"
+        problem = (
+            f"already holds {len(done)} of this run's {total} records (seed {seed}); {{}} to "
+            "write only the missing ones, or choose another file"
         )
+        raise output_error(named, problem.format(RESUME), problem.format(CLI_RESUME))
     if done:
         say(f"-o {named}: resuming: {len(done)} of {total} records already there")
     share.ids, share.satisfied, share.draws = done, satisfied, sum(drawn.values())
