@@ -41,8 +41,10 @@ def test_a_closed_stream_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch,
         stdout.write("{}\n")
     assert (raised.value.errno, raised.value.strerror) == (errno.EBADF, "stdout is closed")
     monkeypatch.setattr(sys, "stdout", stdout)
-    with pytest.raises(InputError, match=r"^-o -: cannot write \(stdout is closed\)$"):
+    with pytest.raises(InputError) as refused:
         JsonlWriter("-")  # at once: no batch is drawn for a stdout that cannot take it
+    assert str(refused.value) == "output '-': cannot write (stdout is closed)"
+    assert refused.value.cli == "-o -: cannot write (stdout is closed)"
     monkeypatch.setattr(sys, "stdin", ClosedStream("stdin"))
     with pytest.raises(InputError, match=r"^-: cannot read \(stdin is closed\)$"):
         read_jsonl("-", "prompt")

@@ -56,7 +56,7 @@ class JsonlWriter:
             except BrokenPipeError:
                 pass  # a reader gone: the first record's write says so, as the CLI expects
             except OSError as exc:
-                raise InputError(f"-o {target}: cannot write ({exc.strerror})") from None
+                raise output_error(target, f"cannot write ({exc.strerror})") from None
         if not is_stream(target):
             check_output_file(target)
 
