@@ -24,7 +24,7 @@ from cdd_cli.cli.sampling import generate, molecules
 from cdd_cli.cli.terminal import StreamClosed, console, log, show_warning, standard_streams
 from cdd_cli.cli.train import train_app
 from cdd_cli.constraints.structured import entry_patterns
-from cdd_cli.errors import handle_signals, one_line
+from cdd_cli.errors import InputError, handle_signals, one_line
 from cdd_cli.evaluate.page.document import write_page
 from cdd_cli.evaluate.report import evaluate
 from cdd_cli.output.shards import merge_shards
@@ -101,6 +101,19 @@ def eval_command(
             "the judge extra is installed]"
         ),
     ] = None,
+    moses: Annotated[
+        bool,
+        typer.Option(
+            "--moses",
+            help="Molecules: the MOSES benchmark's metrics too (validity, unique@1k/10k, "
+            "novelty, filters, IntDiv, SNN/Frag/Scaf, FCD with the fcd extra, property "
+            "distances), against the test sets of the installed molsets==0.3.1.",
+        ),
+    ] = False,
+    moses_data: Annotated[
+        Optional[Path],
+        typer.Option(help="The molsets wheel or its unpacked folder, for --moses."),
+    ] = None,
     threads: ThreadsOpt = None,
     pretty: Annotated[
         bool,
@@ -111,7 +124,9 @@ def eval_command(
 
     def body() -> None:
         set_threads(threads)
-        report = evaluate(records, perplexity, judge, log)
+        if moses_data is not None and not moses:
+            raise InputError("--moses-data is read by --moses only")
+        report = evaluate(records, perplexity, judge, log, moses, moses_data)
         # One JSON line for a pipe or file; indented for a person at a terminal.
         indent = 2 if pretty or sys.stdout.isatty() else None
         sys.stdout.write(json.dumps(report, indent=indent) + "\n")

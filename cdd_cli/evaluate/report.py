@@ -6,7 +6,7 @@ maximum and probability over prompts, by the constraint's own judge (as recorded
 independent judge (alt-profanity-check, never used inside the projection); fluency as
 perplexity under an independent autoregressive LM (SmolLM2-135M) with unigram entropy and
 distinct-1/2 beside it; seconds per sample. For molecules: validity, uniqueness, novelty, QED,
-SA, as recorded.
+SA, as recorded; with `moses`, the MOSES benchmark's metrics beside them (evaluate/moses.py).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import re
 import statistics
 from collections import defaultdict
@@ -23,6 +24,9 @@ from pathlib import Path
 from cdd_cli.constraints.registry import SHIPPED_SURROGATES
 from cdd_cli.constraints.toxicity import ToxicityConstraint
 from cdd_cli.errors import InputError
+from cdd_cli.evaluate.molecules import CANONICALIZER
+from cdd_cli.evaluate.moses import fcd_installed, load_reference, moses_metrics
+from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.evaluate.text import (
     Perplexity,
     ProfanityJudge,
@@ -31,7 +35,7 @@ from cdd_cli.evaluate.text import (
     unigram_entropy,
 )
 from cdd_cli.models.gguf import SMOLLM2_FILE
-from cdd_cli.models.registry import ASSETS, SHIPPED
+from cdd_cli.models.registry import ASSETS, SHIPPED, resolve_directory
 from cdd_cli.models.surrogate import load_surrogate
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
 from cdd_cli.output.jsonl import read_jsonl
@@ -265,19 +269,59 @@ def molecule_report(records: list[dict]) -> dict:
     }
 
 
+def moses_report(
+    records: list[dict], data: Path | None, workers: int, log: Callable[[str], None]
+) -> dict:
+    """The MOSES metrics of the records' SMILES, novelty against the training molecules of
+    the model that wrote them (`reference.smi.gz` in its folder)."""
+    models = sorted({str(r.get("model")) for r in records if r.get("model")})
+    train, against = None, None
+    if len(models) == 1:
+        try:
+            train = model_reference(resolve_directory(models[0], download=False))
+        except InputError:
+            train = None
+        against = None if train is None else f"training of {models[0]} ({len(train):,})"
+    if train is None:
+        log(
+            "MOSES novelty skipped: "
+            + (f"the records name {len(models)} models" if len(models) > 1 else
+               "no training molecules (reference.smi.gz) beside the records' model")
+        )  # fmt: skip
+    fcd = fcd_installed()
+    if not fcd:
+        log("MOSES FCD skipped: pip install 'cdd-cli[fcd]'")
+    reference = load_reference(data, train, log, fcd)
+    metrics = moses_metrics([r["text"] for r in records], reference, workers=workers, log=log)
+    return {**metrics, "novelty_against": against, "canonicalizer": CANONICALIZER}
+
+
 def installed(*modules: str) -> bool:
     return all(importlib.util.find_spec(m) is not None for m in modules)
 
 
 def evaluate(
-    source: str, perplexity: bool | None, judge: bool | None, log: Callable[[str], None]
+    source: str,
+    perplexity: bool | None,
+    judge: bool | None,
+    log: Callable[[str], None],
+    moses: bool = False,
+    moses_data: Path | None = None,
 ) -> dict:
-    """None for `perplexity`/`judge`: use them when their optional extra is installed."""
+    """None for `perplexity`/`judge`: use them when their optional extra is installed.
+    `moses`: add the MOSES benchmark's metrics (molecules only; data from `moses_data`, else
+    the installed `molsets`)."""
     records = read_records(source)
     if all("valid" in r for r in records):
-        return finite({"kind": "molecules", **molecule_report(records)})
+        report = molecule_report(records)
+        if moses:
+            workers = min(os.cpu_count() or 1, 16)
+            report["moses"] = moses_report(records, moses_data, workers, log)
+        return finite({"kind": "molecules", **report})
     if any("valid" in r for r in records):
         raise InputError(f"{source}: mixes molecule and text records; evaluate them apart")
+    if moses:
+        raise InputError(f"{source}: --moses scores molecules; these records are text")
     if judge is None:
         judge = installed("profanity_check")
         if not judge:
