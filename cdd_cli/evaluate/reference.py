@@ -13,7 +13,7 @@ import multiprocessing
 import os
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -220,15 +220,24 @@ def _canonical_chunk(smiles: list[str]) -> list[str | None]:
     return out
 
 
+def over_cores(
+    work: Callable[[list[str]], list[str | None]], items: list[str], least: int
+) -> list[str | None]:
+    """`work(items)`, split over every core (16 at most) where there are at least `least`
+    items (below that, starting the processes costs more than it saves); `work` must be a
+    module's function (the processes import it by name)."""
+    workers = min(os.cpu_count() or 1, 16)
+    if workers == 1 or len(items) < least:
+        return work(items)
+    size = -(-len(items) // (workers * 8))
+    chunks = [items[i : i + size] for i in range(0, len(items), size)]
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        return [c for part in pool.map(work, chunks) for c in part]
+
+
 def canonicalise_all(smiles: list[str]) -> list[str | None]:
     """`_canonical_chunk` of all, over every core for a large set (~0.1 ms a molecule)."""
-    workers = min(os.cpu_count() or 1, 16)
-    if workers == 1 or len(smiles) < 20_000:
-        return _canonical_chunk(smiles)
-    size = -(-len(smiles) // (workers * 8))
-    chunks = [smiles[i : i + size] for i in range(0, len(smiles), size)]
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        return [c for part in pool.map(_canonical_chunk, chunks) for c in part]
+    return over_cores(_canonical_chunk, smiles, 20_000)
 
 
 @functools.lru_cache(maxsize=4)

@@ -15,8 +15,6 @@ import csv
 import gzip
 import importlib.util
 import io
-import multiprocessing
-import os
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -25,7 +23,8 @@ from pathlib import Path
 from rdkit import Chem
 
 from cdd_cli.errors import InputError
-from cdd_cli.evaluate.reference import MAX_LINE_BYTES, MAX_SMILES_CHARS, bounded_lines
+from cdd_cli.evaluate.molecules import MAX_SMILES_CHARS
+from cdd_cli.evaluate.reference import MAX_LINE_BYTES, bounded_lines, over_cores
 from cdd_cli.train import qm9
 
 MOSES_TRAIN = "moses/dataset/data/train.csv.gz"
@@ -81,13 +80,7 @@ def stereo_free_canonical(smiles: list[str]) -> list[str | None]:
 
 def canonicalise(smiles: list[str]) -> list[str | None]:
     """`stereo_free_canonical` of all, over every core for a large set (MOSES: 1.6M)."""
-    workers = min(os.cpu_count() or 1, 16)
-    if workers == 1 or len(smiles) < 50_000:
-        return stereo_free_canonical(smiles)
-    size = -(-len(smiles) // (workers * 8))
-    chunks = [smiles[i : i + size] for i in range(0, len(smiles), size)]
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        return [c for part in pool.map(stereo_free_canonical, chunks) for c in part]
+    return over_cores(stereo_free_canonical, smiles, 50_000)
 
 
 def collect(fields: Iterable[str | None]) -> SmilesRead:
