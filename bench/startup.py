@@ -87,7 +87,9 @@ def main() -> None:
             label: [sys.executable, "-m", "cdd_cli", *argv, "-o", str(out)]
             for label, argv in COMMANDS.items()
         }
-        imports = [sys.executable, "-c", "import cdd_cli.cli.app"]
+        # The app's module (cdd_cli/cli.py before the cli/ package): the same import either way.
+        app = "try:\n import cdd_cli.cli.app\nexcept ModuleNotFoundError:\n import cdd_cli.cli"
+        imports = [sys.executable, "-c", app]
         seconds = {(label, name): [] for label in [*runs, "import"] for name in trees}
         for _ in range(args.repeats):
             for name, path in trees.items():
