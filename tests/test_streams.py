@@ -63,6 +63,12 @@ def test_closed_stdout_and_stdin(tmp_path: Path):
         assert listed.returncode == 2
         assert listed.stderr.decode().splitlines() == ["cdd: error: stdout is closed"]
     assert os.listdir(tmp_path) == []  # never a file named `-`
+    # Refused before the records are read: were they read first, this file's error would show.
+    (tmp_path / "m.jsonl").write_text("not a record\n")
+    evaluated = cdd("eval m.jsonl >&-", tmp_path)
+    assert evaluated.returncode == 2
+    assert evaluated.stderr.decode().splitlines() == ["cdd: error: stdout is closed"]
+    (tmp_path / "m.jsonl").unlink()
     # Records to a file need no stdout.
     to_file = cdd("molecules -n 2 -q -o out.jsonl >&-", tmp_path)
     assert to_file.returncode == 0, to_file.stderr

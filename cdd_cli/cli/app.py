@@ -126,6 +126,7 @@ def eval_command(
         set_threads(threads)
         if moses_data is not None and not moses:
             raise InputError("--moses-data is read by --moses only")
+        sys.stdout.write("")  # a closed stdout says so before minutes of evaluation
         report = evaluate(records, perplexity, judge, log, moses, moses_data)
         # One JSON line for a pipe or file; indented for a person at a terminal.
         indent = 2 if pretty or sys.stdout.isatty() else None
