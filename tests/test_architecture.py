@@ -50,8 +50,8 @@ def package_modules() -> dict[str, ast.Module]:
 
 def imported(module: str, node: ast.AST, known: set[str]) -> list[str]:
     """The cdd modules an import statement of `module` loads: relative imports resolved,
-    `from cdd_cli import X` naming the package's `__init__` (which imports the whole API) and
-    the submodule X where there is one."""
+    `from PACKAGE import X` naming the package's `__init__` (for `cdd_cli`, the whole API)
+    and the submodule X where there is one."""
     if isinstance(node, ast.Import):
         return [a.name for a in node.names if a.name.startswith("cdd_cli")]
     if not isinstance(node, ast.ImportFrom):
@@ -68,9 +68,9 @@ def imported(module: str, node: ast.AST, known: set[str]) -> list[str]:
     names = []
     for alias in node.names:
         sub = f"{base}.{alias.name}"
-        # `from cdd_cli import X` runs the package's __init__ (the whole API) even where X is
-        # a submodule: it counts as importing the package, and X besides.
-        found = [base] if base == "cdd_cli" else []
+        # `from PACKAGE import X` runs the package's __init__ even where X is a submodule (for
+        # `cdd_cli`, the whole API): it counts as importing the package, and X besides.
+        found = [base]
         found += [sub] if sub in known or f"{sub}.__init__" in known else [base]
         names += found
     return list(dict.fromkeys(names))
@@ -130,6 +130,9 @@ def test_the_import_checks_see_relative_bare_and_nested_imports():
     assert imported("cdd_cli.run.runner", relative, known) == ["cdd_cli.run.domains"]
     bare = ast.parse("from cdd_cli import __version__, version").body[0]
     assert imported("cdd_cli.models.x", bare, known) == ["cdd_cli", "cdd_cli.version"]
+    # A submodule taken from its package runs the package's __init__ first.
+    submodule = ast.parse("from cdd_cli.run import domains").body[0]
+    assert imported("cdd_cli.x", submodule, known) == ["cdd_cli.run", "cdd_cli.run.domains"]
     nested = ast.parse("def f():\n    import cdd_cli.run.runner\n")
     found = [n for node in ast.walk(nested) for n in imported("cdd_cli.x", node, known)]
     assert found == ["cdd_cli.run.runner"]

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+import cdd_cli.constraints.lexical.judges as judges
 from cdd_cli.constraints.base import ClosedFormBuilder, ExactConstraint
 from cdd_cli.constraints.descriptor import ConstraintSpec, Descriptor, Key
-from cdd_cli.constraints.lexical import judges
 from cdd_cli.constraints.lexical.judges import Judgement
 from cdd_cli.constraints.lexical.layout import WordLayout
 from cdd_cli.constraints.lexical.rules import Scheme, split_words, word_key
