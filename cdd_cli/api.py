@@ -54,6 +54,7 @@ from cdd_cli.diffusion.schedule import LogLinearSchedule
 from cdd_cli.errors import InputError
 from cdd_cli.models import registry
 from cdd_cli.models.tokenizers import TextTokenizer
+from cdd_cli.output.files import output_error
 from cdd_cli.prompts import PromptInput, check_prompt, check_prompt_id
 from cdd_cli.reporting import Display, Reporter
 from cdd_cli.run.defaults import check_blocks, check_lookahead_fits
@@ -260,7 +261,7 @@ def check_output(output: Output) -> None:
     folder = Path(output.path).expanduser().parent
     if output.path != "-" and not folder.is_dir():
         problem = f"{folder} is not a folder" if folder.exists() else f"no folder {folder}"
-        raise InputError(f"output {output.path!r}: {problem}", cli=f"-o {output.path}: {problem}")
+        raise output_error(output.path, problem)
 
 
 def checked(reporter: Reporter | None) -> Reporter | None:
