@@ -18,11 +18,11 @@ cached under the user's cache folder by the data's SHA-256 and the RDKit version
 from __future__ import annotations
 
 import csv
+import functools
 import gzip
 import hashlib
 import importlib.util
 import io
-import multiprocessing
 import os
 import zipfile
 from collections import Counter
@@ -40,7 +40,7 @@ from rdkit.Contrib.SA_Score import sascorer
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.chemnet import frechet_distance, split_statistics
 from cdd_cli.evaluate.molecules import CANONICALIZER, canonical, parse
-from cdd_cli.evaluate.reference import cache_dir
+from cdd_cli.evaluate.reference import cache_dir, map_chunks
 
 DATA_FILES = {
     "test": "moses/dataset/data/test.csv.gz",
@@ -153,10 +153,11 @@ def _scaffold(mol: Chem.Mol) -> str | None:
 _MORGAN = rdFingerprintGenerator.GetMorganGenerator(radius=2, fpSize=FINGERPRINT_BITS)
 
 
-def _features_chunk(job: tuple[list[str], bool]) -> tuple[np.ndarray, Counter, list, list]:
+def _features_chunk(
+    smiles: list[str], properties: bool
+) -> tuple[np.ndarray, Counter, list, list]:
     """Fingerprints, fragment counts, scaffolds and (if asked) properties of the SMILES RDKit
     reads (the others are left out)."""
-    smiles, properties = job
     fingerprints = []
     fragments: Counter = Counter()
     scaffolds, values = [], []
@@ -179,14 +180,8 @@ def _features_chunk(job: tuple[list[str], bool]) -> tuple[np.ndarray, Counter, l
 def features(smiles: Sequence[str], properties: bool = True, workers: int = 1) -> Features:
     """`Features` of the SMILES RDKit reads (about 4 ms a molecule with properties, 1 ms
     without), over `workers` processes."""
-    smiles = list(smiles)
-    if workers > 1 and len(smiles) >= 2_000:
-        size = -(-len(smiles) // (workers * 8))
-        jobs = [(smiles[i : i + size], properties) for i in range(0, len(smiles), size)]
-        with multiprocessing.get_context("spawn").Pool(workers) as pool:
-            parts = pool.map(_features_chunk, jobs)
-    else:
-        parts = [_features_chunk((smiles, properties))]
+    work = functools.partial(_features_chunk, properties=properties)
+    parts = map_chunks(work, list(smiles), 2_000, workers)
     fragments: Counter = Counter()
     for part in parts:
         fragments.update(part[1])

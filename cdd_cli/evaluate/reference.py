@@ -15,7 +15,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
 from rdkit import Chem
 
@@ -25,6 +25,8 @@ from cdd_cli.models.files import file_digest, regular_file
 
 if TYPE_CHECKING:
     from cdd_cli.models.registry import LoadedModel
+
+R = TypeVar("R")  # what one chunk's work gives (`map_chunks`)
 
 REFERENCE_HEADER = "# cdd-reference v1"
 
@@ -220,19 +222,27 @@ def _canonical_chunk(smiles: list[str]) -> list[str | None]:
     return out
 
 
-def over_cores(
-    work: Callable[[list[str]], list[str | None]], items: list[str], least: int
-) -> list[str | None]:
-    """`work(items)`, split over every core (16 at most) where there are at least `least`
-    items (below that, starting the processes costs more than it saves); `work` must be a
-    module's function (the processes import it by name)."""
-    workers = min(os.cpu_count() or 1, 16)
+def map_chunks(
+    work: Callable[[list], R], items: list, least: int, workers: int | None = None
+) -> list[R]:
+    """`work` of consecutive chunks of `items`, over `workers` processes (default: every core,
+    16 at most) where there are at least `least` items (below that, starting the processes
+    costs more than it saves): one result a chunk, in order; `work` must be picklable (a
+    module's function, or a partial of one: the processes import it by name)."""
+    workers = workers or min(os.cpu_count() or 1, 16)
     if workers == 1 or len(items) < least:
-        return work(items)
+        return [work(items)]
     size = -(-len(items) // (workers * 8))
     chunks = [items[i : i + size] for i in range(0, len(items), size)]
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        return [c for part in pool.map(work, chunks) for c in part]
+        return pool.map(work, chunks)
+
+
+def over_cores(
+    work: Callable[[list[str]], list[str | None]], items: list[str], least: int
+) -> list[str | None]:
+    """`work(items)` one result an item, its chunks spread over the cores (`map_chunks`)."""
+    return [c for part in map_chunks(work, items, least) for c in part]
 
 
 def canonicalise_all(smiles: list[str]) -> list[str | None]:
