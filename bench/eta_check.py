@@ -31,6 +31,7 @@ from pathlib import Path
 LEFT = re.compile(r"about (\d+):(\d\d):(\d\d) left")
 LEAST = re.compile(r"at least (\d+):(\d\d):(\d\d) left")
 DONE = re.compile(r"^\w+ (\d+)/(\d+)")
+RANGE_FROM = 1.5  # a line shows a range where its most is over this many times its least
 
 
 def child(trace: str, argv: list[str]) -> None:
@@ -141,7 +142,7 @@ def replay(path: str, every: float = 1.0, pace_class=None, show: float = 0) -> t
     events = [json.loads(line) for line in Path(path).read_text().splitlines()]
     start, end = events[0][0], events[-1][0]
     pace = None
-    within = lines = blank = held = bounds = 0
+    within = lines = blank = held = bounds = ranges = held_range = middles = 0
     worst = (1.0, 0.0, 0.0)
     t = start
     i = 0
@@ -164,25 +165,34 @@ def replay(path: str, every: float = 1.0, pace_class=None, show: float = 0) -> t
             bounds += 1
             held += least <= end - t
         if pace is not None and pace.passes_done and pace.done < pace.total:
-            left = pace.left(t)
+            left, low, high = pace.estimates(t)
+            ranged = high > low * RANGE_FROM  # what a line then shows: a range
             lines += end - t >= 10
             if show and round((t - start) / every) % round(show / every) == 0:
-                text = "-" if left is None else f"{left:6.1f}"
+                text = f"{low:6.1f}-{high:.1f}" if ranged else f"{left:6.1f}"
                 where = f"pass {pace.passes} ({pace.samples}) step {pace.step}"
-                print(f"{t - start:6.0f} said {text:>6} true {end - t:6.1f}  {where}")
+                print(f"{t - start:6.0f} said {text:>13} true {end - t:6.1f}  {where}")
             if end - t < 10:  # the last line's 10 s: no ratio holds as the truth nears 0
                 pass
-            elif left is None or left < 1:
+            elif left < 1:
                 blank += 1
             else:
                 ratio = left / (end - t)
                 within += 0.5 <= ratio <= 2.0
+                if ranged:
+                    ranges += 1
+                    held_range += low <= end - t <= high and high <= 4 * low
+                    middles += 0.5 <= math.sqrt(low * high) / (end - t) <= 2.0
+                else:
+                    middles += 0.5 <= ratio <= 2.0
                 if abs(math.log(ratio)) > abs(math.log(worst[0])):
                     worst = (ratio, t - start, end - t)
         t += every
     print(f"{path}: {within} of {lines} (10 s or more left) within 2x, {blank} blank; "
-          f"worst {worst[0]:.2f}x at {worst[1]:.0f} s ({worst[2]:.0f} s left); before the "
-          f"first pass was done, {held} of {bounds} bounds held")  # fmt: skip
+          f"worst {worst[0]:.2f}x at {worst[1]:.0f} s ({worst[2]:.0f} s left); as shown "
+          f"(a range's middle), {middles} within 2x; {held_range} of {ranges} ranges held "
+          f"(the truth inside, high <= 4 x low); before the first pass was done, {held} of "
+          f"{bounds} bounds held")  # fmt: skip
     return within, lines
 
 

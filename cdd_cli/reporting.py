@@ -16,13 +16,16 @@ if TYPE_CHECKING:
 class Reporter:
     """Every method does nothing here: the CLI's live display overrides them
     (`cli.progress.RichReporter`), and so may any caller of the Python API. A run calls
-    `run_started`, then `resumed` (only where records were already written), then per pass
-    of the sampler `pass_started`, its steps, stages and ALM iterations, and `records_done`
-    as each record is final."""
+    `run_started`, `draws_allowed`, then `resumed` (only where records were already
+    written), then per pass of the sampler `pass_started`, its steps, stages and ALM
+    iterations, and `records_done` as each record is final."""
 
     def run_started(self, label: str, total: int, batch_size: int) -> None:
         """A run of `total` records of `label` ("molecules", "samples") begins; its passes
         draw at most `batch_size` samples together."""
+
+    def draws_allowed(self, cap: int) -> None:
+        """No sample of the run is drawn more than `cap` times (its method's attempts)."""
 
     def resumed(self, present: int, draws: int) -> None:
         """`present` of the `total` records were already written (--resume), after `draws`

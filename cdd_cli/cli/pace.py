@@ -110,10 +110,15 @@ class Pace:
     # of 1 0.008 s, as if every pass had 8 samples more. The tail of small passes costs that.
     FIXED_ROWS = 8
     # The share rejected, bounded below 1 so that the pool runs dry: at 0.95, a pass takes
-    # 5% fresh samples and the forecast is some hundred passes (a method's cap on a sample's
-    # draws, 16 for molecules, ends the real run sooner).
+    # 5% fresh samples and the forecast is some hundred passes (the method's cap on a
+    # sample's draws, `cap`, 16 for molecules, ends the tail sooner).
     MOST_REJECTED = 0.95
     MOST_PASSES = 1000  # passes forecast at most
+    # The share of a pass's last step and judging that is fixed, before passes of other
+    # sizes tell it (`fixed_share`): low, since `-c sa`'s is 0 and a tail costed as full
+    # passes said twice its time; seven constraints' (about 1) shows once a small pass is done.
+    FIXED_PRIOR = 0.1
+    RANGE_FROM = 1.5  # a range is said where its most is over this many times its least
     LEAST_PENDING = 0.01  # rejected samples expected that no longer count
 
     def __init__(self, total: int, batch_size: int, now: float, present: int = 0, draws: int = 0):
@@ -121,6 +126,8 @@ class Pace:
         self.present = self.done = present
         self.started = now
         self.passes = 0  # passes begun
+        self.cap: int | None = None  # draws a sample may take (`allow`); None: not told
+        self.last_fresh = 0  # the latest pass that began samples not drawn before
         self.begun = 0  # samples begun: drawn once at least, or in the pass at hand
         # The redraws of the passes begun, and the samples of the passes done. A resumed
         # run's records already written count with their draws: its first passes take the
@@ -168,6 +175,8 @@ class Pace:
             self.passes_done.append(measured)
             self.judged += self.samples
         self.passes += 1
+        if samples > redraws:
+            self.last_fresh = self.passes
         self.redrawn += redraws
         self.begun += samples - redraws
         self.begin(samples, redraws, steps, now)
@@ -240,21 +249,58 @@ class Pace:
         the passes before them."""
         return min(self.redrawn / self.judged, self.MOST_REJECTED) if self.judged else 0.0
 
-    def ahead(self) -> tuple[float, float]:
-        """The rows and the samples of the passes after the one at hand, the pool run
-        forward (see the class)."""
+    def forecast(self) -> list[tuple[float, float]]:
+        """The passes after the one at hand, the pool run forward (see the class): each one's
+        samples and its chance of coming. No sample is drawn more than `cap` times: the tail
+        ends at the latest `cap` - 1 passes after the last that began fresh samples."""
         share = self.rejected()
         pending, fresh = self.samples * share, float(self.fresh())
-        rows = samples = 0.0
+        since = self.passes - self.last_fresh  # passes of redraws alone, the one at hand's too
+        passes = []
         for _ in range(self.MOST_PASSES):
             if fresh <= 0 and pending < self.LEAST_PENDING:
                 break
+            if fresh <= 0 and self.cap is not None and since >= self.cap - 1:
+                break
             size = min(self.batch_size, pending + fresh)
+            since = 0 if size > pending else since + 1
             fresh -= size - pending
-            rows += size + self.FIXED_ROWS * (1 - math.exp(-size))
-            samples += size
+            passes.append((size, 1 - math.exp(-size)))
             pending = size * share
-        return rows, samples
+        return passes
+
+    def ahead(self) -> tuple[float, float]:
+        """The rows and the samples of the passes after the one at hand (`forecast`)."""
+        passes = self.forecast()
+        rows = sum(size + self.FIXED_ROWS * chance for size, chance in passes)
+        return rows, sum(size for size, _ in passes)
+
+    def size_weight(self, samples: float, share: float) -> float:
+        """What the last step and judging of a pass of `samples` cost, in full passes, where
+        `share` of a full pass's is fixed."""
+        return share + (1 - share) * samples / self.batch_size
+
+    def fixed_share(self) -> float:
+        """The share of a full pass's last step and judging that is the same whatever its
+        size, fitted on the passes done: of the shares 0, 0.1 .. 1, the one whose costs at
+        each pass's size miss the measured ones least, pulled towards FIXED_PRIOR as much as
+        one pass off by its mean (passes all of one size say nothing of it). The projection
+        and the judges work sample by sample (`-c sa`: a last step of 2 samples took 0.18 s
+        where one of 64 took 7.4), but by runs of samples of one draw count, and from the
+        draw `repair.surrogates_from` on such a run may run the ALM for seconds whatever its
+        size (seven constraints: a last step of 1 sample took 2-2.5 s, one of 32 2-3)."""
+        costs = [(m.samples, sum(m.parts(m.step)[1:])) for m in self.passes_done]
+        mean = sum(c for _, c in costs) / len(costs) if costs else 0.0
+        if mean <= 0:
+            return self.FIXED_PRIOR
+
+        def misfit(share: float) -> float:
+            weights = [self.size_weight(n, share) for n, _ in costs]
+            scale = sum(c for _, c in costs) / sum(weights)
+            missed = sum((c - scale * w) ** 2 for (_, c), w in zip(costs, weights, strict=True))
+            return missed + mean**2 * (share - self.FIXED_PRIOR) ** 2
+
+        return min((tenth / 10 for tenth in range(11)), key=misfit)
 
     def speed(self) -> float:
         """Seconds of one regular step per row at the machine's pace now: the median of the
@@ -282,14 +328,15 @@ class Pace:
         left = self.weight(self.step, regular) * unit - current
         return left if left > 0 else None
 
-    def scaled(self, speed: float) -> tuple[list[float], list[float]]:
+    def scaled(self, speed: float, share: float) -> tuple[list[float], list[float]]:
         """Each pass done's last step, and what came after it, for the pass at hand's
-        samples at the speed now."""
+        samples at the speed now, `share` of them fixed (`fixed_share`)."""
         finals, afters = [], []
         for m in self.passes_done:
             _, final, after = m.parts(speed)
-            finals.append(final * self.samples / m.samples)
-            afters.append(after * self.samples / m.samples)
+            ratio = self.size_weight(self.samples, share) / self.size_weight(m.samples, share)
+            finals.append(final * ratio)
+            afters.append(after * ratio)
         return finals, afters
 
     def step_eta(self, now: float) -> float | None:
@@ -300,7 +347,7 @@ class Pace:
             return self.pass_left(now)
         if not self.passes_done or self.rest_started is None:
             return None
-        finals, _ = self.scaled(self.speed())
+        finals, _ = self.scaled(self.speed(), self.fixed_share())
         left = median(finals) - (now - self.rest_started)
         return left if left > 0 else None  # overdue: unknown, not a stale zero
 
@@ -329,24 +376,61 @@ class Pace:
         return here + self.floor(now) - (self.pass_left(now) or 0.0)
 
     def left(self, now: float) -> float | None:
-        """Seconds the run should still take: the pass at hand's remainder (`here`) and the
-        passes to come (`ahead`) at what the passes done cost per row and per sample, at the
-        speed now or, where slower than the run's typical pace, between the two (see the
-        class). None until a pass is done: unknown, not a guess."""
+        """Seconds the run should still take (`estimates`); None until a pass is done."""
+        estimated = self.estimates(now)
+        return None if estimated is None else estimated[0]
+
+    def shown(self, now: float) -> float | tuple[float, float] | None:
+        """The time left as a line says it: seconds, or the least and the most where the
+        passes done's costs spread so that the most is over RANGE_FROM times the least (a
+        range is honest where one figure would swing: the paper's method); None until a pass
+        is done."""
+        estimated = self.estimates(now)
+        if estimated is None:
+            return None
+        point, low, high = estimated
+        return (low, high) if high > low * self.RANGE_FROM else point
+
+    def estimates(self, now: float) -> tuple[float, float, float] | None:
+        """Seconds the run should still take, and the least and most it may: the pass at
+        hand's remainder (`here`) and the passes to come (`forecast`) at what the passes
+        done cost per row and per pass of their size (`fixed_share`), at the speed now or,
+        where slower than the run's typical pace, between the two (see the class). The
+        range spans the fixed shares the passes done allow, and the passes to come cost
+        between the cheapest and the dearest pass done against its size: the paper's method
+        projects every step for 1 to max_outer rounds, as the samples at hand need, and one
+        pass took 5 s, the next 6, the third 47. None until a pass is done: unknown, not a
+        guess."""
         if not self.passes_done:
             return None
         if self.done >= self.total:
-            return 0.0
+            return 0.0, 0.0, 0.0
         speed = self.speed()
         typical = median(m.step for m in self.passes_done)
         # Slower than the run's typical pace: the passes to come at the geometric middle.
         coming = math.sqrt(speed * typical) if speed > typical else speed
         parts = [m.parts(coming) for m in self.passes_done]
         per_row = sum(p[0] for p in parts) / sum(m.rows for m in self.passes_done)
-        per_sample = sum(p[1] + p[2] for p in parts) / sum(m.samples for m in self.passes_done)
-        rows, samples = self.ahead()
-        later = rows * per_row + samples * per_sample
-        return max(self.here(now, speed) + later, self.floor(now))
+        passes = self.forecast()
+        rows = sum(size + self.FIXED_ROWS * chance for size, chance in passes)
+        floor = self.floor(now)
+
+        def at(share: float) -> tuple[float, float, float]:
+            # A full pass's last step and judging at the speed the passes to come take.
+            weights = [self.size_weight(m.samples, share) for m in self.passes_done]
+            full = sum(p[1] + p[2] for p in parts) / sum(weights)
+            rest = sum(share * chance + (1 - share) * size / self.batch_size
+                       for size, chance in passes)  # fmt: skip
+            # Each pass done's cost against what its size would cost at that rate.
+            done = zip(parts, self.passes_done, weights, strict=True)
+            ratios = [sum(p) / cost if (cost := per_row * m.rows + full * w) > 0 else 1.0
+                      for p, m, w in done]  # fmt: skip
+            return self.here(now, speed, share), rows * per_row + rest * full, *ratios
+
+        here, later, *ratios = at(self.fixed_share())
+        point = here + later
+        low, high = here + later * min(ratios), here + later * max(ratios)
+        return max(point, floor), max(low, floor), max(high, floor)
 
     def skew(self) -> float:
         """The passes done's regular steps, summed, against as many at their median: 1 where
@@ -356,11 +440,11 @@ class Pace:
         typical = sum(m.step * m.rows * m.regular for m in self.passes_done)
         return sum(m.stepping for m in self.passes_done) / typical if typical > 0 else 1.0
 
-    def here(self, now: float, speed: float) -> float:
+    def here(self, now: float, speed: float, share: float) -> float:
         """Seconds the pass at hand still needs: its regular steps at `speed`, then its last
         step and what follows as the passes done took them from the same point on
         (`residual`: once a part has run long, as the longer ones did)."""
-        finals, afters = self.scaled(speed)
+        finals, afters = self.scaled(speed, share)
         if self.rest_started is None:
             regular_steps = max(self.steps - 1, 0)
             current = now - self.last_step

@@ -56,20 +56,27 @@ def clock_text(seconds: float) -> str:
     return f"{whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
 
 
+def left_text(left: float | tuple[float, float]) -> str:
+    """A time left as h:mm:ss, or a range of two."""
+    if isinstance(left, tuple):
+        return f"{clock_text(left[0])}–{clock_text(left[1])}"
+    return clock_text(left)
+
+
 class EtaColumn(ProgressColumn):
     """The time left, estimated when the row is drawn (task field `eta`: a function giving
-    seconds, or None while nothing measures them; no function: an empty cell), else the
-    least it can be (field `least`, the same kind of function), as "≥0:01:20". Rich's own
-    column divides by a recent rate, which records that come out a pass at a time make
-    meaningless."""
+    seconds or a range of them (`Pace.shown`), or None while nothing measures them; no
+    function: an empty cell), else the least it can be (field `least`, the same kind of
+    function), as "≥0:01:20". Rich's own column divides by a recent rate, which records that
+    come out a pass at a time make meaningless."""
 
     def render(self, task: Task) -> Text:
         estimate = task.fields.get("eta")
         if estimate is None:
             return Text("")
-        seconds = estimate()
-        if seconds is not None:
-            return Text(clock_text(seconds), style="progress.remaining")
+        left = estimate()
+        if left is not None:
+            return Text(left_text(left), style="progress.remaining")
         least = task.fields.get("least")
         bound = least() if least is not None else None
         text = "-:--:--" if bound is None else f"≥{clock_text(bound)}"
@@ -212,7 +219,7 @@ class RichReporter(Display):
             self.label, self.pace = label, Pace(total, batch_size, now)
         # The run's row first, its pass's rows under it.
         self.overall = self.progress.add_task(
-            label, total=total, info=[], eta=self.eta, least=self.least
+            label, total=total, info=[], eta=self.left_shown, least=self.least
         )
         self.denoise = self.progress.add_task("  denoising", total=None, info=[], eta=self.step_eta)
         self.fresh_projection()
@@ -224,10 +231,17 @@ class RichReporter(Display):
             self.progress.remove_task(self.projection)
         self.projection = self.progress.add_task("  projection", total=None, info=[], visible=False)
 
+    def draws_allowed(self, cap: int) -> None:
+        with self.lock:
+            assert self.pace is not None
+            self.pace.cap = cap
+
     def resumed(self, present: int, draws: int) -> None:
         with self.lock:
             assert self.pace is not None
+            cap = self.pace.cap
             self.pace = Pace(self.pace.total, self.pace.batch_size, self.clock(), present, draws)
+            self.pace.cap = cap
         self.progress.update(self.overall, completed=present)
 
     def pass_started(self, samples: int, redraws: int, steps: int) -> None:
@@ -288,6 +302,10 @@ class RichReporter(Display):
         with self.lock:
             return self.pace.left(self.clock()) if self.pace else None
 
+    def left_shown(self) -> float | tuple[float, float] | None:
+        with self.lock:
+            return self.pace.shown(self.clock()) if self.pace else None
+
     def least(self) -> float | None:
         with self.lock:
             return self.pace.least(self.clock()) if self.pace else None
@@ -339,11 +357,12 @@ class RichReporter(Display):
             if pace.present:
                 parts[0] += f" ({pace.present} already there)"
             parts.append(f"{clock_text(now - pace.started)} elapsed")
-            rate, left = pace.rate(now), pace.left(now)
+            rate, left = pace.rate(now), pace.shown(now)
             if rate:
                 parts.append(f"{rate:.2f}/s")
             if left is not None:  # (under a second: what was measured is used up)
-                parts.append(f"about {clock_text(left)} left" if left >= 1 else "finishing")
+                done = not isinstance(left, tuple) and left < 1
+                parts.append("finishing" if done else f"about {left_text(left)} left")
             elif (least := pace.least(now)) is not None:
                 parts.append(f"at least {clock_text(least)} left")
             if pace.passes:

@@ -116,6 +116,7 @@ class Run:
             c.remember(share.satisfied)
         total = share.count(0, n * len(self.prompts))
         reporter.run_started(domain.label, total, spec.sampling.batch_size)
+        reporter.draws_allowed(drawer.method.attempts(spec.repair, spec.reject))
         written = len(share.ids)
         if written:
             reporter.resumed(written, share.draws)
