@@ -29,9 +29,9 @@ import time
 from pathlib import Path
 
 LEFT = re.compile(r"about (\d+):(\d\d):(\d\d) left")
+RANGE = re.compile(r"about (\d+):(\d\d):(\d\d)–(\d+):(\d\d):(\d\d) left")
 LEAST = re.compile(r"at least (\d+):(\d\d):(\d\d) left")
 DONE = re.compile(r"^\w+ (\d+)/(\d+)")
-RANGE_FROM = 1.5  # a line shows a range where its most is over this many times its least
 
 
 def child(trace: str, argv: list[str]) -> None:
@@ -53,6 +53,7 @@ def child(trace: str, argv: list[str]) -> None:
         setattr(cls, name, wrapped)
 
     wrap("run_started", lambda label, total, batch_size: [total, batch_size])
+    wrap("draws_allowed", lambda cap: [cap])
     wrap("resumed", lambda present, draws: [present, draws])
     wrap("pass_started", lambda *a: list(a))
     wrap("step", lambda info: [info.index, info.steps])
@@ -63,9 +64,19 @@ def child(trace: str, argv: list[str]) -> None:
     cdd_cli.__main__.main()
 
 
-def seconds(match: re.Match) -> int:
-    h, m, s = (int(g) for g in match.groups())
+def seconds(match: re.Match, first: int = 0) -> int:
+    h, m, s = (int(g) for g in match.groups()[first : first + 3])
     return h * 3600 + m * 60 + s
+
+
+def holds(said: float | tuple[float, float], true: float) -> bool:
+    """A figure within a factor of 2 of the truth; a range with the truth inside it and its
+    most at most 4 times its least (so that its geometric middle is within 2x as well: a
+    range no narrower would hold wherever a figure within 2x does, and one wider says less
+    than such a figure)."""
+    if isinstance(said, tuple):
+        return said[0] <= true <= said[1] and said[1] <= 4 * said[0]
+    return true > 0 and 0.5 <= said / true <= 2.0
 
 
 def table(stamped: list[tuple[float, str]], end: float) -> tuple[int, int]:
@@ -89,19 +100,25 @@ def table(stamped: list[tuple[float, str]], end: float) -> tuple[int, int]:
                       f"true {end - at:6.1f}  {verdict}")  # fmt: skip
             continue
         true = end - at
-        said = LEFT.search(line)
+        ranged, said = RANGE.search(line), LEFT.search(line)
         lines += 1
-        if said is None:
+        if ranged is not None:
+            low, high = seconds(ranged), seconds(ranged, 3)
+            ok = holds((low, high), true)
+            within += ok
+            verdict, text = "held" if ok else "MISS", f"{low}-{high}"
+        elif said is None:
             verdict, text = "blank", "-"
         else:
             ratio = seconds(said) / true if true > 0 else float("inf")
-            ok = 0.5 <= ratio <= 2.0
+            ok = holds(seconds(said), true)
             within += ok
             verdict, text = f"{ratio:.2f}x {'ok' if ok else 'MISS'}", str(seconds(said))
         where = re.search(r"pass \d+, [^;]*?(?=, its steps|;|$)", line)
-        print(f"{at - stamped[0][0]:7.1f}  said {text:>5}  true {true:6.1f}  {verdict:10}  "
+        print(f"{at - stamped[0][0]:7.1f}  said {text:>9}  true {true:6.1f}  {verdict:10}  "
               f"{where.group(0) if where else ''}")  # fmt: skip
-    print(f"within 2x: {within} of {lines} lines after the first pass; "
+    print(f"held (a figure within 2x, a range around the truth): {within} of {lines} lines "
+          f"after the first pass; "
           f"bounds before it held: {held} of {bounds}")  # fmt: skip
     return within, lines
 
@@ -133,16 +150,19 @@ def parent(trace: str, argv: list[str], hog: bool) -> None:
     table(stamped, end)
 
 
-def replay(path: str, every: float = 1.0, pace_class=None, show: float = 0) -> tuple[int, int]:
+def replay(
+    path: str, every: float = 1.0, pace_class=None, show: float = 0, cap: int | None = None
+) -> tuple[int, int]:
     """Rerun this checkout's Pace on a recorded timeline; query it every `every` seconds
-    after the first pass (what a line then says), against the true time left."""
+    after the first pass (what a line then says), against the true time left. `cap`: the
+    draws a sample may take, for a trace recorded before runs told it (`draws_allowed`)."""
     from cdd_cli.cli.pace import Pace
 
     pace_class = pace_class or Pace
     events = [json.loads(line) for line in Path(path).read_text().splitlines()]
     start, end = events[0][0], events[-1][0]
     pace = None
-    within = lines = blank = held = bounds = ranges = held_range = middles = 0
+    within = lines = blank = held = bounds = ranges = held_lines = 0
     worst = (1.0, 0.0, 0.0)
     t = start
     i = 0
@@ -151,8 +171,12 @@ def replay(path: str, every: float = 1.0, pace_class=None, show: float = 0) -> t
             at, name, *args = events[i]
             if name == "run_started":
                 pace = pace_class(args[0], args[1], at)
+                pace.cap = cap
+            elif name == "draws_allowed":
+                pace.cap = cap = args[0]
             elif name == "resumed":
                 pace = pace_class(pace.total, pace.batch_size, at, *args)
+                pace.cap = cap
             elif name == "pass_started":
                 pace.begin_pass(*args, at)
             elif name == "step":
@@ -165,11 +189,11 @@ def replay(path: str, every: float = 1.0, pace_class=None, show: float = 0) -> t
             bounds += 1
             held += least <= end - t
         if pace is not None and pace.passes_done and pace.done < pace.total:
-            left, low, high = pace.estimates(t)
-            ranged = high > low * RANGE_FROM  # what a line then shows: a range
+            left, shown = pace.left(t), pace.shown(t)
             lines += end - t >= 10
             if show and round((t - start) / every) % round(show / every) == 0:
-                text = f"{low:6.1f}-{high:.1f}" if ranged else f"{left:6.1f}"
+                ranged = isinstance(shown, tuple)
+                text = f"{shown[0]:.1f}-{shown[1]:.1f}" if ranged else f"{left:.1f}"
                 where = f"pass {pace.passes} ({pace.samples}) step {pace.step}"
                 print(f"{t - start:6.0f} said {text:>13} true {end - t:6.1f}  {where}")
             if end - t < 10:  # the last line's 10 s: no ratio holds as the truth nears 0
@@ -179,21 +203,16 @@ def replay(path: str, every: float = 1.0, pace_class=None, show: float = 0) -> t
             else:
                 ratio = left / (end - t)
                 within += 0.5 <= ratio <= 2.0
-                if ranged:
-                    ranges += 1
-                    held_range += low <= end - t <= high and high <= 4 * low
-                    middles += 0.5 <= math.sqrt(low * high) / (end - t) <= 2.0
-                else:
-                    middles += 0.5 <= ratio <= 2.0
+                held_lines += holds(shown, end - t)
+                ranges += isinstance(shown, tuple)
                 if abs(math.log(ratio)) > abs(math.log(worst[0])):
                     worst = (ratio, t - start, end - t)
         t += every
-    print(f"{path}: {within} of {lines} (10 s or more left) within 2x, {blank} blank; "
-          f"worst {worst[0]:.2f}x at {worst[1]:.0f} s ({worst[2]:.0f} s left); as shown "
-          f"(a range's middle), {middles} within 2x; {held_range} of {ranges} ranges held "
-          f"(the truth inside, high <= 4 x low); before the first pass was done, {held} of "
-          f"{bounds} bounds held")  # fmt: skip
-    return within, lines
+    print(f"{path}: {held_lines} of {lines} lines (10 s or more left) held as shown "
+          f"({ranges} of them ranges: `holds`); the estimate {within} within 2x, {blank} "
+          f"blank, worst {worst[0]:.2f}x at {worst[1]:.0f} s ({worst[2]:.0f} s left); "
+          f"before the first pass was done, {held} of {bounds} bounds held")  # fmt: skip
+    return held_lines, lines
 
 
 def passes(path: str) -> None:
@@ -226,6 +245,8 @@ def main() -> None:
     parser.add_argument("--no-hog", action="store_true")
     parser.add_argument("--replay", nargs="*")
     parser.add_argument("--show", type=float, default=0, help="with --replay: every so many s")
+    parser.add_argument("--cap", type=int, help="with --replay: the draws a sample may take, "
+                        "for traces recorded before runs told it")  # fmt: skip
     parser.add_argument("--passes", help="a trace's events: print each pass's size and times")
     parser.add_argument("argv", nargs="*")
     args = parser.parse_args()
@@ -235,7 +256,7 @@ def main() -> None:
         passes(args.passes)
     elif args.replay:
         for path in args.replay:
-            replay(path, show=args.show)
+            replay(path, show=args.show, cap=args.cap)
     else:
         parent(args.trace, args.argv, not args.no_hog)
 

@@ -853,3 +853,93 @@ def test_a_training_runs_plain_lines_say_the_time_left(monkeypatch, capsys):
         f"step 30 loss 0.2500, {shown.clock_text(70.0)} left",
         f"step 40 loss 0.1250, {shown.clock_text(60.0)} left",
     ]
+
+
+def drive(pace: Pace, now: float, samples: int, redraws: int, final: float | None) -> float:
+    """Drive `pace` through a pass of `samples`, 4 steps: 3 regular ones of 0.01 s per row,
+    then a last one of `final` seconds (None: under way); the clock's reading after."""
+    pace.begin_pass(samples, redraws, 4, now)
+    for index in range(3 if final is None else 4):
+        now += 0.01 * pace.rows(samples) if index < 3 else final
+        pace.stepped(index, 4, now)
+    return now
+
+
+@pytest.mark.parametrize("fixed", [True, False])
+def test_a_passs_last_step_is_a_fixed_part_and_a_part_per_sample_fitted_on_the_passes(fixed):
+    """Seven constraints: a last step of 1 sample took 2-2.5 s where one of 32 took 2-3 (the
+    ALM of a run of late draws costs its rounds whatever its size); `-c sa`: one of 2 took
+    0.18 s where one of 64 took 7.4. Which it is, the passes done of other sizes tell; passes
+    all of one size say nothing of it (the prior: mostly per sample)."""
+    pace = Pace(96, 32, 0.0)
+    now = drive(pace, 0.0, 32, 0, 3.0)
+    now = drive(pace, now, 32, 20, 3.0)
+    small = 3.0 if fixed else 3.0 * 8 / 32  # a pass of 8 samples' last step
+    now = drive(pace, now, 8, 8, small)
+    assert pace.fixed_share() == Pace.FIXED_PRIOR  # (the pass of 8 is not done yet)
+    now = drive(pace, now, 4, 4, None)  # the fourth pass, its last step under way
+    # (pulled a little towards the prior)
+    assert pace.fixed_share() >= 0.9 if fixed else pace.fixed_share() <= 0.1
+    assert pace.step_eta(now) == pytest.approx(3.0 if fixed else 3.0 * 4 / 32, rel=0.1)
+
+
+def test_the_forecast_tail_ends_at_the_methods_cap_on_draws():
+    """The judges rejecting every draw, the pool never runs dry: the forecast ends where no
+    sample may be drawn again (the method's attempts, told by `draws_allowed`), not some
+    hundred passes on."""
+    uncapped, capped = Pace(8, 8, 0.0), Pace(8, 8, 0.0)
+    capped.cap = 3
+    for pace in (uncapped, capped):
+        pace.begin_pass(8, 0, 4, 0.0)  # 8 fresh samples, all rejected
+        pace.begin_pass(8, 8, 4, 10.0)  # their second draws: one more may come
+    assert len(uncapped.forecast()) > 100
+    assert [size for size, _ in capped.forecast()] == [pytest.approx(8 * Pace.MOST_REJECTED)]
+    # A run tells its reporter the cap: molecules under cdd draw a sample 16 times at most.
+    reporter = RichReporter(False, out=log_file(), clock=FakeClock())
+    reporter.run_started("molecules", 8, 8)
+    reporter.draws_allowed(16)
+    reporter.resumed(2, 5)  # a resumed run's pace keeps it
+    assert reporter.pace.cap == 16
+
+
+def test_a_run_tells_its_reporter_how_often_a_sample_may_be_drawn(uniform_model_dir: Path):
+    """The method's attempts: cdd redraws a molecule up to 15 times, unconstrained never."""
+
+    class Told(Display):
+        cap: int | None = None
+
+        def draws_allowed(self, cap: int) -> None:
+            self.cap = cap
+
+    for constraints, cap in (([cdd.constraint("pains")], 16), ([], 1)):
+        told = Told()
+        generator = cdd.Generator(str(uniform_model_dir), *constraints, steps=2, batch_size=2)
+        generator.write(Output("-"), n=1, display=told)
+        assert told.cap == cap
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_passes_whose_costs_spread_are_told_as_a_range(width: int):
+    """The paper's method projects every step for as many rounds as the samples at hand
+    need: one pass took 5 s, the next 47. Where the passes done's costs spread so that the
+    most is over RANGE_FROM times the least, the time left is a range (live and in a log),
+    whole at 80 columns; the estimate lies inside it."""
+    clock = FakeClock()
+    out = Console(file=io.StringIO(), force_terminal=True, width=width)
+    reporter = RichReporter(False, out=out, clock=clock)
+    reporter.run_started("molecules", 8, 2)
+    reporter.draws_allowed(1)
+    for number, final in enumerate([5.0, 47.0, 5.0]):
+        reporter.pass_started(2, 0, 4)
+        for index in range(4 if number < 2 else 2):
+            clock.now += 0.5 if index < 3 else final
+            reporter.step(StepInfo(index, 4, 0.0, 0.0))
+        if number < 2:
+            reporter.records_done(2 * number + 2, "valid 2/2")
+    shown = reporter.left_shown()
+    assert isinstance(shown, tuple) and shown[1] > shown[0] * Pace.RANGE_FROM, shown
+    assert shown[0] <= reporter.eta() <= shown[1]
+    text = f"{clock_text(shown[0])}–{clock_text(shown[1])}"
+    row = rows(reporter)[0]
+    assert text in row and len(row) <= width and "…" not in row, row
+    assert f"about {text} left" in reporter.line()

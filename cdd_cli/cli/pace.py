@@ -118,7 +118,7 @@ class Pace:
     # sizes tell it (`fixed_share`): low, since `-c sa`'s is 0 and a tail costed as full
     # passes said twice its time; seven constraints' (about 1) shows once a small pass is done.
     FIXED_PRIOR = 0.1
-    RANGE_FROM = 1.5  # a range is said where its most is over this many times its least
+    RANGE_FROM = 2.0  # a range is said where its most is over this many times its least
     LEAST_PENDING = 0.01  # rejected samples expected that no longer count
 
     def __init__(self, total: int, batch_size: int, now: float, present: int = 0, draws: int = 0):
@@ -298,7 +298,7 @@ class Pace:
             weights = [self.size_weight(n, share) for n, _ in costs]
             scale = sum(c for _, c in costs) / sum(weights)
             missed = sum((c - scale * w) ** 2 for (_, c), w in zip(costs, weights, strict=True))
-            return missed + mean**2 * (share - self.FIXED_PRIOR) ** 2
+            return missed + (mean / 4) ** 2 * (share - self.FIXED_PRIOR) ** 2
 
         return min((tenth / 10 for tenth in range(11)), key=misfit)
 
