@@ -7,12 +7,15 @@ also writes each reporter event with its time (`TRACE.events.jsonl`), so that `-
 TRACE.events.jsonl` can rerun the estimator of this checkout (`cli/pace.py`) on a measured
 run's timeline, every second of it from the second pass on, as a line then would say it (the
 last 10 s left out: no ratio holds there), and `--passes` prints each pass's size and times.
-Before the first pass is done a line says only what the run needs at least ("at least M:SS
-left"): each such bound is checked against the truth (it holds where it is not above it).
+A line holds where its figure is within 2x of the truth, or its range (two times joined by
+an en dash) has the truth inside and its most at most 4 times its least (`holds`). Before the
+first pass is done a line says only what the run needs at least ("at least M:SS left"):
+each such bound is checked against the truth (it holds where it is not above it).
 
     .venv/bin/python bench/eta_check.py --trace /tmp/eta1 -- molecules -n 256 -c sa \
         --tau 3.5 -o /tmp/eta_run.jsonl
     .venv/bin/python bench/eta_check.py --replay /tmp/eta1.events.jsonl
+    .venv/bin/python bench/eta_check.py --replay OLDER.events.jsonl --cap 16  # (see --cap)
 """
 
 from __future__ import annotations

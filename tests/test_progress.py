@@ -870,15 +870,15 @@ def test_a_passs_last_step_is_a_fixed_part_and_a_part_per_sample_fitted_on_the_p
     """Seven constraints: a last step of 1 sample took 2-2.5 s where one of 32 took 2-3 (the
     ALM of a run of late draws costs its rounds whatever its size); `-c sa`: one of 2 took
     0.18 s where one of 64 took 7.4. Which it is, the passes done of other sizes tell; passes
-    all of one size say nothing of it (the prior: mostly per sample)."""
+    all of one size say nothing of it (then: per sample)."""
     pace = Pace(96, 32, 0.0)
     now = drive(pace, 0.0, 32, 0, 3.0)
     now = drive(pace, now, 32, 20, 3.0)
     small = 3.0 if fixed else 3.0 * 8 / 32  # a pass of 8 samples' last step
     now = drive(pace, now, 8, 8, small)
-    assert pace.fixed_share() == Pace.FIXED_PRIOR  # (the pass of 8 is not done yet)
+    assert pace.fixed_share() == 0.0  # (the pass of 8 is not done yet)
     now = drive(pace, now, 4, 4, None)  # the fourth pass, its last step under way
-    # (pulled a little towards the prior)
+    # (pulled a little towards per sample)
     assert pace.fixed_share() >= 0.9 if fixed else pace.fixed_share() <= 0.1
     assert pace.step_eta(now) == pytest.approx(3.0 if fixed else 3.0 * 4 / 32, rel=0.1)
 

@@ -65,25 +65,27 @@ class Pace:
     The rest of the run is the pass at hand's remainder (`here`: its steps left, weighed by
     the shape the passes done's steps had, `shape`) and the passes to come.
     Their number and sizes come from the share of a pass's samples the judges reject
-    (`rejected`) by running the pool forward (`ahead`): the pass at hand leaves that share
+    (`rejected`) by running the pool forward (`forecast`): the pass at hand leaves that share
     of its samples rejected, each later pass takes them and fresh samples up to the batch
     size and leaves its own share, until no fresh sample is left and hardly any rejected one
-    is expected; so after the full passes comes a tail of shrinking ones. A pass of the tail
-    may not come at all (its judges may reject no sample): one of `size` samples expected
-    comes with the chance that a count of that mean is not 0, 1 - e^-size as for a Poisson
-    count, and its fixed cost (FIXED_ROWS) counts by that chance. With several prompts, whose
+    is expected, or no sample may be drawn again (the method's cap, `cap`); so after the full
+    passes comes a tail of shrinking ones. A pass of the tail may not come at all (its
+    judges may reject no sample): one of `size` samples expected comes with the chance that
+    a count of that mean is not 0, 1 - e^-size as for a Poisson count, and its fixed costs
+    (FIXED_ROWS, `fixed_share`) count by that chance. With several prompts, whose
     samples never share a pass, the run is taken as one pool: each prompt's own tail (a few
     small passes) is not foreseen.
 
     A pass to come costs what the passes done cost: their steps per row (`rows`: a step has
     a cost whatever the size; their sum, not their median times their count: the paper's
     method's steps cost 1 ALM round at a pass's start and up to its cap at its end, and a
-    masked text model's toxicity steps 0 to 4 s, `skew`), their last steps and judging per
-    sample (the projection and
-    the judges work sample by sample: a last step of 1 molecule took 0.02 s where one of 64
-    took 1.5), each summed over the passes done and divided by their rows or samples summed,
-    so that a full pass tells more than a small one, and a small one slowed by a burst of
-    other work counts for little.
+    masked text model's toxicity steps 0 to 4 s, `skew`), their last steps and judging as a
+    part fixed per pass and a part per sample (`fixed_share`, fitted on the passes done),
+    each summed over the passes done and divided by their rows or sizes summed, so that a
+    full pass tells more than a small one, and a small one slowed by a burst of other work
+    counts for little. Where the passes done cost so unlike each other for their size that
+    the dearest's rate would say over RANGE_FROM times what the cheapest's would, the time
+    left is told as that range (`shown`).
 
     A busy machine's load moves several-fold within a run (on two cores beside other work,
     a pass's steps took 0.06 s in one pass and 2 s in another), and it slows every part: the
@@ -114,10 +116,6 @@ class Pace:
     # sample's draws, `cap`, 16 for molecules, ends the tail sooner).
     MOST_REJECTED = 0.95
     MOST_PASSES = 1000  # passes forecast at most
-    # The share of a pass's last step and judging that is fixed, before passes of other
-    # sizes tell it (`fixed_share`): low, since `-c sa`'s is 0 and a tail costed as full
-    # passes said twice its time; seven constraints' (about 1) shows once a small pass is done.
-    FIXED_PRIOR = 0.1
     RANGE_FROM = 2.0  # a range is said where its most is over this many times its least
     LEAST_PENDING = 0.01  # rejected samples expected that no longer count
 
@@ -283,22 +281,24 @@ class Pace:
     def fixed_share(self) -> float:
         """The share of a full pass's last step and judging that is the same whatever its
         size, fitted on the passes done: of the shares 0, 0.1 .. 1, the one whose costs at
-        each pass's size miss the measured ones least, pulled towards FIXED_PRIOR as much as
-        one pass off by its mean (passes all of one size say nothing of it). The projection
-        and the judges work sample by sample (`-c sa`: a last step of 2 samples took 0.18 s
-        where one of 64 took 7.4), but by runs of samples of one draw count, and from the
-        draw `repair.surrogates_from` on such a run may run the ALM for seconds whatever its
-        size (seven constraints: a last step of 1 sample took 2-2.5 s, one of 32 2-3)."""
+        each pass's size miss the measured ones least, a share s weighing as much as one
+        pass off by s/4 of their mean. So passes all of one size, which say nothing of it,
+        leave it 0: per sample, as the projection and the judges work (`-c sa`: a last
+        step of 2 samples took 0.18 s where one of 64 took 7.4; a fixed share of a tenth
+        said twice the time its tail took). They work by runs of samples of one draw count,
+        though, and from the draw `repair.surrogates_from` on such a run may run the ALM
+        for seconds whatever its size (seven constraints: a last step of 1 sample took 2-2.5
+        s, one of 32 2-3): passes of other sizes show it."""
         costs = [(m.samples, sum(m.parts(m.step)[1:])) for m in self.passes_done]
         mean = sum(c for _, c in costs) / len(costs) if costs else 0.0
         if mean <= 0:
-            return self.FIXED_PRIOR
+            return 0.0
 
         def misfit(share: float) -> float:
             weights = [self.size_weight(n, share) for n, _ in costs]
             scale = sum(c for _, c in costs) / sum(weights)
             missed = sum((c - scale * w) ** 2 for (_, c), w in zip(costs, weights, strict=True))
-            return missed + (mean / 4) ** 2 * (share - self.FIXED_PRIOR) ** 2
+            return missed + (mean / 4 * share) ** 2
 
         return min((tenth / 10 for tenth in range(11)), key=misfit)
 
@@ -395,12 +395,11 @@ class Pace:
         """Seconds the run should still take, and the least and most it may: the pass at
         hand's remainder (`here`) and the passes to come (`forecast`) at what the passes
         done cost per row and per pass of their size (`fixed_share`), at the speed now or,
-        where slower than the run's typical pace, between the two (see the class). The
-        range spans the fixed shares the passes done allow, and the passes to come cost
-        between the cheapest and the dearest pass done against its size: the paper's method
-        projects every step for 1 to max_outer rounds, as the samples at hand need, and one
-        pass took 5 s, the next 6, the third 47. None until a pass is done: unknown, not a
-        guess."""
+        where slower than the run's typical pace, between the two (see the class); the
+        least and the most, the passes to come at the rate of the cheapest and of the
+        dearest pass done for its size (the paper's method projects every step for as many
+        ALM rounds as the samples at hand need: passes of 12, 15, then 63 s). None until a
+        pass is done: unknown, not a guess."""
         if not self.passes_done:
             return None
         if self.done >= self.total:
@@ -411,26 +410,20 @@ class Pace:
         coming = math.sqrt(speed * typical) if speed > typical else speed
         parts = [m.parts(coming) for m in self.passes_done]
         per_row = sum(p[0] for p in parts) / sum(m.rows for m in self.passes_done)
-        passes = self.forecast()
-        rows = sum(size + self.FIXED_ROWS * chance for size, chance in passes)
+        share = self.fixed_share()
+        weights = [self.size_weight(m.samples, share) for m in self.passes_done]
+        full = sum(p[1] + p[2] for p in parts) / sum(weights)  # a full pass's last step, judging
+        rows, _ = self.ahead()
+        rest = sum(share * chance + (1 - share) * size / self.batch_size
+                   for size, chance in self.forecast())  # fmt: skip
+        here, later = self.here(now, speed, share), rows * per_row + rest * full
+        # Each pass done's cost against what its size costs at the rate of them all.
+        done = zip(parts, self.passes_done, weights, strict=True)
+        ratios = [sum(p) / cost if (cost := per_row * m.rows + full * w) > 0 else 1.0
+                  for p, m, w in done]  # fmt: skip
         floor = self.floor(now)
-
-        def at(share: float) -> tuple[float, float, float]:
-            # A full pass's last step and judging at the speed the passes to come take.
-            weights = [self.size_weight(m.samples, share) for m in self.passes_done]
-            full = sum(p[1] + p[2] for p in parts) / sum(weights)
-            rest = sum(share * chance + (1 - share) * size / self.batch_size
-                       for size, chance in passes)  # fmt: skip
-            # Each pass done's cost against what its size would cost at that rate.
-            done = zip(parts, self.passes_done, weights, strict=True)
-            ratios = [sum(p) / cost if (cost := per_row * m.rows + full * w) > 0 else 1.0
-                      for p, m, w in done]  # fmt: skip
-            return self.here(now, speed, share), rows * per_row + rest * full, *ratios
-
-        here, later, *ratios = at(self.fixed_share())
-        point = here + later
         low, high = here + later * min(ratios), here + later * max(ratios)
-        return max(point, floor), max(low, floor), max(high, floor)
+        return max(here + later, floor), max(low, floor), max(high, floor)
 
     def skew(self) -> float:
         """The passes done's regular steps, summed, against as many at their median: 1 where
