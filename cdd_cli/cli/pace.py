@@ -124,7 +124,7 @@ class Pace:
         self.present = self.done = present
         self.started = now
         self.passes = 0  # passes begun
-        self.cap: int | None = None  # draws a sample may take (`allow`); None: not told
+        self.cap: int | None = None  # draws a sample may take (told by the run); None: unknown
         self.last_fresh = 0  # the latest pass that began samples not drawn before
         self.begun = 0  # samples begun: drawn once at least, or in the pass at hand
         # The redraws of the passes begun, and the samples of the passes done. A resumed
@@ -267,9 +267,9 @@ class Pace:
             pending = size * share
         return passes
 
-    def ahead(self) -> tuple[float, float]:
+    def ahead(self, passes: list[tuple[float, float]] | None = None) -> tuple[float, float]:
         """The rows and the samples of the passes after the one at hand (`forecast`)."""
-        passes = self.forecast()
+        passes = self.forecast() if passes is None else passes
         rows = sum(size + self.FIXED_ROWS * chance for size, chance in passes)
         return rows, sum(size for size, _ in passes)
 
@@ -413,9 +413,10 @@ class Pace:
         share = self.fixed_share()
         weights = [self.size_weight(m.samples, share) for m in self.passes_done]
         full = sum(p[1] + p[2] for p in parts) / sum(weights)  # a full pass's last step, judging
-        rows, _ = self.ahead()
+        passes = self.forecast()
+        rows, _ = self.ahead(passes)
         rest = sum(share * chance + (1 - share) * size / self.batch_size
-                   for size, chance in self.forecast())  # fmt: skip
+                   for size, chance in passes)  # fmt: skip
         here, later = self.here(now, speed, share), rows * per_row + rest * full
         # Each pass done's cost against what its size costs at the rate of them all.
         done = zip(parts, self.passes_done, weights, strict=True)
