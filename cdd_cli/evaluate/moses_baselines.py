@@ -80,7 +80,7 @@ _ROWS = {
         (0.5371, 0.0004), (0.5132, 0.0002), (0.9986, 0.0004), (0.9972, 0.0007), (0.8867, 0.0009),
         (0.1072, 0.0098), (0.8565, 0.0007), (0.8505, 0.0006), (0.9735, 0.0006), (0.9498, 0.0006),
     ),
-}
+}  # fmt: skip
 BASELINES: dict[str, dict[str, tuple[float, float | None]]] = {
     "Train": {m: (v, None) for m, v in zip(METRICS, _TRAIN, strict=True)},
     **{model: dict(zip(METRICS, row, strict=True)) for model, row in _ROWS.items()},
