@@ -105,11 +105,12 @@ def moses_table(evaluations: list[Evaluation]) -> str:
             + "".join(baseline_cell(row, key) for key in columns)
             + "</tr>"
         )
+    ours = "The first row" if len(evaluations) == 1 else f"The first {len(evaluations)} rows"
     return (
         '<div class="wide"><table class="moses"><tr><th></th><th>samples</th>'
         f"{heads}</tr>{''.join(rows)}</table></div>"
-        f'<p class="detail">The first {len(evaluations)} row(s): <code>cdd eval --moses</code> '
-        "as written (W₁: the property's Wasserstein-1 distance to the test set; – where a "
+        f'<p class="detail">{ours}: <code>cdd eval --moses</code> as written (W₁: the '
+        "property's Wasserstein-1 distance to the test set; – where a "
         "metric was not computed, e.g. FCD without the fcd extra, or is undefined). The other "
         f"rows: {escape(SOURCE)}; Train scores MOSES' training set as a sample. MOSES samples "
         "30,000 molecules a run (its scripts/run.py) and recommends no fewer: unique@10k and "
