@@ -7,6 +7,7 @@ import gzip
 import io
 import json
 import math
+import os
 import re
 import shutil
 import struct
@@ -298,3 +299,103 @@ def test_the_page_renders_in_chromium_with_its_molecules(tmp_path: Path):
         capture_output=True, timeout=HANG_S,
     )  # fmt: skip
     assert len(png_colours(shot.read_bytes())) > 10  # not blank
+
+
+def moses_eval(path: Path, metrics: dict) -> str:
+    """A `cdd eval --moses` report holding `metrics` under its `moses` key."""
+    path.write_text(json.dumps({"kind": "molecules", "samples": 2, "moses": metrics}))
+    return str(path)
+
+
+def test_the_moses_table_shows_evals_metrics_beside_the_cited_baselines(tmp_path: Path):
+    records = write_jsonl(tmp_path / "run.jsonl", [molecule(0, "CCO"), molecule(1, "CCN")])
+    metrics = {
+        "samples": 10_000, "valid": 0.9712, "unique@1000": 1.0, "unique@10000": 0.9991,
+        "Novelty": 0.93, "FCD/Test": 1.2345, "SNN/Test": 0.51, "Scaf/Test": None,
+        "IntDiv": 0.8611, "Filters": 0.97, "logP": 0.25,
+        "novelty_against": "training of moses-mdlm (1,584,663)",
+    }  # fmt: skip
+    evaluation = moses_eval(tmp_path / "run.eval.json", metrics)
+    page = tmp_path / "page.html"
+    result = runner.invoke(app, ["report", records, "--eval", evaluation, "-o", str(page)])
+    assert result.exit_code == 0, result.output
+    html = page.read_text(encoding="utf-8")
+    assert "<h2>MOSES metrics</h2>" in html and "run.eval.json</th><td>10,000</td>" in html
+    assert "<td>0.9712</td><td>1</td><td>0.9991</td><td>1.234</td>" in html
+    assert "novelty against training of moses-mdlm (1,584,663)" in html
+    # MOSES' README rows with their standard deviations, and where they come from.
+    assert '<th>CharRNN</th><td>–</td><td>0.9748 <span class="std">± 0.0264</span>' in html
+    assert "0.0732 <span" in html and "<th>JTN-VAE</th>" in html and "<th>Train</th>" in html
+    assert "molecularsets/moses README.md at commit 7b8f83b" in html
+    assert not URL.search(html)
+    # Without --eval there is no table; the page is otherwise the same.
+    write_page([records], str(tmp_path / "plain.html"))
+    assert "MOSES metrics" not in (tmp_path / "plain.html").read_text(encoding="utf-8")
+
+
+def test_hostile_values_in_an_eval_stay_text(tmp_path: Path):
+    hostile = "<script>alert(1)</script>"
+    records = write_jsonl(tmp_path / "run.jsonl", [molecule(0, "CCO")])
+    evaluation = tmp_path / "eval.json"
+    # NaN and Infinity: Python's json reads them; an integer too large for a float.
+    evaluation.write_text(
+        '{"moses": {"valid": NaN, "FCD/Test": Infinity, "unique@1000": "' + hostile.replace(
+            "/", "\\/") + '", "SNN/Test": {"x": "<b>"}, "IntDiv": [1, "<i>"], "Filters": true, '
+        '"Novelty": 1' + "0" * 400 + ', "samples": "' + "9" * 5000 + '", '
+        '"<script>": 1, "novelty_against": "<img src=x onerror=alert(1)>"}}'
+    )  # fmt: skip
+    write_page([records], str(tmp_path / "page.html"), [str(evaluation)])
+    html = (tmp_path / "page.html").read_text(encoding="utf-8")
+    assert html.count("<script>") == 1 and "alert(1)</script>" not in html
+    assert "<b>" not in html.split("<h2>MOSES metrics</h2>")[1] and "<i>" not in html
+    assert "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "<td>nan</td><td>&lt;script&gt;alert(1)&lt;/script&gt;</td>" in html
+    assert "<td>inf</td>" in html and "characters more" in html
+
+
+def test_an_integer_too_large_for_a_float_in_a_record_is_text_not_a_crash(tmp_path: Path):
+    row = molecule(0, "CCO")
+    row["seconds"] = row["constraints"]["sa"]["value"] = 10**400
+    said = write_page([write_jsonl(tmp_path / "run.jsonl", [row])], str(tmp_path / "page.html"))
+    assert "1 records" in said
+    assert "<td>sa</td><td>1000000000" in (tmp_path / "page.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("{oops", "not JSON"),
+        (b"\xff\xfe", "not JSON"),
+        ('{"kind": "text", "samples": 2}', "holds no MOSES metrics"),
+        ('{"moses": [1, 2]}', "holds no MOSES metrics"),
+        ("[" * 100_000 + "]" * 100_000, "not JSON"),
+        (" " * (2 << 20), "larger than 1 MiB"),
+        (None, "cannot read"),
+    ],
+)
+def test_an_eval_that_is_no_moses_report_is_one_line_and_exit_2(
+    tmp_path: Path, content: str | bytes | None, expected: str
+):
+    records = write_jsonl(tmp_path / "run.jsonl", [molecule(0, "CCO")])
+    evaluation = tmp_path / "eval.json"
+    if isinstance(content, bytes):
+        evaluation.write_bytes(content)
+    elif content is not None:
+        evaluation.write_text(content)
+    page = tmp_path / "page.html"
+    result = runner.invoke(app, ["report", records, "--eval", str(evaluation), "-o", str(page)])
+    assert result.exit_code == 2, result.output
+    assert expected in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not page.exists()
+
+
+def test_the_page_never_overwrites_an_eval_and_a_fifo_is_not_waited_on(tmp_path: Path):
+    records = write_jsonl(tmp_path / "run.jsonl", [molecule(0, "CCO")])
+    evaluation = moses_eval(tmp_path / "eval.json", {"valid": 1.0})
+    result = runner.invoke(app, ["report", records, "--eval", evaluation, "-o", evaluation])
+    assert result.exit_code == 2 and "is one of the --eval files" in result.stderr
+    assert json.loads(Path(evaluation).read_text())["moses"] == {"valid": 1.0}
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    result = runner.invoke(app, ["report", records, "--eval", str(fifo), "-o", "-"])
+    assert result.exit_code == 2 and "not a regular file" in result.stderr

@@ -145,12 +145,21 @@ def report(
     output: Annotated[
         str, typer.Option("-o", "--output", help="The HTML file to write, or - for stdout.")
     ],
+    evaluations: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--eval",
+            help="The JSON `cdd eval --moses RUN.jsonl` printed (repeatable): its MOSES metrics "
+            "in a table beside the MOSES baselines.",
+        ),
+    ] = None,
 ) -> None:
     """One self-contained HTML page of a run: summary, distributions against their bounds
     (overlaid with the other files'), molecules drawn or texts with their constraints."""
 
     def body() -> None:
-        console.print(write_page(records, output), markup=False, soft_wrap=True)
+        said = write_page(records, output, evaluations or ())
+        console.print(said, markup=False, soft_wrap=True)
 
     run_guarded(body)
 

@@ -57,14 +57,24 @@ FINGERPRINT_BITS = 1024
 BF16_EXACT = 256
 
 
+def installed_molsets() -> Path | None:
+    """The folder the installed `molsets` package's `moses` lies in (found, never imported:
+    its own imports are of 2020); None where it is not installed. Each caller says in its own
+    words what to do without it (`cdd eval --moses-data`, `cdd train molecules --data`)."""
+    spec = importlib.util.find_spec("moses")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(spec.submodule_search_locations[0]).parent
+
+
 def locate_moses(path: Path | None) -> Path:
-    """The wheel or folder holding the MOSES data: the given path, else the installed
-    `molsets` package's folder (found, never imported: its own imports are of 2020)."""
+    """The wheel or folder holding the MOSES test data: the given path, else the installed
+    `molsets`."""
     if path is None:
-        spec = importlib.util.find_spec("moses")
-        if spec is None or not spec.submodule_search_locations:
+        root = installed_molsets()
+        if root is None:
             raise InputError(f"MOSES data not found: {INSTALL_HINT}")
-        return Path(spec.submodule_search_locations[0]).parent
+        return root
     if not Path(path).exists():
         raise InputError(f"{path}: no such file or folder (the MOSES data: {INSTALL_HINT})")
     return Path(path)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import importlib.util
 import io
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
@@ -24,6 +23,7 @@ from rdkit import Chem
 
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import MAX_SMILES_CHARS
+from cdd_cli.evaluate.moses import installed_molsets
 from cdd_cli.evaluate.reference import MAX_LINE_BYTES, bounded_lines, over_cores
 from cdd_cli.train import qm9
 
@@ -144,15 +144,14 @@ def read_smiles_file(path: Path) -> SmilesRead:
 
 def locate_moses(path: Path | None) -> Path:
     """The molsets wheel or folder holding MOSES' train.csv.gz: the given path, else the
-    installed package (found without importing it)."""
+    installed package's."""
     if path is None:
-        spec = importlib.util.find_spec("moses")
-        if spec is None or not spec.submodule_search_locations:
+        path = installed_molsets()
+        if path is None:
             raise InputError(
                 f"MOSES not found: `{MOSES_PIP}` and pass --data PATH (the wheel or its "
                 "unpacked folder)"
             )
-        path = Path(spec.submodule_search_locations[0]).parent
     if moses_train_text_source(path) is None:
         raise InputError(f"{path}: no {MOSES_TRAIN} (`{MOSES_PIP}` gives the wheel)")
     return path

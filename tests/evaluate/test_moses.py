@@ -24,6 +24,7 @@ from cdd_cli.evaluate.moses import (
     MosesReference,
     cosine_similarity,
     features,
+    installed_molsets,
     internal_diversity,
     locate_moses,
     moses_metrics,
@@ -31,6 +32,12 @@ from cdd_cli.evaluate.moses import (
     read_filters,
     read_split,
     wasserstein,
+)
+from cdd_cli.evaluate.moses_baselines import (
+    BASELINES,
+    EARLY_BASELINES,
+    EARLY_METRICS,
+    METRICS,
 )
 from cdd_cli.evaluate.reference import model_reference
 from cdd_cli.models.registry import resolve_directory
@@ -176,6 +183,38 @@ def test_the_data_is_read_from_a_folder_or_a_wheel(tmp_path: Path):
         read_split(tmp_path, "test")
 
 
+def test_the_installed_molsets_is_found_by_path_and_each_caller_says_what_to_do_without_it(
+    tmp_path: Path, monkeypatch
+):
+    (tmp_path / "moses").mkdir()
+    (tmp_path / "moses" / "__init__.py").write_text("raise ImportError('never imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    assert installed_molsets() == tmp_path == locate_moses(None)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    assert installed_molsets() is None
+    with pytest.raises(InputError, match=r"MOSES data not found: .*--moses-data"):
+        locate_moses(None)
+
+
+def test_the_baselines_are_the_moses_readmes_rows_keyed_as_cdd_eval_keys_them():
+    assert set(BASELINES) == {
+        "Train", "HMM", "NGram", "Combinatorial", "CharRNN", "AAE", "VAE", "JTN-VAE", "LatentGAN",
+    }  # fmt: skip
+    assert all(list(row) == list(METRICS) for row in BASELINES.values())
+    assert BASELINES["CharRNN"]["FCD/Test"] == (0.0732, 0.0247)
+    assert BASELINES["Train"]["IntDiv"] == (0.8567, None)
+    # The 2019 table that older quotes come from (CharRNN valid 0.960, FCD/Test 0.323).
+    charrnn = EARLY_BASELINES["CharRNN"]
+    assert (charrnn["valid"], charrnn["FCD/Test"], charrnn["Filters"]) == (0.9598, 0.3233, 0.992)
+    assert EARLY_BASELINES["JTN-VAE"]["FCD/Test"] == 4.3769
+    assert EARLY_BASELINES["AAE"]["FCD/Test"] == 1.3511
+    assert all(list(row) == list(EARLY_METRICS) for row in EARLY_BASELINES.values())
+    # Every baseline metric is one `cdd eval --moses` writes.
+    reference = MosesReference(features(TEST), features(TEST), [], frozenset(TEST), None)
+    assert set(METRICS) - {"FCD/Test", "FCD/TestSF"} <= set(moses_metrics(GEN, reference))
+
+
 def records_file(path: Path, smiles: list[str]) -> Path:
     rows = [
         {"id": f"0-{i}", "text": s, "valid": Chem.MolFromSmiles(s) is not None,
@@ -208,6 +247,25 @@ def test_eval_moses_from_the_command_line(tmp_path: Path, monkeypatch):
     assert [n.split("-")[1] for n in cached if "-fcd-" not in n] == ["test", "test_scaffolds"]
     again = runner.invoke(app, args)  # read back from the cache
     assert json.loads(again.stdout.splitlines()[0])["moses"] == report
+
+
+@pytest.mark.slow
+def test_what_eval_moses_prints_is_what_cdd_report_reads(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    # Two molecules a set at least: FCD of one hangs in fcd (a NaN covariance).
+    scaffolds = ["c1ccc2ccccc2c1", "C1CCc2ccccc2C1"]
+    data = write_moses_folder(tmp_path / "data", ["CCO", "c1ccccc1O"], scaffolds)
+    records = records_file(tmp_path / "m.jsonl", ["CCO", "CCN", "C(", "c1ccccc1O"])
+    result = runner.invoke(app, ["eval", str(records), "--moses", "--moses-data", str(data)])
+    assert result.exit_code == 0, result.output
+    evaluation = tmp_path / "m.eval.json"
+    evaluation.write_text(result.stdout)
+    page = tmp_path / "page.html"
+    args = ["report", str(records), "--eval", str(evaluation), "-o", str(page)]
+    assert runner.invoke(app, args).exit_code == 0
+    html = page.read_text(encoding="utf-8")
+    assert "m.eval.json</th><td>4</td><td>0.75</td>" in html  # 3 of 4 valid
+    assert "novelty against training of default-molecules" in html and "<th>CharRNN</th>" in html
 
 
 @pytest.mark.parametrize(

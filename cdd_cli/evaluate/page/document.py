@@ -10,6 +10,7 @@ from html import escape
 from pathlib import Path
 
 from cdd_cli.errors import InputError
+from cdd_cli.evaluate.page.moses_table import Evaluation, moses_table, read_evaluation
 from cdd_cli.evaluate.page.runs import Run, read_run
 from cdd_cli.evaluate.page.sections import (
     attribute_name,
@@ -46,6 +47,10 @@ overflow-wrap:anywhere}
 .cut{color:#999}.prompt{color:#666}.cont{margin:.2em 0}
 mark.req{background:#c8f0cf}mark.forbid{background:#f8c6c0}
 .controls{margin:.5em 0}.controls input{width:6em}
+.wide{overflow-x:auto}table.moses{border-collapse:collapse;font-size:12px}
+table.moses th,table.moses td{padding:.15em .5em;text-align:right;white-space:nowrap}
+table.moses tr.ours{font-weight:bold}table.moses tr:nth-child(even){background:#f6f6f6}
+.std{color:#888;font-size:.9em}
 """
 SCRIPT = """
 (function () {
@@ -110,8 +115,9 @@ def controls(keys: list[str], count: int) -> str:
     )
 
 
-def page(runs: list[Run]) -> str:
-    """The HTML of the page about `runs[0]`, the others compared with it."""
+def page(runs: list[Run], evaluations: Sequence[Evaluation] = ()) -> str:
+    """The HTML of the page about `runs[0]`, the others compared with it; the MOSES table
+    where `evaluations` (`cdd eval --moses` reports) are given."""
     run = runs[0]
     molecules = is_molecules(run)
     shown = run.records[:MAX_CARDS]
@@ -138,6 +144,7 @@ exact judges' as recorded.</p>
 {summary(runs)}
 <h2>Distributions</h2>
 {distributions(runs, molecules)}
+{f"<h2>MOSES metrics</h2>{moses_table(list(evaluations))}" if evaluations else ""}
 <h2>{kind}</h2>
 <p>{stated}.</p>
 {controls(sort_keys(shown, molecules), len(shown))}
@@ -149,13 +156,16 @@ exact judges' as recorded.</p>
 """
 
 
-def write_page(sources: Sequence[str], out: str) -> str:
-    """The page of the runs in `sources` (the first the one it is about) written whole to
-    `out` (or stdout: "-"); what was written, in one line."""
+def write_page(sources: Sequence[str], out: str, evaluations: Sequence[str] = ()) -> str:
+    """The page of the runs in `sources` (the first the one it is about), with the MOSES
+    metrics of the `cdd eval --moses` reports in `evaluations`, written whole to `out` (or
+    stdout: "-"); what was written, in one line."""
     if out != "-" and any(s != "-" and Path(s).resolve() == Path(out).resolve() for s in sources):
         raise InputError(f"-o {out}: is one of the records files; the page goes to another")
+    if out != "-" and any(Path(e).resolve() == Path(out).resolve() for e in evaluations):
+        raise InputError(f"-o {out}: is one of the --eval files; the page goes to another")
     runs = [read_run(source) for source in sources]
-    html = page(runs)
+    html = page(runs, [read_evaluation(path) for path in evaluations])
     if out == "-":
         sys.stdout.write(html)
         sys.stdout.flush()

@@ -19,10 +19,14 @@ from cdd_cli.output.jsonl import read_jsonl
 
 
 def finite(value: object) -> float | None:
-    """`value` as a float where it is a finite number (not a bool, NaN or infinity)."""
+    """`value` as a float where it is a finite number (not a bool, NaN or infinity, nor an
+    integer too large for a float: JSON allows 10**400)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value) if math.isfinite(value) else None
+    try:
+        return float(value) if math.isfinite(value) else None
+    except OverflowError:
+        return None
 
 
 @dataclass
