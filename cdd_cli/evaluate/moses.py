@@ -361,8 +361,11 @@ def moses_metrics(
     if reference.train is not None:
         metrics["Novelty"] = len(distinct - reference.train) / len(distinct)
     if reference.fcd is not None:
+        # One molecule has no covariance: fcd's matrix square root of a NaN matrix never
+        # returns, so FCD needs two valid molecules.
         for label, name in (("Test", "test"), ("TestSF", "test_scaffolds")):
-            metrics[f"FCD/{label}"] = frechet_distance(valid, reference.fcd[name])
+            fcd = frechet_distance(valid, reference.fcd[name]) if len(valid) > 1 else None
+            metrics[f"FCD/{label}"] = fcd
     found = features(valid, workers=workers)
     for label, test in (("Test", reference.test), ("TestSF", reference.test_scaffolds)):
         if test is not None:

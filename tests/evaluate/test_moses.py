@@ -326,3 +326,16 @@ def test_features_match_the_reference_implementations_stored_statistics():
         assert ours.properties[name] == pytest.approx(stats[name]["values"][:500], abs=1e-6)
     # Each of these molecules' fragments is among those MOSES counted over the whole set.
     assert set(ours.fragments) <= set(stats["Frag"]["frag"])
+
+
+def test_fcd_of_a_single_valid_molecule_is_none_not_a_hang():
+    # fcd's matrix square root of a one-molecule (NaN) covariance never returns; the metric
+    # is None there. A reference whose statistics would fail if read shows FCD is not tried.
+    class Unread(dict):
+        def __getitem__(self, key):
+            raise AssertionError("FCD computed for one molecule")
+
+    reference = MosesReference(features(TEST), None, [], frozenset(TEST), None)
+    reference.fcd = Unread()
+    metrics = moses_metrics(["CNC", "INVALID"], reference, ks=(3,))
+    assert metrics["FCD/Test"] is None and metrics["FCD/TestSF"] is None
