@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from cdd_cli.cli.app import app
 from cdd_cli.cli.flags import build_spec
+from cdd_cli.constraint_values import constraint as api_constraint
 from cdd_cli.constraints import table
 from cdd_cli.constraints.descriptor import ConstraintSpec
 from cdd_cli.constraints.registry import build_constraints
@@ -265,3 +266,13 @@ def test_records_under_similarity_agree_with_rdkit(tmp_path: Path):
         assert entry_["satisfied"] == (entry_["value"] is not None and entry_["value"] >= 0.3)
         assert r["satisfied"] == entry_["satisfied"]
     assert sum(r["satisfied"] for r in records) >= 6
+
+
+def test_the_api_value_is_a_plain_entry_checked_like_a_specs(uniform_model_dir: Path):
+    value = api_constraint("similarity", to=ASPIRIN, min=0.4)
+    assert (value.type, value.options) == ("similarity", {"to": ASPIRIN, "min": 0.4})
+    loaded = registry.load(str(uniform_model_dir), "molecules", "cpu")
+    (built,) = build_constraints([value], loaded, "cpu")
+    assert built.leads == ("CC(=O)Oc1ccccc1C(=O)O",) and built.tau == 0.4
+    with pytest.raises(InputError, match=r"^constraint 'similarity': key 'to': RDKit cannot"):
+        api_constraint("similarity", to="C1CC(", min=0.4)
