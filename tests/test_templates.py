@@ -88,7 +88,8 @@ def test_each_fixed_part_decodes_exactly_whatever_fills_its_blanks(source: str):
     # and an end-of-text token (which ends its own blank only).
     fillers = [tokenizer.encode(" x"), tokenizer.encode("é")[:1], [tokenizer.eos_id]]
     for filler in fillers:
-        row = [i if k else filler[n % len(filler)] for n, (i, k) in enumerate(zip(ids, kept))]
+        pairs = enumerate(zip(ids, kept, strict=True))
+        row = [i if k else filler[n % len(filler)] for n, (i, k) in pairs]
         decoded = text(row)
         assert layout.fills(decoded) is not None, decoded
         at = 0
@@ -132,7 +133,9 @@ def test_a_template_run_keeps_its_fixed_text_and_records_each_blank(text_model_d
         }  # fmt: skip
         assert r["satisfied"] is True and r["method"] == "unconstrained"
     # Each sample's own stream, and the layout drawn once per run: any batch size, the same.
-    _, one_by_one, _ = generate(text_model_dir, "--template", LETTER, "-n", "4", "--batch-size", "1")
+    _, one_by_one, _ = generate(
+        text_model_dir, "--template", LETTER, "-n", "4", "--batch-size", "1"
+    )
     assert [r["text"] for r in one_by_one] == [r["text"] for r in records]
 
 
@@ -151,7 +154,8 @@ def test_a_constraint_on_a_blank_judges_its_fill(text_model_dir: Path, tmp_path:
     assert code in (0, 3), stderr
     for r in records:
         verdicts = r["constraints"]
-        assert verdicts["word_count"]["blank"] == "name" and verdicts["word_count#2"]["blank"] == "2"
+        assert verdicts["word_count"]["blank"] == "name"
+        assert verdicts["word_count#2"]["blank"] == "2"
         assert "blank" not in verdicts["word_count#3"]
         words = lambda text: len(text.split())  # noqa: E731
         for key, text in (("word_count", r["blanks"]["name"]), ("word_count#2", r["blanks"]["2"]),
