@@ -108,6 +108,6 @@ TemplateOpt = Annotated[
     typer.Option(
         help="Fixed text with blanks to fill, e.g. \"Dear {name:1-3}, thank you for {10-20}.\": "
         "a blank is {LOW-HIGH} or {N} tokens, optionally named ({NAME:LOW-HIGH}); its text is "
-        "kept exactly (docs/generate.md).",
+        "kept exactly (docs/constraints.md).",
     ),
 ]
