@@ -417,7 +417,10 @@ class KeptFixed:
     def __call__(self, x_t: torch.Tensor) -> torch.Tensor:
         fixed = self.process.fixed_positions(x_t)
         if self.kept is not None:
-            fixed |= self.kept
+            kept = self.kept
+            if len(kept) not in (1, len(x_t)):  # rows asked apart: what every row keeps
+                kept = kept.all(0, keepdim=True)
+            fixed |= kept
         return fixed
 
 

@@ -94,10 +94,9 @@ class Canvas:
         return Canvas(ids.expand(rows, -1), kept.expand(rows, -1))
 
     def restore(self, x: torch.Tensor, a: int = 0, b: int | None = None) -> torch.Tensor:
-        """`x` [b - a, L] (rows a:b of a batch canvas) with the kept ids put back, in place."""
-        kept = self.kept[a:b]
-        x[kept] = self.ids[a:b][kept]
-        return x
+        """`x` [b - a, L] (rows a:b of a batch canvas) with the kept ids put back, in place
+        (by `where`, not a masked write: on a GPU that would wait for the device each step)."""
+        return x.copy_(torch.where(self.kept[a:b], self.ids[a:b], x))
 
     def pin(self, probs: torch.Tensor) -> torch.Tensor:
         """`probs` [B, L, V] (B: this canvas's rows, or any where it is shared) one-hot on the

@@ -126,3 +126,10 @@ def test_kept_positions_are_fixed_for_the_projection():
     none = KeptFixed(MaskedProcess(V, MASK), torch.zeros(1, 8, dtype=torch.bool))
     x = torch.tensor([[MASK, 1, MASK, 2, MASK, MASK, MASK, MASK]])
     assert none(x).tolist() == (x != MASK).tolist()
+
+
+def test_rows_asked_apart_from_a_per_row_canvas_are_fixed_where_every_row_keeps():
+    kept = torch.tensor([[True, True, False], [True, False, False]])
+    fixed = KeptFixed(UniformProcess(V), kept)
+    assert fixed(torch.zeros(2, 3, dtype=torch.long)).tolist() == kept.tolist()
+    assert fixed(torch.zeros(1, 3, dtype=torch.long)).tolist() == [[True, False, False]]
