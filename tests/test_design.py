@@ -1,0 +1,145 @@
+"""Molecules from parts (`cdd design`): the parts laid out as SMILES tokens and blanks, the
+kept part certified by RDKit, the canvases, and the command's refusals and records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rdkit import Chem
+
+from cdd_cli.constraints import kept
+from cdd_cli.constraints.kept import Blank, KeptConstraint
+from cdd_cli.errors import InputError
+from cdd_cli.models.tokenizers import load_tokenizer, split_smiles
+
+QM9 = Path(__file__).resolve().parents[1] / "cdd_cli" / "assets" / "qm9-udlm"
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer(QM9)
+
+
+def written(design, fill: str = "C") -> str:
+    """The design's SMILES with each blank written as `fill` once."""
+    return "".join(fill if isinstance(s, Blank) else s for s in design.segments)
+
+
+def test_scaffold_attachment_points_become_blanks(tokenizer):
+    design = kept.scaffold("c1ccc([*])cc1", tokenizer)
+    assert design.kept == {"scaffold": "*c1ccccc1"}
+    assert design.segments == (Blank(1), *split_smiles("c1ccccc1"))
+    two = kept.scaffold("[*]c1ccc([*])cc1", tokenizer)
+    assert written(two) == "Cc1ccc(C)cc1"  # the second point a branch
+    assert kept.certified(two, written(two))
+
+
+def test_scaffold_certified_by_substructure(tokenizer):
+    design = kept.scaffold("c1ccc([*])cc1", tokenizer)
+    assert kept.certified(design, "Cc1ccccc1") is True
+    assert kept.certified(design, "c1ccccc1") is False  # the attachment point needs an atom
+    assert kept.certified(design, "CC1CCCCC1") is False  # not the aromatic ring
+    assert kept.certified(design, "c1ccc") is None  # invalid: certifies nothing
+
+
+def test_link_puts_the_blank_between_the_fragments(tokenizer):
+    design = kept.link("c1ccc([*])cc1", "[*]N1CCCC1", tokenizer)
+    assert design.kept == {"fragment1": "*c1ccccc1", "fragment2": "*N1CCCC1"}
+    smiles = written(design, "CC")
+    # Ring label 1 is open where the second fragment goes in: it is written with label 2.
+    assert Chem.MolToSmiles(Chem.MolFromSmiles(smiles)) == Chem.CanonSmiles("c1ccccc1CCN1CCCC1")
+    assert kept.certified(design, smiles)
+    assert not kept.certified(design, "c1ccccc1CC")  # one fragment alone
+    with pytest.raises(InputError, match="second fragment needs one attachment point"):
+        kept.link("c1ccc([*])cc1", "N1CCCC1", tokenizer)
+
+
+def test_relabelled_avoids_labels_held_open():
+    assert kept.relabelled(list("c1ccccc1"), {"1"}) == list("c2ccccc2")
+    assert kept.open_labels(split_smiles("c1ccc(")) == {"1"}
+
+
+def test_motif_has_a_blank_each_side(tokenizer):
+    design = kept.motif("C1CC1", tokenizer)
+    assert design.segments[0] == Blank(0) and design.segments[-1] == Blank(0)
+    assert kept.certified(design, "OCC1CC1N")
+    assert not kept.certified(design, "CCCC")
+
+
+def test_edit_remasks_the_same_positions_for_a_lead(tokenizer):
+    one = kept.edit("CC(=O)Nc1ccc(O)cc1", 0.3, 0, tokenizer)
+    again = kept.edit("OC1=CC=C(NC(C)=O)C=C1", 0.3, 0, tokenizer)  # the same molecule
+    assert one.segments == again.segments
+    assert one.kept["lead"] == "CC(=O)Nc1ccc(O)cc1"
+    tokens = split_smiles(one.kept["lead"])
+    assert len(one.blanks) == round(0.3 * len(tokens))
+    assert one.kept["tokens"].count(kept.BLANK_TEXT) == len(one.blanks)
+    assert kept.certified(one, one.kept["lead"])  # the lead keeps its own tokens
+    other = kept.edit("CC(=O)Nc1ccc(O)cc1", 0.3, 0, tokenizer, 2)  # another round
+    assert other.segments != one.segments
+    with pytest.raises(InputError, match=r"--remask: expected a fraction in \(0, 1\]"):
+        kept.edit("CCO", 0.0, 0, tokenizer)
+
+
+def test_edit_certified_by_tokens_in_place(tokenizer):
+    design = kept.edit("CCCO", 0.25, 0, tokenizer)
+    blank = design.segments.index(Blank(1, 1))
+    tokens = list(design.segments)
+    tokens[blank] = "N" if tokens[blank] != "N" else "C"
+    changed = "".join(tokens)
+    assert kept.certified(design, changed) is (Chem.MolFromSmiles(changed) is not None)
+    moved = "".join(reversed(split_smiles("CCCO")))  # OCCC: the kept tokens out of place
+    assert kept.certified(design, moved) is False
+
+
+@pytest.mark.parametrize(
+    ("smiles", "message"),
+    [
+        ("c1ccc", "scaffold: RDKit cannot parse 'c1ccc'"),
+        ("", "scaffold: empty SMILES"),
+        ("c1ccccc1", r"no attachment point \[\*\]"),
+        ("C[*]C", "must be bonded to one atom, this one is bonded to 2"),
+        ("S[*]", "token 'S' at an attachment point is not in the model's vocabulary"),
+        ("[*]CCCl", "token 'Cl' is not in the model's vocabulary"),
+    ],
+)
+def test_bad_scaffolds_refused(tokenizer, smiles, message):
+    with pytest.raises(InputError, match=message):
+        kept.scaffold(smiles, tokenizer)
+
+
+def test_fitted_sizes_blanks_to_the_model_length(tokenizer):
+    design = kept.scaffold("[*]c1ccc([*])cc1", tokenizer)  # 10 kept tokens
+    assert design.fitted(None, 24).blanks == [Blank(1, 6), Blank(1, 6)]  # (24-2-10)//2
+    assert design.fitted(None, 100).blanks == [Blank(1, 8), Blank(1, 8)]
+    assert design.fitted(Blank(2, 3), 24).blanks == [Blank(2, 3), Blank(2, 3)]
+    with pytest.raises(InputError, match="--blank 1-7: 2 blank"):
+        design.fitted(Blank(1, 7), 24)
+    with pytest.raises(InputError, match=r"kept part \(10 tokens\) leaves no room"):
+        design.fitted(None, 12)
+    motif = kept.motif("C1CC1", tokenizer).fitted(None, 24)
+    assert motif.blanks == [Blank(0, 8), Blank(0, 8)]
+
+
+@pytest.mark.parametrize("text", ["x", "0-3", "4-2", "1-", "-1"])
+def test_bad_blank_ranges_refused(text):
+    with pytest.raises(InputError, match="--blank"):
+        kept.parse_blank(text)
+
+
+def test_blank_range_read():
+    assert kept.parse_blank("2-5") == Blank(2, 5)
+    assert kept.parse_blank("3") == Blank(3, 3)
+
+
+def test_kept_constraint_judges_by_the_prompts_design(tokenizer):
+    scaffold = kept.scaffold("c1ccc([*])cc1", tokenizer)
+    constraint = KeptConstraint(design=scaffold).with_prompt("", 0)
+    assert constraint.judge(["Cc1ccccc1", "CCO", "c1cc"]) == [1.0, 0.0, None]
+    assert [constraint.satisfied(v) for v in (1.0, 0.0, None)] == [True, False, False]
+    a, b = (kept.edit(s, 0.5, 0, tokenizer) for s in ("CCCO", "CCCN"))
+    edits = KeptConstraint(design=a, by_prompt={"CCCO": a, "CCCN": b})
+    told = edits.with_prompt("CCCN", 0)
+    assert told.design is b and told.judge_name == "kept-tokens"
+    assert told.judge(["CCCN"]) == [1.0]
