@@ -404,16 +404,20 @@ class UniformProcess:
 SAMPLERS = ("ancestral", *ORDERS)
 
 
-class PromptFixed:
-    """The positions a step of `process` cannot change, the first `keep` (a prompt's tokens)
-    among them: what the projection stages may not touch."""
+class KeptFixed:
+    """The positions a step of `process` cannot change, the `kept` ones [N, L] (a canvas's:
+    N one, shared by the batch, or the rows it is asked about) among them: what the
+    projection stages may not touch."""
 
-    def __init__(self, process: MaskedProcess | UniformProcess, keep: int):
-        self.process, self.keep = process, keep
+    def __init__(self, process: MaskedProcess | UniformProcess, kept: torch.Tensor):
+        self.process = process
+        # On the batch's device (asked once here, not at every step).
+        self.kept = kept if bool(kept.any()) else None
 
     def __call__(self, x_t: torch.Tensor) -> torch.Tensor:
         fixed = self.process.fixed_positions(x_t)
-        fixed[:, : self.keep] = True
+        if self.kept is not None:
+            fixed |= self.kept
         return fixed
 
 

@@ -1,7 +1,8 @@
 """The sampling loop: drives any model through a reverse process, with a per-step hook.
 
-A prompt is a prefix of fixed tokens: unmasked from the start (DESIGN §2) and restored after
-every step, so the model conditions on it and no process can change it.
+Kept tokens (a `Canvas`: a prompt's prefix, a template's fixed text, a scaffold) are unmasked
+from the start (DESIGN §2) and restored after every step and after the final decoding, so the
+model conditions on them and no process can change them.
 
 The hook receives the predicted clean-token distribution p(x_0 | x_t) [B, L, V] before each
 ancestral step and may return a replacement (the CDD projection plugs in there). It may edit
@@ -40,6 +41,74 @@ def sample_generator(
 ) -> torch.Generator:
     """The generator of one draw; a redraw (attempt > 0) gets a fresh, equally fixed stream."""
     return torch.Generator().manual_seed(sample_seed(seed, prompt_index, sample_index, attempt))
+
+
+@dataclass(frozen=True)
+class Canvas:
+    """What a draw starts from: ids [N, L] and which of them are kept [N, L] (bool), with N
+    one (shared by the batch) or the batch's size. Kept positions start as their ids and stay
+    so to the end; the others start from the process's prior, drawn over them in order."""
+
+    ids: torch.Tensor
+    kept: torch.Tensor
+
+    @classmethod
+    def blank(cls, length: int) -> Canvas:
+        """`length` positions, none kept."""
+        return cls(torch.zeros(1, length, dtype=torch.long), torch.zeros(1, length, dtype=bool))
+
+    @classmethod
+    def prompt(cls, prefix: torch.Tensor, length: int) -> Canvas:
+        """A prompt's ids [P] kept, then `length` positions to draw."""
+        ids = torch.cat([prefix.long().reshape(-1), torch.zeros(length, dtype=torch.long)])
+        kept = torch.arange(len(ids)) < prefix.numel()
+        return cls(ids[None], kept[None])
+
+    @property
+    def length(self) -> int:
+        return self.ids.shape[1]
+
+    @property
+    def prefix(self) -> int:
+        """How many leading positions every row keeps (a prompt's length)."""
+        free = (~self.kept.all(0)).nonzero()
+        return int(free[0]) if len(free) else self.length
+
+    def select(self, rows: list[int]) -> Canvas:
+        """The canvas of the samples whose indices are `rows` (a shared one: every row's);
+        one per sample index otherwise."""
+        if len(self.ids) == 1:
+            return self
+        index = torch.tensor(rows, dtype=torch.long)
+        return Canvas(self.ids[index], self.kept[index])
+
+    def rows(self, a: int, b: int | None = None) -> Canvas:
+        """Rows a:b of the batch (a shared canvas is every row's)."""
+        if len(self.ids) == 1:
+            return self
+        return Canvas(self.ids[a:b], self.kept[a:b])
+
+    def to(self, device: torch.device | str, rows: int) -> Canvas:
+        """On `device`, one row per sample of a batch of `rows`."""
+        ids, kept = self.ids.to(device), self.kept.to(device)
+        return Canvas(ids.expand(rows, -1), kept.expand(rows, -1))
+
+    def restore(self, x: torch.Tensor, a: int = 0, b: int | None = None) -> torch.Tensor:
+        """`x` [b - a, L] (rows a:b of a batch canvas) with the kept ids put back, in place."""
+        kept = self.kept[a:b]
+        x[kept] = self.ids[a:b][kept]
+        return x
+
+    def pin(self, probs: torch.Tensor) -> torch.Tensor:
+        """`probs` [B, L, V] (B: this canvas's rows, or any where it is shared) one-hot on the
+        kept ids, a copy: what a search over whole sequences must keep."""
+        shape = probs.shape[:2]
+        kept = self.kept.to(probs.device).expand(shape)
+        ids = self.ids.to(probs.device).expand(shape)
+        probs = probs.clone()
+        probs[kept] = 0.0
+        probs[kept, ids[kept]] = 1.0
+        return probs
 
 
 @dataclass
@@ -125,7 +194,7 @@ class ReverseStep:
     x: torch.Tensor  # [B, L] x_t
     uniforms: torch.Tensor  # [B, L] the step's uniforms, one per position
     changing: torch.Tensor  # [B, L] positions the draw changes; a hook may edit it in place
-    prefix: torch.Tensor | None  # [B, P] the prompt's tokens, restored after the draw
+    canvas: Canvas | None  # [B, L] the kept tokens, restored after the draw (None: none)
 
     def draw(self, probs: torch.Tensor, a: int = 0, b: int | None = None) -> torch.Tensor:
         """x_s [b - a, L] of rows a:b (all rows by default) from their `probs`."""
@@ -133,8 +202,8 @@ class ReverseStep:
         x_s = self.process.step(
             probs, self.x[rows], self.t, self.s, self.uniforms[rows], self.changing[rows]
         )
-        if self.prefix is not None:  # prompt tokens never change (uniform noise would)
-            x_s[:, : self.prefix.shape[1]] = self.prefix[rows]
+        if self.canvas is not None:  # kept tokens never change (uniform noise would)
+            self.canvas.restore(x_s, a, b)
         return x_s
 
     def predict_at_s(self, x_s: torch.Tensor) -> torch.Tensor:
@@ -194,21 +263,23 @@ class Sampler:
         logits = self.model(x, sigma, where=self.process.predicted(x))
         return self.process.x0_probs(logits, x, out)
 
-    def well_formed(self, probs: torch.Tensor) -> torch.Tensor:
+    def well_formed(self, probs: torch.Tensor, canvas: Canvas | None = None) -> torch.Tensor:
+        """`well_formed` under the sampler's syntax; with a `canvas` (rows as `probs`), the
+        best well-formed sequence that keeps its kept ids."""
+        if canvas is not None and self.syntax is not None:
+            probs = canvas.pin(probs)
         return well_formed(probs, self.syntax)
 
     def sample(
         self,
         generators: list[torch.Generator],
-        length: int,
+        canvas: Canvas | int,
         hook: StepHook | None = None,
         on_step: Callable[[StepInfo], None] | None = None,
-        prefix: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Draw one sequence per generator: `length` new tokens after the fixed `prefix` ids
-        (a prompt, shared by the batch); returns ids [B, len(prefix) + length] on the model's
-        device, prefix included."""
-        denoised = self.denoise(generators, length, hook, on_step, prefix)
+        """Draw one sequence per generator on `canvas` (an int L: L positions, none kept);
+        returns ids [B, L] on the model's device, the kept ids in their places."""
+        denoised = self.denoise(generators, canvas, hook, on_step)
         ids = self.finish(denoised, hook)
         if on_step is not None:
             on_step(denoised.last)
@@ -217,20 +288,27 @@ class Sampler:
     def denoise(
         self,
         generators: list[torch.Generator],
-        length: int,
+        canvas: Canvas | int,
         hook: StepHook | None = None,
         on_step: Callable[[StepInfo], None] | None = None,
-        prefix: torch.Tensor | None = None,
     ) -> Denoised:
         """`sample` up to its last step: every regular step, then the final prediction (of
         the best well-formed sequence, given a syntax), which `finish` projects and decides."""
         device = self.device
-        x = torch.stack([self.process.prior(length, g) for g in generators]).to(device)
-        keep = 0
-        if prefix is not None and len(prefix):
-            keep = len(prefix)
-            prefix = prefix.to(device).expand(len(generators), -1)
-            x = torch.cat([prefix, x], dim=1)
+        if isinstance(canvas, int):
+            canvas = Canvas.blank(canvas)
+        rows = len(generators)
+        kept = canvas.kept.expand(rows, -1)
+        # Each sample's prior covers its free positions only, in order: a prompt's draws are
+        # those of its continuation alone, whatever it keeps. (The canvas is on the host.)
+        free = (~kept).sum(1)
+        priors = [self.process.prior(int(n), g) for n, g in zip(free, generators, strict=True)]
+        x = canvas.ids.expand(rows, -1).clone()
+        x[~kept] = torch.cat(priors)
+        x = x.to(device)
+        keep = canvas.prefix  # where an ordered sampler's blocks begin
+        # Nothing kept: nothing to restore.
+        canvas = canvas.to(device, rows) if canvas.kept.any() else None
         length = x.shape[1]
         times = self.process.timesteps(self.steps).tolist()
         cached = probs = None
@@ -251,8 +329,8 @@ class Sampler:
             # of its sampling time, in page faults on memory the allocator hands back at once.
             probs = cached if cached is not None else self.predict(x, t, probs)
             changing = self.process.changing(x, t, s, uniforms, probs, keep)
-            if keep:
-                changing[:, :keep] = False
+            if canvas is not None:
+                changing &= ~canvas.kept
             step = ReverseStep(
                 process=self.process,
                 predict=self.predict,
@@ -263,7 +341,7 @@ class Sampler:
                 x=x,
                 uniforms=uniforms,
                 changing=changing,
-                prefix=prefix if keep else None,
+                canvas=canvas,
             )
             info = step.info()
             projected = hook(probs, x, info) if hook is not None else probs
@@ -274,10 +352,10 @@ class Sampler:
                 on_step(info)
         final = StepInfo(last, self.steps, times[last], 0.0)
         if self.process.is_final(x):
-            return Denoised(x, None, final, prefix if keep else None)
+            return Denoised(x, None, final, canvas)
         t = times[last]
         probs = cached if cached is not None else self.predict(x, t, probs)
-        probs = self.well_formed(probs)
+        probs = self.well_formed(probs, canvas)
         for _ in range(self.process.removal_passes - 1):
             # Uniform noise: read x as still noisy at the last step's level and replace it by
             # the argmax of its prediction (the best well-formed sequence, given a syntax)
@@ -285,13 +363,13 @@ class Sampler:
             # previous one left inconsistent (the QM9 model's validity went from 50% to 64%,
             # and to 86.5% with the SMILES syntax, bench/README.md).
             cleaned = probs.argmax(-1)
-            if keep:
-                cleaned[:, :keep] = prefix
+            if canvas is not None:
+                canvas.restore(cleaned)
             if torch.equal(cleaned, x):
                 break
             x = cleaned
-            probs = self.well_formed(self.predict(x, t))
-        return Denoised(x, probs, final, prefix if keep else None)
+            probs = self.well_formed(self.predict(x, t), canvas)
+        return Denoised(x, probs, final, canvas)
 
     def finish(self, denoised: Denoised, hook: StepHook | None = None) -> torch.Tensor:
         """The last step of `denoise`'s pass: its final prediction projected by the hook
@@ -302,8 +380,8 @@ class Sampler:
         if hook is not None:
             probs = hook(probs, x, StepInfo(self.steps, self.steps, denoised.last.t, 0.0))
         x = self.process.finish(probs, x)
-        if denoised.prefix is not None:
-            x[:, : denoised.prefix.shape[1]] = denoised.prefix
+        if denoised.canvas is not None:
+            denoised.canvas.restore(x)
         return x
 
 
@@ -315,4 +393,4 @@ class Denoised:
     x: torch.Tensor
     probs: torch.Tensor | None
     last: StepInfo  # the last step, as the step hook reports it once the pass is decided
-    prefix: torch.Tensor | None  # [B, P]: the prompt's tokens, restored after deciding
+    canvas: Canvas | None  # [B, L]: the kept tokens, restored after deciding (None: none)

@@ -4,12 +4,14 @@ exact judges, and redrawn while the method allows (the repair of what the judges
 Each draw of sample i of prompt p uses a generator derived from (seed, p, i, attempt), so a
 sample does not depend on the batch size, the shard or the samples drawn before it. The
 prompt's tokens stay fixed while `length` continuation tokens are denoised, and constraints
-judge the continuation, told the prompt for scopes that include it. A sample is `satisfied`
-only when every judge accepts it.
+judge the continuation, told the prompt for scopes that include it. A prompt may instead
+bring a canvas (`Canvas`: a template's fixed text, kept anywhere): then constraints judge the
+whole text. A sample is `satisfied` only when every judge accepts it.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import time
@@ -19,8 +21,8 @@ from dataclasses import dataclass, field
 import torch
 
 from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, closed_forms
-from cdd_cli.diffusion.processes import PromptFixed, TemperatureTopP, make_process
-from cdd_cli.diffusion.sampler import Sampler, sample_generator
+from cdd_cli.diffusion.processes import KeptFixed, TemperatureTopP, make_process
+from cdd_cli.diffusion.sampler import Canvas, Sampler, sample_generator
 from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.methods import METHODS
 from cdd_cli.models.registry import LoadedModel
@@ -39,6 +41,9 @@ class Prompt:
     ids: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
     id: str | int | None = None
     given: str | None = None  # the prompt as the user gave it, which records show
+    # What the samples are drawn on, where not the prompt's ids then the run's length: one
+    # row shared by every sample, or one row per sample index (`Canvas.select`).
+    canvas: Canvas | None = None
 
     @property
     def shown(self) -> str | None:
@@ -148,10 +153,10 @@ class BatchDrawer:
         keep = len(prompt.ids)
         told = [c.with_prompt(prompt.text or "", keep) for c in self.constraints]
         tokenizer = self.loaded.tokenizer
+        canvas = self.canvas(prompt, draws)
         # Objects of the layers below, not closures of this one: the engine calls them every
         # step, and control need not come back up here to answer.
         continuation = Continuation(tokenizer, keep)
-        fixed_positions = PromptFixed(self.process, keep)
 
         hook = None
         if self.constraints:
@@ -161,18 +166,15 @@ class BatchDrawer:
                 attempts = draws[a].attempts
                 margin = self.method.margin(spec.repair, attempts)
                 constraints = [c.tightened(margin * c.repair_unit) for c in told]
+                rows = canvas.rows(a, b)
                 job = Job(
                     constraints=constraints,
-                    closed_forms=closed_forms(constraints, tokenizer, keep, self.length),
-                    fixed_positions=fixed_positions,
+                    closed_forms=closed_forms(constraints, tokenizer, keep, canvas.length - keep),
+                    fixed_positions=KeptFixed(self.process, rows.kept.to(self.sampler.device)),
                     generators=generators[a:b],
                     decode=continuation,
                     reader=tokenizer if isinstance(tokenizer, SmilesTokenizer) else None,
-                    # Without a syntax there is nothing to decode (and a text model's V-wide
-                    # copy of the prediction would cost more than the projection).
-                    well_formed=(
-                        self.sampler.well_formed if self.sampler.syntax is not None else None
-                    ),
+                    well_formed=self.well_formed(rows),
                     on_progress=self.reporter.alm,
                     on_stage=self.reporter.stage,
                     final_surrogates=attempts + 1 >= (spec.repair.surrogates_from or 1),
@@ -182,7 +184,7 @@ class BatchDrawer:
             hook = Parts(parts) if parts[0][2] is not None else None
         started = time.perf_counter()
         with torch.inference_mode(hook is None):
-            ids = self.sampler.sample(generators, self.length, hook, self.reporter.step, prompt.ids)
+            ids = self.sampler.sample(generators, canvas, hook, self.reporter.step)
         elapsed = time.perf_counter() - started
         for name, seconds in hook.stage_seconds.items() if hook else ():
             self.stage_seconds[name] = self.stage_seconds.get(name, 0.0) + seconds
@@ -207,6 +209,23 @@ class BatchDrawer:
                     d.projection[key] = value if key == "settled_by" else d.projection[key] + value
         for c in self.constraints:  # e.g. novelty: later samples must differ from these
             c.remember([d.text for d in draws if d.satisfied])
+
+    def canvas(self, prompt: Prompt, draws: list[Draw]) -> Canvas:
+        """What `draws` of `prompt` are drawn on, a row each where the prompt's canvas has
+        one per sample."""
+        if prompt.canvas is None:
+            return Canvas.prompt(prompt.ids, self.length)
+        return prompt.canvas.select([d.index for d in draws])
+
+    def well_formed(self, rows: Canvas) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """The sampler's syntax for the projection, keeping the kept tokens of `rows`."""
+        if self.sampler.syntax is None:
+            # Nothing to decode (and a text model's V-wide copy of the prediction would
+            # cost more than the projection).
+            return None
+        if not rows.kept.any():
+            return self.sampler.well_formed
+        return functools.partial(self.sampler.well_formed, canvas=rows)
 
     def finished(self, indices: Iterable[int], prompt: Prompt | None = None) -> Iterator[Draw]:
         """Samples `indices` of one prompt, each once it is final: drawn, judged, and drawn

@@ -11,6 +11,7 @@ import torch
 
 from cdd_cli.diffusion.processes import MaskedProcess, OrderedProcess, UniformProcess, make_argmax
 from cdd_cli.diffusion.sampler import (
+    Canvas,
     Denoised,
     Remembered,
     Sampler,
@@ -250,7 +251,7 @@ def test_a_prompt_stays_as_given_and_no_step_may_change_it():
     prefix = torch.tensor([1, 0, 3])
     sampler, _ = masked(8, steps=4)
     hook = Log()
-    ids = sampler.sample(generators(2), 5, hook, prefix=prefix)
+    ids = sampler.sample(generators(2), Canvas.prompt(prefix, 5), hook)
     assert ids.shape == (2, 8) and torch.equal(ids[:, :3], prefix.expand(2, -1))
     for _, x, info in hook.seen:
         assert torch.equal(x[:, :3], prefix.expand(2, -1))
@@ -266,21 +267,21 @@ def test_a_prompt_stays_as_given_and_no_step_may_change_it():
         out[..., 4] = 1.0
         return out
 
-    ids = uniform.sample(generators(3), 5, to_four, prefix=prefix)
+    ids = uniform.sample(generators(3), Canvas.prompt(prefix, 5), to_four)
     assert torch.equal(ids[:, :3], prefix.expand(3, -1)) and (ids[:, 3:] == 4).all()
     for _, x, _ in forced.seen[1:]:
         assert torch.equal(x[:, :3], prefix.expand(3, -1))
     # An empty prompt is no prompt.
-    none = sampler.denoise(generators(1), 5, prefix=torch.tensor([], dtype=torch.long))
-    assert none.prefix is None and none.x.shape == (1, 5)
+    none = sampler.denoise(generators(1), Canvas.prompt(torch.tensor([], dtype=torch.long), 5))
+    assert none.canvas is None and none.x.shape == (1, 5)
 
 
 def test_denoise_stops_before_the_final_projection_which_finish_makes():
     sampler, _ = masked(8, steps=4)
     hook = Log()
-    denoised = sampler.denoise(generators(2), 5, hook, prefix=torch.tensor([1, 0, 3]))
+    denoised = sampler.denoise(generators(2), Canvas.prompt(torch.tensor([1, 0, 3]), 5), hook)
     assert isinstance(denoised, Denoised) and len(hook.seen) == 3
-    assert torch.equal(denoised.prefix, torch.tensor([[1, 0, 3]] * 2))
+    assert torch.equal(denoised.canvas.ids[:, :3], torch.tensor([[1, 0, 3]] * 2))
     assert (denoised.last.index, denoised.last.steps, denoised.last.s) == (3, 4, 0.0)
     assert denoised.last.t == sampler.process.timesteps(4)[3].item()
     assert denoised.probs.shape == (2, 8, V) and (denoised.x == MASK).any()
@@ -308,17 +309,17 @@ class AllAtOnce(MaskedProcess):
 def test_a_pass_that_ends_without_masks_is_decided_as_it_stands():
     sampler = Sampler(Table(6), AllAtOnce(V, MASK), 3, False)
     hook = Log()
-    denoised = sampler.denoise(generators(2), 4, hook, prefix=torch.tensor([4, 4]))
+    denoised = sampler.denoise(generators(2), Canvas.prompt(torch.tensor([4, 4]), 4), hook)
     assert denoised.probs is None and not (denoised.x == MASK).any()
-    assert torch.equal(denoised.prefix, torch.tensor([[4, 4]] * 2))
+    assert torch.equal(denoised.canvas.ids[:, :2], torch.tensor([[4, 4]] * 2))
     assert (denoised.last.index, denoised.last.steps, denoised.last.s) == (2, 3, 0.0)
     assert denoised.last.t == sampler.process.timesteps(3)[2].item()
     ids = sampler.finish(denoised, hook)
     assert ids is denoised.x and [info.index for _, _, info in hook.seen] == [0, 1]
     alone = sampler.denoise(generators(1), 4)
-    assert alone.prefix is None and alone.probs is None
-    empty = sampler.denoise(generators(1), 4, prefix=torch.tensor([], dtype=torch.long))
-    assert empty.prefix is None and empty.probs is None  # an empty prompt is no prompt
+    assert alone.canvas is None and alone.probs is None
+    empty = sampler.denoise(generators(1), Canvas.prompt(torch.tensor([], dtype=torch.long), 4))
+    assert empty.canvas is None and empty.probs is None  # an empty prompt is no prompt
 
 
 def test_the_uniform_noise_removal_reads_x_again_until_it_stops_moving():
@@ -350,16 +351,16 @@ def test_the_noise_removal_keeps_the_prompt_and_reads_the_well_formed_sequence()
     model = Next(top=4)
     syntax = Fixed(torch.tensor([[1, 3, 3, 3]]))
     sampler = Sampler(model, UniformProcess(V), 2, True, syntax=syntax)
-    out = sampler.denoise(generators(1), 2, prefix=torch.tensor([1, 3]))
+    out = sampler.denoise(generators(1), Canvas.prompt(torch.tensor([1, 3]), 2))
     # The syntax's best sequence is a fixed point: the prompt kept, one pass and it is x.
     assert torch.equal(out.x, torch.tensor([[1, 3, 3, 3]]))
     assert torch.equal(out.probs.argmax(-1), out.x)
     assert len(syntax.read) == 2 and model.calls == 3
-    ids = sampler.sample(generators(1), 2, prefix=torch.tensor([1, 3]))
+    ids = sampler.sample(generators(1), Canvas.prompt(torch.tensor([1, 3]), 2))
     assert ids.tolist() == [[1, 3, 3, 3]]
     # Without a syntax the passes climb to the cap, the prompt put back after each.
     plain = Sampler(Next(top=4), UniformProcess(V), 2, True)
-    out = plain.denoise(generators(1), 2, prefix=torch.tensor([1, 3]))
+    out = plain.denoise(generators(1), Canvas.prompt(torch.tensor([1, 3]), 2))
     assert out.x.tolist() == [[1, 3, 4, 4]]
 
 
@@ -371,8 +372,8 @@ def test_the_device_is_the_models():
 @pytest.mark.parametrize("n", [1, 3])
 def test_sample_is_denoise_then_finish(n: int):
     sampler, _ = masked(8, steps=4)
-    whole = sampler.sample(generators(n), 6, prefix=torch.tensor([2, 2]))
-    halves = sampler.finish(sampler.denoise(generators(n), 6, prefix=torch.tensor([2, 2])))
+    whole = sampler.sample(generators(n), Canvas.prompt(torch.tensor([2, 2]), 6))
+    halves = sampler.finish(sampler.denoise(generators(n), Canvas.prompt(torch.tensor([2, 2]), 6)))
     assert torch.equal(whole, halves) and whole.shape == (n, 8)
 
 
@@ -382,7 +383,7 @@ def test_an_ordered_step_ranks_the_prediction_within_the_continuations_block():
     process = OrderedProcess(V, MASK, "confidence", block_length=2)
     sampler = Sampler(Table(7, seed=0), process, 4, False)
     hook = Log()
-    ids = sampler.sample(generators(8), 4, hook, prefix=torch.tensor([0, 1, 2]))
+    ids = sampler.sample(generators(8), Canvas.prompt(torch.tensor([0, 1, 2]), 4), hook)
     assert torch.equal(ids[:, :3], torch.tensor([[0, 1, 2]] * 8)) and not (ids == MASK).any()
     first, second = hook.seen[0][2].changing, hook.seen[1][2].changing
     assert (first.sum(1) == 1).all() and (second.sum(1) == 1).all()
