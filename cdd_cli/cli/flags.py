@@ -32,17 +32,22 @@ def build_spec(
     dtype: Optional[str] = None,
     temperature: Optional[float] = None,
     top_p: Optional[float] = None,
+    to: Optional[str] = None,
 ) -> Spec:
-    """The spec file (if any) with command-line flags laid over it, fully validated."""
+    """The spec file (if any) with command-line flags laid over it, fully validated; `to`
+    (--to) goes to each --constraint whose type takes it (similarity's lead)."""
     spec = load_spec(spec_file) if spec_file else Spec()
     if tau and not constraint:
         raise InputError("--tau given without --constraint")
     for name in constraint:
         keys_of(name, f"--constraint {name}")  # an unknown name before counting its --tau
     wants_tau = tau_receivers(constraint, len(tau))
+    taking_to = [c for c in constraint if "to" in keys_of(c, f"--constraint {c}")]
+    if to is not None and not taking_to:
+        raise InputError("--to given without a --constraint that takes it (similarity)")
     taus = iter(tau)
     given = [
-        constraint_from_flags(c, next(taus) if w else None)
+        constraint_from_flags(c, next(taus) if w else None, {"to": to} if c in taking_to else {})
         for c, w in zip(constraint, wants_tau, strict=True)
     ]
     if novel and not any(c.type == "novelty" for c in [*spec.constraints, *given]):

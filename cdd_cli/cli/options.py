@@ -42,6 +42,10 @@ ConstraintOpt = Annotated[
 TauOpt = Annotated[
     list[float], typer.Option("--tau", help="The threshold of each --constraint, in order.")
 ]
+ToOpt = Annotated[
+    Optional[str],
+    typer.Option("--to", help="The lead of --constraint similarity: a SMILES or a SMILES file."),
+]
 
 
 def model_option(default: str) -> Any:

@@ -29,6 +29,7 @@ from cdd_cli.cli.options import (
     StepsOpt,
     TauOpt,
     ThreadsOpt,
+    ToOpt,
     VerboseOpt,
     model_option,
 )
@@ -121,6 +122,7 @@ def molecules(
     device: DeviceOpt = "auto",
     constraint: ConstraintOpt = [],  # noqa: B006 (Typer reads the default, never mutates it)
     tau: TauOpt = [],  # noqa: B006
+    to: ToOpt = None,
     novel: Annotated[
         bool,
         typer.Option(
@@ -151,7 +153,7 @@ def molecules(
     def body() -> None:
         set_threads(threads, processes_sharing(shard))
         resolved = build_spec(
-            spec, model, constraint, tau, method, steps, batch_size, seed, n, novel, decode
+            spec, model, constraint, tau, method, steps, batch_size, seed, n, novel, decode, to=to
         )
         output_to = Output(output, resume, parse_shard(shard), resume_hint=resume_command())
         raise typer.Exit(sample(resolved, "molecules", output_to, device, quiet, verbose, report))

@@ -20,6 +20,7 @@ from cdd_cli.constraints import (
     novelty,
     properties,
     sa,
+    similarity,
     structured,
     toxicity,
 )
@@ -30,7 +31,9 @@ from cdd_cli.plugins import ConstraintPlugin
 from cdd_cli.suggest import did_you_mean
 
 # The built-in families, in listing order (molecules, then text).
-FAMILIES: tuple[ModuleType, ...] = (sa, novelty, properties, alerts, toxicity, lexical, structured)
+FAMILIES: tuple[ModuleType, ...] = (
+    sa, novelty, properties, alerts, similarity, toxicity, lexical, structured,
+)  # fmt: skip
 
 
 def descriptors_of(module: ModuleType) -> tuple[Descriptor, ...]:

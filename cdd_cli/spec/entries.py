@@ -140,9 +140,12 @@ def check_count(count: int, where: str) -> None:
         )
 
 
-def constraint_from_flags(name: str, tau: float | None) -> ConstraintSpec:
+def constraint_from_flags(
+    name: str, tau: float | None, flagged: dict[str, Any] | None = None
+) -> ConstraintSpec:
     """The entry `--constraint NAME [--tau TAU]` gives: TAU is the type's `tau_flag` option
-    (a property's natural bound: qed's min, mw's max)."""
+    (a property's natural bound: qed's min, mw's max); `flagged`: options other flags give
+    it (--to), those given."""
     described = table.lookup(name, f"--constraint {name}")
     if described.spec_only:
         keys = ", ".join(described.keys)
@@ -151,6 +154,7 @@ def constraint_from_flags(name: str, tau: float | None) -> ConstraintSpec:
             "FILE (`cdd constraints ls` lists the keys)"
         )
     options = {} if tau is None else {described.tau_flag: tau}
+    options |= {k: v for k, v in (flagged or {}).items() if v is not None}
     spec = ConstraintSpec(name, options, f"--constraint {name}")
     check_constraint(spec)
     return spec
