@@ -51,6 +51,8 @@ def test_link_puts_the_blank_between_the_fragments(tokenizer):
     assert Chem.MolToSmiles(Chem.MolFromSmiles(smiles)) == Chem.CanonSmiles("c1ccccc1CCN1CCCC1")
     assert kept.certified(design, smiles)
     assert not kept.certified(design, "c1ccccc1CC")  # one fragment alone
+    assert kept.certified(design, "c1ccccc1CN1CCCC1")  # a linker of one atom
+    assert not kept.certified(kept.link("C1CC1[*]", "[*]C1CC1", tokenizer), "C1CC1")  # one ring
     with pytest.raises(InputError, match="second fragment needs one attachment point"):
         kept.link("c1ccc([*])cc1", "N1CCCC1", tokenizer)
 

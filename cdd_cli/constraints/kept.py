@@ -17,9 +17,10 @@ bonded to the atom the attachment point was bonded to:
   sample of a lead), each re-masked token a blank of one token.
 
 Certification (`KeptConstraint`, judge `rdkit-substructure`): an RDKit substructure match of
-the kept part on the final molecule, attachment points matching any atom (two fragments in
-one match, on distinct atoms); an edit's (judge `kept-tokens`): the lead's kept tokens in
-their places in the SMILES written. An invalid molecule certifies nothing.
+the kept part on the final molecule, attachment points matching any atom (two fragments:
+each at its attachment point, and both on distinct atoms); an edit's (judge `kept-tokens`):
+the lead's kept tokens in their places in the SMILES written. An invalid molecule certifies
+nothing.
 """
 
 
@@ -60,9 +61,9 @@ class Design:
     mode: str  # scaffold | link | motif | edit
     kept: dict[str, str]  # e.g. {"scaffold": "*c1ccccc1"}: what records show
     segments: tuple[Segment, ...]
-    # The kept part as a substructure query (dummy atoms match any atom); None for an edit,
-    # whose kept tokens are checked in place.
-    query: Chem.Mol | None = field(default=None, compare=False, repr=False)
+    # The kept part as substructure queries, all of which must match (dummy atoms match any
+    # atom); none for an edit, whose kept tokens are checked in place.
+    queries: tuple[Chem.Mol, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def blanks(self) -> list[Blank]:
@@ -70,7 +71,7 @@ class Design:
 
     @property
     def judge_name(self) -> str:
-        return "kept-tokens" if self.query is None else "rdkit-substructure"
+        return "rdkit-substructure" if self.queries else "kept-tokens"
 
     def fitted(self, asked: Blank | None, length: int) -> Design:
         """This design with its open blanks sized for a model of `length` positions (`<bos>`
@@ -106,7 +107,7 @@ class Design:
             else s
             for s in self.segments
         )
-        return Design(self.mode, self.kept, segments, self.query)
+        return Design(self.mode, self.kept, segments, self.queries)
 
 
 def read_part(smiles: str, what: str) -> Chem.Mol:
@@ -178,7 +179,7 @@ def scaffold(smiles: str, tokenizer: SmilesTokenizer) -> Design:
     written = Chem.MolToSmiles(mol)
     segments = tuple(Blank(1) if is_dummy(t) else t for t in split_smiles(written))
     check_vocabulary(segments, tokenizer, "scaffold")
-    return Design("scaffold", {"scaffold": written}, segments, any_atom_query(mol))
+    return Design("scaffold", {"scaffold": written}, segments, (any_atom_query(mol),))
 
 
 def relabelled(tokens: list[str], taken: set[str]) -> list[str]:
@@ -237,8 +238,11 @@ def link(first: str, second: str, tokenizer: SmilesTokenizer) -> Design:
     segments = (*head[:at], Blank(1), *tail, *head[at + 1 :])
     check_vocabulary(segments, tokenizer, "link")
     kept = {"fragment1": Chem.MolToSmiles(mols[0]), "fragment2": Chem.MolToSmiles(mols[1])}
-    both = Chem.CombineMols(mols[0], mols[1])  # one match: the fragments on distinct atoms
-    return Design("link", kept, segments, any_atom_query(both))
+    # Each fragment bonded at its attachment point, and both on distinct atoms (without
+    # their attachment points, which a one-atom linker shares).
+    cores = [Chem.DeleteSubstructs(m, Chem.MolFromSmarts("[#0]")) for m in mols]
+    queries = (*(any_atom_query(m) for m in mols), Chem.CombineMols(*cores))
+    return Design("link", kept, segments, queries)
 
 
 def motif(smiles: str, tokenizer: SmilesTokenizer) -> Design:
@@ -250,7 +254,7 @@ def motif(smiles: str, tokenizer: SmilesTokenizer) -> Design:
     inner = [Blank(1) if is_dummy(t) else t for t in split_smiles(written)]
     segments = (Blank(0), *inner, Blank(0))
     check_vocabulary(segments, tokenizer, "motif")
-    return Design("motif", {"motif": written}, segments, any_atom_query(mol))
+    return Design("motif", {"motif": written}, segments, (any_atom_query(mol),))
 
 
 def edit(
@@ -295,8 +299,8 @@ def certified(design: Design, smiles: str) -> bool | None:
     parsed = parse(smiles)
     if parsed is None:
         return None
-    if design.query is not None:
-        return parsed[1].HasSubstructMatch(design.query)
+    if design.queries:
+        return all(parsed[1].HasSubstructMatch(q) for q in design.queries)
     tokens = split_smiles(smiles)
     if len(tokens) != len(design.segments):
         return False
