@@ -3,15 +3,19 @@ kept part certified by RDKit, the canvases, and the command's refusals and recor
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
 from rdkit import Chem
+from typer.testing import CliRunner
 
+from cdd_cli.cli.app import app
 from cdd_cli.constraints import kept
 from cdd_cli.constraints.kept import Blank, KeptConstraint
 from cdd_cli.errors import InputError
-from cdd_cli.models.tokenizers import load_tokenizer, split_smiles
+from cdd_cli.models.tokenizers import SMILES_PATTERN, load_tokenizer, split_smiles
 
 QM9 = Path(__file__).resolve().parents[1] / "cdd_cli" / "assets" / "qm9-udlm"
 
@@ -145,3 +149,109 @@ def test_kept_constraint_judges_by_the_prompts_design(tokenizer):
     told = edits.with_prompt("CCCN", 0)
     assert told.design is b and told.judge_name == "kept-tokens"
     assert told.judge(["CCCN"]) == [1.0]
+
+
+# The command, on a tiny random model over the shipped QM9 vocabulary (tests/conftest.py).
+
+runner = CliRunner()
+TEMPLATE = re.compile(SMILES_PATTERN.pattern[:-1] + "|_)")  # an edit's tokens, "_" re-masked
+# Independent of the kept constraint's queries: SMARTS written by hand.
+BENZENE_PLUS_ONE = Chem.MolFromSmarts("*-,=c1ccccc1")
+
+
+def design(model: Path, *args: str) -> tuple[int, list[dict], str]:
+    result = runner.invoke(app, ["design", "--model", str(model), "--quiet", *args])
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    return result.exit_code, records, result.stderr
+
+
+@pytest.mark.slow
+def test_scaffold_records_say_what_was_kept_and_certify_it(shipped_vocab_model_dir):
+    code, records, _ = design(shipped_vocab_model_dir, "--scaffold", "c1ccc([*])cc1", "-n", "6")
+    assert len(records) == 6 and code in (0, 3)
+    for r in records:
+        assert r["kept"] == {"scaffold": "*c1ccccc1"}
+        assert r["prompt"] == "scaffold *c1ccccc1"
+        assert r["text"].endswith("c1ccccc1")  # the kept tokens, in place
+        judged = r["constraints"]["kept"]
+        assert judged["judge"] == "rdkit-substructure"
+        mol = Chem.MolFromSmiles(r["text"]) if r["valid"] else None
+        expected = None if mol is None else float(mol.HasSubstructMatch(BENZENE_PLUS_ONE))
+        assert judged["value"] == expected, r["text"]
+        assert r["satisfied"] is (expected == 1.0)
+    assert code == (0 if all(r["satisfied"] for r in records) else 3)
+
+
+@pytest.mark.slow
+def test_design_records_do_not_depend_on_the_batch(shipped_vocab_model_dir):
+    args = ["--motif", "C1CC1", "-n", "5", "--seed", "3"]
+    _, one, _ = design(shipped_vocab_model_dir, *args, "--batch-size", "1")
+    _, three, _ = design(shipped_vocab_model_dir, *args, "--batch-size", "3")
+    assert [r["text"] for r in one] == [r["text"] for r in three]
+    assert len({len(r["text"]) for r in one}) > 1  # blank lengths drawn per sample
+
+
+def test_link_keeps_both_fragments(shipped_vocab_model_dir):
+    _, records, _ = design(
+        shipped_vocab_model_dir, "--link", "C1CC1[*]", "[*]c1ccoc1", "-n", "4", "--blank", "2-3"
+    )
+    assert len(records) == 4
+    for r in records:
+        assert r["kept"] == {"fragment1": "*C1CC1", "fragment2": "*c1ccoc1"}
+        assert r["text"].startswith("C1(") and r["text"].endswith("c2ccoc2)CC1")
+
+
+@pytest.mark.slow
+def test_motif_under_sa_with_per_sample_canvases(shipped_vocab_model_dir):
+    # The flip search decodes some rows of a pass: a canvas of a row per sample must not
+    # be pinned onto them (a shape error before).
+    code, records, _ = design(
+        shipped_vocab_model_dir, "--motif", "C1CC1", "-n", "4", "-c", "sa", "--tau", "3.5"
+    )
+    assert len(records) == 4 and code in (0, 3)
+    for r in records:
+        assert "C1CC1" in r["text"]
+        assert set(r["constraints"]) == {"sa", "kept"}
+
+
+def test_edit_rounds_write_the_last_round(shipped_vocab_model_dir, tmp_path):
+    leads = tmp_path / "leads.smi"
+    leads.write_text("# two leads\nCC(=O)Nc1ccc(O)cc1 paracetamol\nOCC1CC1\n")
+    _, records, stderr = design(
+        shipped_vocab_model_dir, "--edit", str(leads), "--remask", "0.25", "--rounds", "2",
+        "-n", "3", "--threads", "1",
+    )  # fmt: skip
+    assert [r["id"] for r in records] == ["0-0", "0-1", "0-2", "1-0", "1-1", "1-2"]
+    assert [r["prompt_id"] for r in records] == ["CC(=O)Nc1ccc(O)cc1"] * 3 + ["OCC1CC1"] * 3
+    assert "round 1: 6 molecules" in stderr
+    for r in records:
+        assert r["kept"] == {"remask": 0.25, "round": 2, "rounds": 2}
+        assert r["constraints"]["kept"]["judge"] == "kept-tokens"
+        template = TEMPLATE.findall(r["prompt"].split("tokens ")[1])
+        tokens = split_smiles(r["text"])
+        if r["constraints"]["kept"]["value"] == 1.0:  # the kept tokens in place
+            assert len(tokens) == len(template)
+            assert all(t == w for t, w in zip(tokens, template, strict=True) if w != "_")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--scaffold", "c1ccc"], "scaffold: RDKit cannot parse 'c1ccc'"),
+        (["--scaffold", "C[*]", "--motif", "CC"], "(got --scaffold and --motif)"),
+        ([], "give one of --scaffold, --link, --motif, --edit (got none)"),
+        (["--scaffold", "ClC[*]"], "token 'Cl' is not in the model's vocabulary"),
+        (["--scaffold", "[*]" + "C" * 30], "cannot fit the model's length of 24 tokens"),
+        (["--scaffold", "C[*]", "--blank", "0-3"], "--blank: expected 1 <= MIN <= MAX"),
+        (["--scaffold", "C[*]", "--blank", "1-40"], "--blank 1-40: 1 blank(s) of up to 40"),
+        (["--edit", "CCO", "--remask", "1.5"], "--remask: expected a fraction in (0, 1]"),
+        (["--edit", "CCO", "--rounds", "0"], "--rounds: expected a positive integer"),
+        (["--edit", "CCO", "--blank", "1-2"], "--blank: an edit's blanks are the tokens"),
+        (["--link", "C[*]", "CC"], "the second fragment needs one attachment point"),
+    ],
+)
+def test_bad_designs_are_one_line_and_exit_2(shipped_vocab_model_dir, args, message):
+    code, records, stderr = design(shipped_vocab_model_dir, *args)
+    assert code == 2 and records == []
+    (line,) = stderr.strip().splitlines()
+    assert line.startswith("cdd: error: ") and message in line, line

@@ -82,7 +82,12 @@ class Design:
         kept = sum(isinstance(s, str) for s in self.segments) + sum(b.high for b in sized)
         open_ = [s for s in self.segments if isinstance(s, Blank) and s.high < 0]
         room = length - 2 - kept
-        if room < sum(b.low for b in open_) or room < 0:
+        if room < 0:
+            raise InputError(
+                f"{self.mode}: the kept part ({kept} tokens) cannot fit the model's length of "
+                f"{length} tokens (with <bos> and <eos>)"
+            )
+        if room < sum(b.low for b in open_):
             raise InputError(
                 f"{self.mode}: the kept part ({kept} tokens) leaves no room for its "
                 f"{len(open_)} blank(s) in the model's length of {length} tokens"

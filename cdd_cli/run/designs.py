@@ -191,7 +191,9 @@ def write_edits(
     origins = list(leads)
     current = list(leads)
     for number in range(1, rounds + 1):
+        size = compiled.loaded.config.model_length
         designs = [edit(lead, fraction, seed, tokenizer, number) for lead in current]
+        designs = [d.fitted(None, size) for d in designs]  # each lead must fit
         kept = {"remask": fraction, "round": number, "rounds": rounds}
         drawing = on_canvases(compiled, designs, n, seed, kept=kept, origins=origins)
         run = plan(drawing, n, None, None, seed)
