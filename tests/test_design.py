@@ -90,13 +90,23 @@ def test_edit_remasks_the_same_positions_for_a_lead(tokenizer):
 
 def test_edit_certified_by_tokens_in_place(tokenizer):
     design = kept.edit("CCCO", 0.25, 0, tokenizer)
-    blank = design.segments.index(Blank(1, 1))
-    tokens = list(design.segments)
-    tokens[blank] = "N" if tokens[blank] != "N" else "C"
-    changed = "".join(tokens)
-    assert kept.certified(design, changed) is (Chem.MolFromSmiles(changed) is not None)
+    blank = design.segments.index(Blank(1, 2))  # a re-masked token: one or two tokens
+    for fill in ("N", "NC"):
+        tokens = [fill if k == blank else t for k, t in enumerate(design.segments)]
+        assert kept.certified(design, "".join(tokens))
+    tokens = ["NCC" if k == blank else t for k, t in enumerate(design.segments)]
+    assert kept.certified(design, "".join(tokens)) is False  # three tokens where two fit
     moved = "".join(reversed(split_smiles("CCCO")))  # OCCC: the kept tokens out of place
     assert kept.certified(design, moved) is False
+
+
+def test_laid_out_reads_blanks_of_their_range():
+    segments = ("C", Blank(1, 2), "O", Blank(0, 1))
+    assert kept.laid_out(segments, list("CNO"))
+    assert kept.laid_out(segments, list("CNNOC"))
+    assert not kept.laid_out(segments, list("CO"))
+    assert not kept.laid_out(segments, list("CNNNO"))
+    assert not kept.laid_out(segments, list("CNOCC"))
 
 
 @pytest.mark.parametrize(
@@ -228,10 +238,9 @@ def test_edit_rounds_write_the_last_round(shipped_vocab_model_dir, tmp_path):
         assert r["kept"] == {"remask": 0.25, "round": 2, "rounds": 2}
         assert r["constraints"]["kept"]["judge"] == "kept-tokens"
         template = TEMPLATE.findall(r["prompt"].split("tokens ")[1])
-        tokens = split_smiles(r["text"])
-        if r["constraints"]["kept"]["value"] == 1.0:  # the kept tokens in place
-            assert len(tokens) == len(template)
-            assert all(t == w for t, w in zip(tokens, template, strict=True) if w != "_")
+        segments = [Blank(1, 2) if t == "_" else t for t in template]
+        laid_out = kept.laid_out(segments, split_smiles(r["text"]))
+        assert r["constraints"]["kept"]["value"] == (float(laid_out) if r["valid"] else None)
 
 
 @pytest.mark.parametrize(

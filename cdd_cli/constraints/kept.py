@@ -14,13 +14,13 @@ bonded to the atom the attachment point was bonded to:
   holds open there renumbered), so the blank is the chain that links them;
 - motif extension: a blank on each side of the motif (there a blank may be empty);
 - editing: the lead's tokens, a fraction of them re-masked (the same positions for every
-  sample of a lead), each re-masked token a blank of one token.
+  sample of a lead), each re-masked token a blank of one or two tokens.
 
 Certification (`KeptConstraint`, judge `rdkit-substructure`): an RDKit substructure match of
 the kept part on the final molecule, attachment points matching any atom (two fragments:
 each at its attachment point, and both on distinct atoms); an edit's (judge `kept-tokens`):
-the lead's kept tokens in their places in the SMILES written. An invalid molecule certifies
-nothing.
+the lead's kept tokens in order in the SMILES written, each blank's size between them. An
+invalid molecule certifies nothing.
 """
 
 
@@ -62,7 +62,7 @@ class Design:
     kept: dict[str, str]  # e.g. {"scaffold": "*c1ccccc1"}: what records show
     segments: tuple[Segment, ...]
     # The kept part as substructure queries, all of which must match (dummy atoms match any
-    # atom); none for an edit, whose kept tokens are checked in place.
+    # atom); none for an edit, whose kept tokens are checked in order (`laid_out`).
     queries: tuple[Chem.Mol, ...] = field(default=(), compare=False, repr=False)
 
     @property
@@ -266,7 +266,8 @@ def edit(
     lead: str, fraction: float, seed: int, tokenizer: SmilesTokenizer, round_: int = 1
 ) -> Design:
     """Editing: the lead's canonical SMILES with `fraction` of its tokens (at least one)
-    re-masked, the positions drawn from (seed, round, lead): the same for every sample."""
+    re-masked, each to be written as one or two tokens (so that a lead may grow); the
+    positions drawn from (seed, round, lead): the same for every sample of it."""
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
         raise InputError(f"--remask: expected a fraction, got {fraction!r}")
     if not 0 < fraction <= 1:
@@ -279,7 +280,7 @@ def edit(
     count = max(1, round(fraction * len(tokens)))
     stream = random.Random(f"remask/{seed}/{round_}/{written}")
     chosen = set(stream.sample(range(len(tokens)), count))
-    segments = tuple(Blank(1, 1) if k in chosen else t for k, t in enumerate(tokens))
+    segments = tuple(Blank(1, 2) if k in chosen else t for k, t in enumerate(tokens))
     check_vocabulary(segments, tokenizer, "edit: lead")
     template = "".join(BLANK_TEXT if isinstance(s, Blank) else s for s in segments)
     return Design("edit", {"lead": written, "tokens": template}, segments)
@@ -300,19 +301,28 @@ def parse_blank(text: str, what: str = "--blank") -> Blank:
 def certified(design: Design, smiles: str) -> bool | None:
     """Whether the kept part is in the molecule `smiles` (None: the molecule is invalid):
     a substructure match, attachment points matching any atom; for an edit, the lead's kept
-    tokens at their places in the SMILES written."""
+    tokens in order, each blank's size between them (`laid_out`)."""
     parsed = parse(smiles)
     if parsed is None:
         return None
     if design.queries:
         return all(parsed[1].HasSubstructMatch(q) for q in design.queries)
-    tokens = split_smiles(smiles)
-    if len(tokens) != len(design.segments):
-        return False
-    return all(
-        isinstance(want, Blank) or want == got
-        for want, got in zip(design.segments, tokens, strict=True)
-    )
+    return laid_out(design.segments, split_smiles(smiles))
+
+
+def laid_out(segments: Sequence[Segment], tokens: Sequence[str]) -> bool:
+    """Whether `tokens` are `segments`: each kept token in order, each blank as many tokens
+    as its range allows between them (dynamic programming over both)."""
+    reach = {0}  # how many tokens the segments so far can have consumed
+    for segment in segments:
+        if isinstance(segment, Blank):
+            reach = {k + size for k in reach for size in range(segment.low, segment.high + 1)}
+        else:
+            reach = {k + 1 for k in reach if k < len(tokens) and tokens[k] == segment}
+        reach = {k for k in reach if k <= len(tokens)}
+        if not reach:
+            return False
+    return len(tokens) in reach
 
 
 @dataclass(frozen=True)
