@@ -264,3 +264,11 @@ def test_bad_designs_are_one_line_and_exit_2(shipped_vocab_model_dir, args, mess
     assert code == 2 and records == []
     (line,) = stderr.strip().splitlines()
     assert line.startswith("cdd: error: ") and message in line, line
+
+
+@pytest.mark.slow
+def test_a_masked_model_keeps_the_parts_too(masked_model_dir):
+    code, records, _ = design(masked_model_dir, "--scaffold", "[*]C1CC1", "-n", "3")
+    assert len(records) == 3 and code in (0, 3)
+    for r in records:
+        assert r["text"].endswith("C1CC1") and len(r["text"]) > len("C1CC1")
