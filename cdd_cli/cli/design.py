@@ -76,7 +76,8 @@ def design(
     link: Annotated[
         Optional[tuple[str, str]],
         typer.Option(
-            help="Link two fragments, each with one attachment point: 'FRAG1[*]' '[*]FRAG2'."
+            help="Link two fragments, each with one attachment point: 'FRAG1[*]' '[*]FRAG2'.",
+            metavar="TEXT",
         ),
     ] = None,
     motif: Annotated[
