@@ -100,6 +100,18 @@ def test_edit_certified_by_tokens_in_place(tokenizer):
     assert kept.certified(design, moved) is False
 
 
+def test_edit_remasks_a_named_fragment(tokenizer):
+    hydroxy = kept.read_fragment("[OX2H]")
+    design = kept.edit("OC1=CC=C(NC(C)=O)C=C1", 0.3, 0, tokenizer, fragment=hydroxy)
+    assert design.kept == {"lead": "CC(=O)Nc1ccc(O)cc1", "tokens": "CC(=O)Nc1ccc(_)cc1"}
+    ring = kept.edit("CC(=O)Nc1ccc(O)cc1", 0.3, 0, tokenizer, fragment=kept.read_fragment("a"))
+    assert ring.kept["tokens"] == "CC(=O)N_1___(O)__1"  # every aromatic atom's token
+    with pytest.raises(InputError, match="--fragment: no match in the lead CCO"):
+        kept.edit("CCO", 0.3, 0, tokenizer, fragment=kept.read_fragment("c"))
+    with pytest.raises(InputError, match="--fragment: RDKit cannot parse the SMARTS"):
+        kept.read_fragment("C(")
+
+
 def test_laid_out_reads_blanks_of_their_range():
     segments = ("C", Blank(1, 2), "O", Blank(0, 1))
     assert kept.laid_out(segments, list("CNO"))
@@ -257,6 +269,8 @@ def test_edit_rounds_write_the_last_round(shipped_vocab_model_dir, tmp_path):
         (["--edit", "CCO", "--rounds", "0"], "--rounds: expected a positive integer"),
         (["--edit", "CCO", "--blank", "1-2"], "--blank: an edit's blanks are the tokens"),
         (["--link", "C[*]", "CC"], "the second fragment needs one attachment point"),
+        (["--scaffold", "C[*]", "--fragment", "O"], "--fragment re-masks a lead's atoms"),
+        (["--edit", "CCO", "--fragment", "c"], "--fragment: no match in the lead CCO"),
     ],
 )
 def test_bad_designs_are_one_line_and_exit_2(shipped_vocab_model_dir, args, message):

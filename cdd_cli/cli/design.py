@@ -92,6 +92,13 @@ def design(
         float,
         typer.Option(help="With --edit: the fraction of each lead's tokens drawn again."),
     ] = 0.3,
+    fragment: Annotated[
+        Optional[str],
+        typer.Option(
+            help="With --edit: re-mask the atoms every match of this SMARTS covers instead "
+            "of a fraction."
+        ),
+    ] = None,
     rounds: Annotated[
         int,
         typer.Option(
@@ -154,6 +161,8 @@ def design(
         asked = kept.parse_blank(blank) if blank is not None else None
         if edit is not None and blank is not None:
             raise InputError("--blank: an edit's blanks are the tokens it re-masks")
+        if fragment is not None and edit is None:
+            raise InputError("--fragment re-masks a lead's atoms: give --edit")
         leads = read_leads(edit) if edit is not None else []
         resolved = build_spec(
             spec, model, constraint, tau, method, steps, batch_size, seed, n, novel, decode, to=to
@@ -170,7 +179,7 @@ def design(
                 tokenizer = compiled.loaded.tokenizer
                 if edit is not None:
                     code, summary = write_edits(
-                        compiled, leads, remask, out, rounds, n, seed, display, say
+                        compiled, leads, remask, out, rounds, n, seed, display, say, fragment
                     )
                 else:
                     if scaffold is not None:

@@ -263,11 +263,17 @@ def motif(smiles: str, tokenizer: SmilesTokenizer) -> Design:
 
 
 def edit(
-    lead: str, fraction: float, seed: int, tokenizer: SmilesTokenizer, round_: int = 1
+    lead: str,
+    fraction: float,
+    seed: int,
+    tokenizer: SmilesTokenizer,
+    round_: int = 1,
+    fragment: Chem.Mol | None = None,
 ) -> Design:
-    """Editing: the lead's canonical SMILES with `fraction` of its tokens (at least one)
-    re-masked, each to be written as one or two tokens (so that a lead may grow); the
-    positions drawn from (seed, round, lead): the same for every sample of it."""
+    """Editing: the lead's canonical SMILES with `fraction` of its tokens (at least one), or
+    the atoms' tokens of every match of `fragment` (a SMARTS query), re-masked, each to be
+    written as one or two tokens (so that a lead may grow); a fraction's positions drawn
+    from (seed, round, lead): the same for every sample of it."""
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
         raise InputError(f"--remask: expected a fraction, got {fraction!r}")
     if not 0 < fraction <= 1:
@@ -277,13 +283,36 @@ def edit(
         raise InputError("edit: a lead has no attachment points (use --scaffold)")
     written = Chem.MolToSmiles(mol)
     tokens = split_smiles(written)
-    count = max(1, round(fraction * len(tokens)))
-    stream = random.Random(f"remask/{seed}/{round_}/{written}")
-    chosen = set(stream.sample(range(len(tokens)), count))
+    if fragment is not None:
+        chosen = fragment_tokens(mol, tokens, fragment)
+        if not chosen:
+            raise InputError(f"--fragment: no match in the lead {written}")
+    else:
+        count = max(1, round(fraction * len(tokens)))
+        stream = random.Random(f"remask/{seed}/{round_}/{written}")
+        chosen = set(stream.sample(range(len(tokens)), count))
     segments = tuple(Blank(1, 2) if k in chosen else t for k, t in enumerate(tokens))
     check_vocabulary(segments, tokenizer, "edit: lead")
     template = "".join(BLANK_TEXT if isinstance(s, Blank) else s for s in segments)
     return Design("edit", {"lead": written, "tokens": template}, segments)
+
+
+def read_fragment(smarts: str) -> Chem.Mol:
+    """`--fragment`'s SMARTS query."""
+    query = Chem.MolFromSmarts(smarts) if isinstance(smarts, str) and smarts.strip() else None
+    if query is None or query.GetNumAtoms() == 0:
+        raise InputError(f"--fragment: RDKit cannot parse the SMARTS {smarts!r}")
+    return query
+
+
+def fragment_tokens(mol: Chem.Mol, tokens: list[str], fragment: Chem.Mol) -> set[int]:
+    """The positions in `tokens` (the canonical SMILES `MolToSmiles(mol)` just wrote) of the
+    atoms that some match of `fragment` covers: atom tokens come in the writing's atom order."""
+    order = list(mol.GetPropsAsDict(True, True)["_smilesAtomOutputOrder"])
+    atoms = [k for k, t in enumerate(tokens) if t.startswith("[") or t[0].isalpha()]
+    position = dict(zip(order, atoms, strict=True))
+    matched = {a for match in mol.GetSubstructMatches(fragment) for a in match}
+    return {position[a] for a in matched}
 
 
 def parse_blank(text: str, what: str = "--blank") -> Blank:

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from cdd_cli.constraints.kept import Blank, Design, KeptConstraint, edit
+from cdd_cli.constraints.kept import Blank, Design, KeptConstraint, edit, read_fragment
 from cdd_cli.diffusion.sampler import Canvas
 from cdd_cli.errors import InputError
 from cdd_cli.models.registry import LoadedModel
@@ -179,8 +179,10 @@ def write_edits(
     seed: int | None = None,
     display: Display | None = None,
     say: Callable[[str], None] = print,
+    fragment: str | None = None,
 ) -> tuple[int, str]:
-    """Edits of `leads` (a `fraction` of each one's tokens re-masked) over `rounds` rounds,
+    """Edits of `leads` (a `fraction` of each one's tokens re-masked, or the atoms a
+    `fragment` SMARTS matches) over `rounds` rounds,
     each round's best edit of a lead the next one's lead; the last round's records appended
     to `output`: the exit code and summary."""
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
@@ -188,13 +190,15 @@ def write_edits(
     n, seed = resolved_n_seed(compiled, n, seed)
     tokenizer = compiled.loaded.tokenizer
     assert isinstance(tokenizer, SmilesTokenizer)
+    query = read_fragment(fragment) if fragment is not None else None
+    remask: dict = {"remask": fraction} if query is None else {"fragment": fragment}
     origins = list(leads)
     current = list(leads)
     for number in range(1, rounds + 1):
         size = compiled.loaded.config.model_length
-        designs = [edit(lead, fraction, seed, tokenizer, number) for lead in current]
+        designs = [edit(lead, fraction, seed, tokenizer, number, query) for lead in current]
         designs = [d.fitted(None, size) for d in designs]  # each lead must fit
-        kept = {"remask": fraction, "round": number, "rounds": rounds}
+        kept = {**remask, "round": number, "rounds": rounds}
         drawing = on_canvases(compiled, designs, n, seed, kept=kept, origins=origins)
         run = plan(drawing, n, None, None, seed)
         if number < rounds:
