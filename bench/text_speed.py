@@ -22,7 +22,7 @@ import time
 import torch
 
 from cdd_cli.diffusion.processes import MaskedProcess
-from cdd_cli.diffusion.sampler import Sampler, sample_generator
+from cdd_cli.diffusion.sampler import Canvas, Sampler, sample_generator
 from cdd_cli.models import registry
 
 
@@ -77,7 +77,7 @@ def main() -> None:
                 generators = [sample_generator(0, round_, i) for i in range(batch)]
                 started = time.perf_counter()
                 with torch.inference_mode():
-                    outputs[name] = sampler.sample(generators, args.length, prefix=prefix)
+                    outputs[name] = sampler.sample(generators, Canvas.prompt(prefix, args.length))
                 if round_:
                     seconds[name].append((time.perf_counter() - started) / batch)
         same = torch.equal(outputs["masked only"], outputs["every position"])

@@ -16,6 +16,7 @@ from cdd_cli.output.jsonl import read_jsonl
 class PromptInput:
     text: str
     id: str | int | None = None
+    template: bool = False  # `text` is a template (`cdd_cli.templates`), not a prompt
 
 
 def check_prompt(text: str, where: str) -> str:
@@ -37,12 +38,14 @@ def check_prompt_id(prompt_id: object, where: str) -> str | int | None:
     return prompt_id
 
 
-def check_unicode(text: str, where: str) -> None:
-    """Lone surrogates (from a JSON escape or a non-UTF-8 command line) are not text."""
+def check_unicode(text: str, where: str) -> str:
+    """`text`, refused where it holds lone surrogates (from a JSON escape or a non-UTF-8
+    command line): they are not text."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise InputError(f"{where}: not valid Unicode text (at character {exc.start})") from None
+    return text
 
 
 # Prompts a run reads at once (each is n samples, a prompt a batch at least): a file past

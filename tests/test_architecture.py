@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "cdd_cli"
 # constraints' table and the methods' names, so spec sits above both.
 LAYERS = [
     {
-        "errors", "version", "output", "settings", "prompts", "plugins", "suggest",
+        "errors", "version", "output", "settings", "prompts", "plugins", "suggest", "templates",
     },
     {"models", "diffusion"},
     {"evaluate"},

@@ -15,12 +15,12 @@ import torch
 import cdd_cli.run.drawing as generation_module
 from cdd_cli.constraints.base import DifferentiableConstraint, ExactConstraint
 from cdd_cli.diffusion.processes import (
+    KeptFixed,
     MaskedProcess,
     OrderedProcess,
-    PromptFixed,
     UniformProcess,
 )
-from cdd_cli.diffusion.sampler import sample_generator, sample_seed
+from cdd_cli.diffusion.sampler import Canvas, sample_generator, sample_seed
 from cdd_cli.methods import METHODS
 from cdd_cli.models import registry
 from cdd_cli.models.checkpoint import ModelConfig, save_model
@@ -223,7 +223,7 @@ def test_generation_of_a_masked_model_orders_its_steps_as_the_spec_says(masked):
 
 def expected_texts(drawing: BatchDrawer, prompt: Prompt, draws: list[tuple[int, int]], length):
     generators = [sample_generator(SEED, prompt.index, i, a) for i, a in draws]
-    ids = drawing.sampler.sample(generators, length, None, None, prompt.ids)
+    ids = drawing.sampler.sample(generators, Canvas.prompt(prompt.ids, length))
     keep = len(prompt.ids)
     return [drawing.loaded.tokenizer.decode(row[keep:]) for row in ids.tolist()]
 
@@ -388,10 +388,14 @@ def test_the_engine_is_built_per_run_of_equal_draws(loaded):
     for job in jobs:
         [closed] = job.closed_forms
         assert closed.built == (list(job.constraints), loaded.tokenizer, 3, 24)
-        assert isinstance(job.fixed_positions, PromptFixed)
-        assert job.fixed_positions.keep == 3 and job.fixed_positions.process is drawing.process
+        assert isinstance(job.fixed_positions, KeptFixed)
+        kept = job.fixed_positions.kept  # the prompt's 3 tokens
+        assert kept[:, :3].all() and not kept[:, 3:].any()
+        assert job.fixed_positions.process is drawing.process
         assert job.reader is loaded.tokenizer
-        assert job.well_formed == drawing.sampler.well_formed  # SMILES: a syntax to decode
+        # SMILES: a syntax to decode, keeping the prompt's tokens.
+        assert job.well_formed.func == drawing.sampler.well_formed
+        assert torch.equal(job.well_formed.keywords["canvas"].kept, kept)
         assert job.on_progress == reporter.alm and job.on_stage == reporter.stage
         assert job.readable is not None
         carbon = tokenizer.index["C"]

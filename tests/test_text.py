@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from cdd_cli.cli.app import app
 from cdd_cli.diffusion.processes import MaskedProcess, UniformProcess
-from cdd_cli.diffusion.sampler import Sampler, StepInfo, sample_generator, sample_seed
+from cdd_cli.diffusion.sampler import Canvas, Sampler, StepInfo, sample_generator, sample_seed
 from cdd_cli.errors import InputError
 from cdd_cli.models.checkpoint import load_model
 from cdd_cli.models.tokenizers import Gpt2Tokenizer, load_tokenizer
@@ -69,9 +69,13 @@ def test_prefix_stays_fixed_and_conditions_the_rest(tmp_path: Path, noise: str):
         return probs
 
     with torch.no_grad():
-        out = sampler.sample([sample_generator(0, 0, i) for i in range(3)], 5, record, None, prefix)
+        out = sampler.sample(
+            [sample_generator(0, 0, i) for i in range(3)], Canvas.prompt(prefix, 5), record
+        )
         sampler.sample(
-            [sample_generator(0, 0, i) for i in range(3)], 5, record, None, torch.tensor([40, 1, 2])
+            [sample_generator(0, 0, i) for i in range(3)],
+            Canvas.prompt(torch.tensor([40, 1, 2]), 5),
+            record,
         )
     assert out.shape == (3, 8)
     assert (out[:, :3] == prefix).all()

@@ -107,3 +107,11 @@ MethodOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON array, for scripts.")]
+TemplateOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        help="Fixed text with blanks to fill, e.g. \"Dear {name:1-3}, thank you for {10-20}.\": "
+        "a blank is {LOW-HIGH} or {N} tokens, optionally named ({NAME:LOW-HIGH}); its text is "
+        "kept exactly (docs/constraints.md).",
+    ),
+]

@@ -28,6 +28,7 @@ from cdd_cli.cli.options import (
     SpecOpt,
     StepsOpt,
     TauOpt,
+    TemplateOpt,
     ThreadsOpt,
     ToOpt,
     VerboseOpt,
@@ -40,7 +41,7 @@ from cdd_cli.errors import InputError
 from cdd_cli.evaluate.page.document import write_page
 from cdd_cli.output.config import holds_records
 from cdd_cli.output.distributed import launch_from_env
-from cdd_cli.prompts import PromptInput, check_prompt, read_prompts
+from cdd_cli.prompts import PromptInput, check_prompt, check_unicode, read_prompts
 from cdd_cli.run.runner import Output
 from cdd_cli.settings import DECODINGS, DTYPE_NAMES
 from cdd_cli.spec.model import Spec
@@ -171,6 +172,7 @@ def generate(
             help='JSONL file (or - for stdin), a line each: {"prompt": "...", "id": ...}.'
         ),
     ] = None,
+    template: TemplateOpt = None,
     n: Annotated[
         Optional[int],
         typer.Option("--num-samples", "-n", help="Samples per prompt. \\[default: 4]"),
@@ -251,8 +253,12 @@ def generate(
         set_threads(threads, processes_sharing(shard))
         if prompt is not None and prompts is not None:
             raise InputError("give --prompt or --prompts, not both")
+        if template is not None and (prompt is not None or prompts is not None):
+            raise InputError("a --template is the whole text: give no --prompt or --prompts")
         if prompt is not None:
             given: list | None = [PromptInput(check_prompt(prompt, "--prompt"))]
+        elif template is not None:
+            given = [PromptInput(check_unicode(template, "--template"), template=True)]
         else:
             given = read_prompts(prompts) if prompts is not None else None
         resolved = build_spec(

@@ -30,6 +30,7 @@ from cdd_cli.models.tokenizers import Continuation, SmilesTokenizer
 from cdd_cli.projection.engine import Job, Parts
 from cdd_cli.reporting import Reporter
 from cdd_cli.spec.model import Spec
+from cdd_cli.templates import Layout, TemplateText
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class Prompt:
     # What the samples are drawn on, where not the prompt's ids then the run's length: one
     # row shared by every sample, or one row per sample index (`Canvas.select`).
     canvas: Canvas | None = None
+    layout: Layout | None = None  # a template's, whose text the records show part by part
 
     @property
     def shown(self) -> str | None:
@@ -156,7 +158,11 @@ class BatchDrawer:
         canvas = self.canvas(prompt, draws)
         # Objects of the layers below, not closures of this one: the engine calls them every
         # step, and control need not come back up here to answer.
-        continuation = Continuation(tokenizer, keep)
+        continuation: Continuation | TemplateText = (
+            Continuation(tokenizer, keep)
+            if prompt.layout is None
+            else TemplateText(prompt.layout, tokenizer.decode)
+        )
 
         hook = None
         if self.constraints:

@@ -10,6 +10,7 @@ from cdd_cli.diffusion.sampler import sample_seed
 from cdd_cli.methods import METHODS
 from cdd_cli.models.registry import LoadedModel
 from cdd_cli.run.drawing import Draw, Prompt
+from cdd_cli.run.templated import OnBlank
 from cdd_cli.spec.model import Spec
 from cdd_cli.version import __version__
 
@@ -34,8 +35,9 @@ def record(
     return {
         "id": f"{prompt.index}-{draw.index}",
         "prompt_id": prompt.id,  # the prompts file's `id` (null without one): a fixed schema
-        "prompt": prompt.shown,
+        "prompt": prompt.shown if prompt.layout is None else None,
         "text": draw.text,
+        **template_fields(prompt, draw),
         "seed": spec.sampling.seed,
         # The kept draw's own stream: what made this sample, whatever the batch or shard. A
         # decimal string: the seed has 63 bits, and a JSON reader that holds numbers as
@@ -55,6 +57,7 @@ def record(
                 "satisfied": c.satisfied(draw.values[c.name]),
                 "surrogate": draw.surrogates[c.name],
                 "judge": c.judge_name,
+                **({"blank": c.blank} if isinstance(c, OnBlank) else {}),
                 **({"detail": d} if (d := c.explain(draw.text)) is not None else {}),
             }
             for c in constraints
@@ -71,3 +74,11 @@ def record(
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "cdd_version": __version__,
     }
+
+
+def template_fields(prompt: Prompt, draw: Draw) -> dict:
+    """A template run's: the template, and each blank's fill read back from the text (null
+    where the fixed text is not all there, which its `fixed_text` verdict says)."""
+    if prompt.layout is None:
+        return {}
+    return {"template": prompt.layout.template.source, "blanks": prompt.layout.fills(draw.text)}

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from cdd_cli.constraints.base import Constraint, closed_forms
-from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.errors import InputError
 from cdd_cli.models import registry
 from cdd_cli.models.registry import LoadedModel
@@ -37,6 +36,7 @@ from cdd_cli.run.defaults import (
 from cdd_cli.run.domains import Domain, Shape
 from cdd_cli.run.drawing import BatchDrawer, Prompt
 from cdd_cli.run.record import record
+from cdd_cli.run.templated import bind, build_scoped, run_prompts
 from cdd_cli.spec.model import Spec
 from cdd_cli.spec.overlay import overlay
 
@@ -82,7 +82,7 @@ def compile_spec(
         loaded = registry.load(spec.model, domain.name, device, spec.sampling.dtype)
     spec.model = spec.model or loaded.name
     domain.check(loaded)
-    constraints = build_constraints(spec.constraints, loaded, device, spec.words)
+    constraints = build_scoped(spec.constraints, loaded, device, spec.words)
     if not constraints:
         spec.method = "unconstrained"  # nothing to project or reject against
     given = frozenset(key for key in FILE_DEFAULTS if setting(spec, key) is not None)
@@ -155,11 +155,11 @@ def plan(
     spec.sampling.n = asked.sampling.n or spec.sampling.n or domain.default_n  # resolved names it
     spec.sampling.seed = seed if seed is not None else spec.sampling.seed
     check_length(length)
-    tokenized, length = domain.prompts(prompts or [None], length, loaded, spec.sampling.chat)
+    tokenized, length = run_prompts(domain, prompts or [None], length, loaded, spec)
     check_blocks(spec, length)
     check_batch_fits(min(spec.sampling.batch_size, spec.sampling.n), loaded)
     check_lookahead_fits(spec, loaded, length + max(len(p.ids) for p in tokenized))
-    constraints = [c.for_run() for c in compiled.constraints]
+    constraints = bind([c.for_run() for c in compiled.constraints], tokenized[0].layout)
     for prompt in tokenized:  # every prompt's lexical constraints must fit
         told = [c.with_prompt(prompt.text or "", len(prompt.ids)) for c in constraints]
         closed_forms(told, loaded.tokenizer, len(prompt.ids), length)

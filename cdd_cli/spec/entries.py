@@ -13,6 +13,10 @@ from cdd_cli.suggest import did_you_mean
 
 Keys = dict[str, tuple[tuple[type, ...], bool]]
 
+# Any entry's key naming the template blank it judges (`cdd generate --template`): its name,
+# or its number among the blanks.
+BLANK_KEY = "blank"
+
 
 def keys_of(name: str, where: str) -> Keys:
     """The keys a constraint of type `name` takes -> (types, required); InputError naming the

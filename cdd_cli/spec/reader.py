@@ -14,7 +14,7 @@ from cdd_cli.constraints.lexical import SCHEMES
 from cdd_cli.errors import InputError
 from cdd_cli.methods import METHODS
 from cdd_cli.output.config import yaml_values
-from cdd_cli.spec.entries import check_constraint, check_count, keys_of
+from cdd_cli.spec.entries import BLANK_KEY, check_constraint, check_count, keys_of
 from cdd_cli.spec.model import Spec, check_settings, sections
 from cdd_cli.spec.values import check_value
 from cdd_cli.suggest import did_you_mean
@@ -130,7 +130,13 @@ def read_constraint(loc: Located, node: yaml.Node, index: int) -> ConstraintSpec
     for name, (k, v) in items.items():
         if name == "type":
             continue
-        if name not in keys:
+        if name == BLANK_KEY:
+            blank = loc.value(v)
+            if isinstance(blank, bool) or not isinstance(blank, (str, int)) or not str(blank):
+                raise InputError(f"{loc.where(v)}: key 'blank' names a template blank (a name "
+                                 "or a number)")  # fmt: skip
+            spec.options[name] = str(blank)
+        elif name not in keys:
             raise InputError(
                 f"{loc.where(k)}: unknown key '{name}' for constraint '{spec.type}'"
                 f"{did_you_mean(name, keys)} (known: {', '.join(['type', *keys])})"

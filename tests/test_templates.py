@@ -1,0 +1,205 @@
+"""Text templates (`cdd generate --template`): reading them, laying them out in GPT-2 tokens so
+the decoded text holds each fixed part exactly, the records a run writes, constraints on one
+blank, and one line with exit 2 for a template that cannot be drawn."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cdd_cli.cli.app import app
+from cdd_cli.errors import InputError
+from cdd_cli.models.tokenizers import Gpt2Tokenizer
+from cdd_cli.templates import (
+    Blank,
+    TemplateText,
+    blank_lengths,
+    lay_out,
+    parse_template,
+)
+
+runner = CliRunner()
+LETTER = "Dear {name:1-3}, thank you for {4-6}."
+
+
+def test_a_template_reads_as_fixed_text_around_named_and_numbered_blanks():
+    t = parse_template(LETTER)
+    assert t.fixed == ("Dear ", ", thank you for ", ".")
+    assert t.blanks == (Blank("name", 1, 3), Blank("2", 4, 6))
+    assert t.blank("name") == 0 and t.blank("2") == 1 and t.blank("1") == 0
+    braces = parse_template("{{x}} {3} }}")
+    assert braces.fixed == ("{x} ", " }") and braces.blanks == (Blank("1", 3, 3),)
+    assert parse_template("{5}").fixed == ("", "")
+    with pytest.raises(InputError, match="no blank 'other'"):
+        t.blank("other")
+
+
+@pytest.mark.parametrize(
+    ("source", "problem"),
+    [
+        ("", "empty"),
+        ("   ", "empty"),
+        ("no blanks here", "no blank"),
+        ("Dear {name:1-3", "not closed"),
+        ("Dear } you", "closes no blank"),
+        ("Dear {a-b}", "is not {LOW-HIGH}"),
+        ("Dear {3-1}", "at least 1 token"),
+        ("Dear {0}", "at least 1 token"),
+        ("Dear {name:}", "is not {LOW-HIGH}"),
+        ("Dear {1a:2}", "is not a name"),
+        ("{x:1} and {x:2}", "given twice"),
+    ],
+)
+def test_a_malformed_template_is_refused_with_its_reason(source: str, problem: str):
+    with pytest.raises(InputError, match=problem):
+        parse_template(source)
+
+
+def test_blank_lengths_are_drawn_in_their_ranges_once_per_seed():
+    t = parse_template("{a:1-3} {b:10-20} {c:7}")
+    drawn = {blank_lengths(t, seed) for seed in range(40)}
+    assert all(1 <= a <= 3 and 10 <= b <= 20 and c == 7 for a, b, c in drawn)
+    assert len(drawn) > 5 and blank_lengths(t, 3) == blank_lengths(t, 3)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        LETTER,
+        "Dear{name:1-3}, thank you for{4-6}.",
+        "  two spaces {2}\n\nnew lines {3}  ",
+        "café {2} naïve — “quoted” {1} 日本語",
+        "{2}ending",
+    ],
+)
+def test_each_fixed_part_decodes_exactly_whatever_fills_its_blanks(source: str):
+    tokenizer = Gpt2Tokenizer()
+    t = parse_template(source)
+    layout = lay_out(t, tokenizer.encode, tuple(b.low for b in t.blanks))
+    for part, ids in zip(t.fixed, layout.fixed_ids, strict=True):
+        assert tokenizer.decode(list(ids)) == part
+    ids, kept = layout.ids_and_kept()
+    assert len(ids) == layout.length == sum(kept) + sum(layout.lengths)
+    text = TemplateText(layout, tokenizer.decode)
+    # Fills that glue to their neighbours in a joint tokenisation, a piece of a character,
+    # and an end-of-text token (which ends its own blank only).
+    fillers = [tokenizer.encode(" x"), tokenizer.encode("é")[:1], [tokenizer.eos_id]]
+    for filler in fillers:
+        pairs = enumerate(zip(ids, kept, strict=True))
+        row = [i if k else filler[n % len(filler)] for n, (i, k) in pairs]
+        decoded = text(row)
+        assert layout.fills(decoded) is not None, decoded
+        at = 0
+        for part in t.fixed:  # every fixed part, in order
+            at = decoded.index(part, at) + len(part)
+
+
+def test_fills_are_read_back_from_the_text_and_a_changed_fixed_part_is_caught():
+    tokenizer = Gpt2Tokenizer()
+    t = parse_template(LETTER)
+    layout = lay_out(t, tokenizer.encode, (2, 5))
+    assert layout.fills("Dear Ann, thank you for the tea. Really.") == {
+        "name": "Ann",
+        "2": "the tea. Really",
+    }
+    assert layout.fills("Dear Ann, thanks for the tea.") is None
+    assert layout.fills("Dear Ann, thank you for the tea") is None
+    start, end = layout.span(1)
+    assert end - start == 5 and start == len(layout.fixed_ids[0]) + 2 + len(layout.fixed_ids[1])
+
+
+def generate(model: Path, *args: str) -> tuple[int, list[dict], str]:
+    result = runner.invoke(
+        app, ["generate", "--model", str(model), "--steps", "4", "-q", "--seed", "3", *args]
+    )
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    return result.exit_code, records, result.stderr
+
+
+@pytest.mark.slow
+def test_a_template_run_keeps_its_fixed_text_and_records_each_blank(text_model_dir: Path):
+    code, records, _ = generate(text_model_dir, "--template", LETTER, "-n", "4")
+    assert code == 0 and len(records) == 4
+    for r in records:
+        assert r["prompt"] is None and r["template"] == LETTER
+        name, rest = r["blanks"]["name"], r["blanks"]["2"]
+        assert r["text"] == f"Dear {name}, thank you for {rest}."
+        assert r["constraints"]["fixed_text"] == {
+            "value": 1.0, "min": 1.0, "satisfied": True, "surrogate": None,
+            "judge": "template-string-match",
+        }  # fmt: skip
+        assert r["satisfied"] is True and r["method"] == "unconstrained"
+    # Each sample's own stream, and the layout drawn once per run: any batch size, the same.
+    _, one_by_one, _ = generate(
+        text_model_dir, "--template", LETTER, "-n", "4", "--batch-size", "1"
+    )
+    assert [r["text"] for r in one_by_one] == [r["text"] for r in records]
+
+
+@pytest.mark.slow
+def test_a_constraint_on_a_blank_judges_its_fill(text_model_dir: Path, tmp_path: Path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "constraints:\n"
+        "  - {type: word_count, max: 40, blank: name}\n"
+        "  - {type: word_count, max: 40, blank: 2}\n"
+        "  - {type: word_count, max: 60}\n"
+    )
+    code, records, stderr = generate(
+        text_model_dir, "--template", LETTER, "-n", "2", "--spec", str(spec), "--method", "reject"
+    )
+    assert code in (0, 3), stderr
+    for r in records:
+        verdicts = r["constraints"]
+        assert verdicts["word_count"]["blank"] == "name"
+        assert verdicts["word_count#2"]["blank"] == "2"
+        assert "blank" not in verdicts["word_count#3"]
+        words = lambda text: len(text.split())  # noqa: E731
+        for key, text in (("word_count", r["blanks"]["name"]), ("word_count#2", r["blanks"]["2"]),
+                          ("word_count#3", r["text"])):  # fmt: skip
+            assert verdicts[key]["detail"].startswith(f"{words(text)} word"), (key, text)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--template", "no blank"], "no blank"),
+        (["--template", ""], "empty"),
+        (["--template", "Dear {1-x}"], "is not {LOW-HIGH}"),
+        (["--template", "Dear {30-60}"], "exceed model"),
+        (["--template", "Dear {2}", "--prompt", "Hi"], "give no --prompt"),
+        (["--template", "Dear {2}", "--length", "8"], "give no --length"),
+        (["--template", "Dear {2}", "--chat"], "give no --chat"),
+    ],
+)
+def test_a_template_that_cannot_be_drawn_is_one_line_and_exit_2(
+    text_model_dir: Path, args: list[str], message: str
+):
+    code, records, stderr = generate(text_model_dir, *args)
+    assert code == 2 and records == []
+    (line,) = stderr.strip().splitlines()
+    assert line.startswith("cdd: error: ") and message in line, line
+
+
+@pytest.mark.parametrize(
+    ("entry", "template", "message"),
+    [
+        ("blank: name", None, "has no template"),
+        ("blank: other", LETTER, "no blank 'other'"),
+        ("blank: [1, 2]", LETTER, "names a template blank"),
+        ("blank: true", LETTER, "names a template blank"),
+    ],
+)
+def test_a_constraint_on_a_blank_the_run_lacks_is_one_line_and_exit_2(
+    text_model_dir: Path, tmp_path: Path, entry: str, template: str | None, message: str
+):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"constraints:\n  - {{type: word_count, max: 9, {entry}}}\n")
+    given = ["--template", template] if template else ["--prompt", "Hi"]
+    code, _, stderr = generate(text_model_dir, "--spec", str(spec), *given)
+    assert code == 2
+    (line,) = stderr.strip().splitlines()
+    assert message in line, line
