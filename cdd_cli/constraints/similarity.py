@@ -34,7 +34,7 @@ from cdd_cli.constraints.descriptor import NUMBER, ConstraintSpec, Descriptor, K
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import parse
 from cdd_cli.evaluate.reference import library_lines
-from cdd_cli.models.files import regular_file, special_kind
+from cdd_cli.models.files import special_kind
 from cdd_cli.models.registry import LoadedModel
 from cdd_cli.models.surrogate import SparseTokens, Tokens
 from cdd_cli.models.tokenizers import SPECIALS
@@ -85,9 +85,11 @@ def target_file(to: str) -> Path | None:
     """The file `to` names, or None where it is a SMILES: a path that exists, or one that
     looks like a file's (a SMILES suffix), which then must exist."""
     path = Path(to).expanduser()
-    if path.exists() or path.is_symlink() or to.lower().endswith(FILE_SUFFIXES):
-        return path
-    return None
+    try:
+        found = path.exists() or path.is_symlink()
+    except (OSError, ValueError):  # a name too long for a path, a NUL: a SMILES, or nothing
+        found = False
+    return path if found or to.lower().endswith(FILE_SUFFIXES) else None
 
 
 def read_targets(to: str, where: str) -> tuple[str, ...]:
@@ -97,14 +99,13 @@ def read_targets(to: str, where: str) -> tuple[str, ...]:
     if path is None:
         parsed = parse(to)
         if parsed is None:
-            raise InputError(f"{where}: key 'to': RDKit cannot read {to!r} as a SMILES")
+            raise InputError(f"{where}: key 'to': RDKit cannot read {to[:80]!r} as a SMILES")
         return (parsed[0],)
     kind = special_kind(path)
     if kind is not None:  # a FIFO would block a reader, a device never end: never opened
         raise InputError(f"{where}: key 'to': {to!r} is {kind}, not a file")
     if not path.is_file():
-        raise InputError(f"{where}: key 'to': no such file {to!r} (nor a SMILES)")
-    regular_file(path, "a file of leads")
+        raise InputError(f"{where}: key 'to': no such file {to[:200]!r} (nor a SMILES)")
     lines = library_lines(path)
     if not lines:
         raise InputError(f"{where}: key 'to': {path} holds no SMILES (one a line)")
@@ -161,7 +162,7 @@ class LeadGrams:
 def writings(smiles: str, count: int) -> list[str]:
     """The canonical SMILES and up to `count - 1` random writings (a fixed seed)."""
     mol = Chem.MolFromSmiles(smiles)
-    randoms = list(Chem.MolToRandomSmilesVect(mol, count - 1, randomSeed=0)) if count > 1 else []
+    randoms = list(Chem.MolToRandomSmilesVect(mol, count - 1, randomSeed=1)) if count > 1 else []
     return list(dict.fromkeys([smiles, *randoms]))
 
 
