@@ -193,7 +193,7 @@ def test_scaffold_records_say_what_was_kept_and_certify_it(shipped_vocab_model_d
     assert len(records) == 6 and code in (0, 3)
     for r in records:
         assert r["kept"] == {"scaffold": "*c1ccccc1"}
-        assert r["prompt"] == "scaffold *c1ccccc1"
+        assert r["prompt"] == "scaffold *c1ccccc1, blanks 1-8"
         assert r["text"].endswith("c1ccccc1")  # the kept tokens, in place
         judged = r["constraints"]["kept"]
         assert judged["judge"] == "rdkit-substructure"
@@ -286,3 +286,16 @@ def test_a_masked_model_keeps_the_parts_too(masked_model_dir):
     assert len(records) == 3 and code in (0, 3)
     for r in records:
         assert r["text"].endswith("C1CC1") and len(r["text"]) > len("C1CC1")
+
+
+@pytest.mark.slow
+def test_a_design_run_resumes_and_refuses_other_blanks(shipped_vocab_model_dir, tmp_path):
+    out = str(tmp_path / "parts.jsonl")
+    args = ["--scaffold", "[*]C1CC1", "-n", "3", "-o", out]
+    assert design(shipped_vocab_model_dir, *args)[0] in (0, 3)
+    code, _, stderr = design(shipped_vocab_model_dir, *args, "--resume")
+    assert code in (0, 3), stderr
+    assert len(Path(out).read_text().splitlines()) == 3
+    code, _, stderr = design(shipped_vocab_model_dir, *args, "--blank", "2-3", "--resume")
+    assert code == 2, stderr
+    assert len(Path(out).read_text().splitlines()) == 3

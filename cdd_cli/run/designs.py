@@ -99,6 +99,9 @@ class Designs(Molecules):
         for index, design in enumerate(self.designs):
             canvas = canvases(design, tokenizer, size, self.seed, index, self.n)
             shown = ", ".join(f"{k} {v}" for k, v in design.kept.items())
+            if design.mode != "edit":  # (an edit's tokens show its blanks)
+                ranges = dict.fromkeys(f"{b.low}-{b.high}" for b in design.blanks)
+                shown += f", blanks {' '.join(ranges)}"
             origin = self.origins[index] if self.origins is not None else None
             lead = design.kept.get("lead")  # the kept constraint's design is chosen by it
             none = torch.zeros(0, dtype=torch.long)
