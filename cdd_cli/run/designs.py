@@ -103,9 +103,9 @@ class Designs(Molecules):
                 ranges = dict.fromkeys(f"{b.low}-{b.high}" for b in design.blanks)
                 shown += f", blanks {' '.join(ranges)}"
             origin = self.origins[index] if self.origins is not None else None
-            lead = design.kept.get("lead")  # the kept constraint's design is chosen by it
-            none = torch.zeros(0, dtype=torch.long)
-            prompts.append(Prompt(index, lead, none, origin, shown, canvas))
+            # An edit's lead is its text: the kept constraint is told it (`with_prompt`).
+            lead = design.kept.get("lead")
+            prompts.append(Prompt(index, lead, id=origin, given=shown, canvas=canvas))
         return prompts, size
 
     def record_fields(self, loaded: LoadedModel, decode: str) -> Callable[[Draw], dict]:
@@ -185,9 +185,9 @@ def write_edits(
     fragment: str | None = None,
 ) -> tuple[int, str]:
     """Edits of `leads` (a `fraction` of each one's tokens re-masked, or the atoms a
-    `fragment` SMARTS matches) over `rounds` rounds,
-    each round's best edit of a lead the next one's lead; the last round's records appended
-    to `output`: the exit code and summary."""
+    `fragment` SMARTS matches) over `rounds` rounds, each round's best edit of a lead the
+    next one's lead; the last round's records appended to `output`: the exit code and
+    summary."""
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise InputError(f"--rounds: expected a positive integer, got {rounds!r}")
     n, seed = resolved_n_seed(compiled, n, seed)
@@ -197,8 +197,8 @@ def write_edits(
     remask: dict = {"remask": fraction} if query is None else {"fragment": fragment}
     origins = list(leads)
     current = list(leads)
+    size = compiled.loaded.config.model_length
     for number in range(1, rounds + 1):
-        size = compiled.loaded.config.model_length
         designs = [edit(lead, fraction, seed, tokenizer, number, query) for lead in current]
         designs = [d.fitted(None, size) for d in designs]  # each lead must fit
         kept = {**remask, "round": number, "rounds": rounds}
