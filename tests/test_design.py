@@ -47,6 +47,14 @@ def test_scaffold_certified_by_substructure(tokenizer):
     assert kept.certified(design, "c1ccc") is None  # invalid: certifies nothing
 
 
+def test_an_unwritten_attachment_bond_is_the_decorations(tokenizer):
+    single = kept.scaffold("[*]C1CC1", tokenizer)
+    assert kept.certified(single, "O=C1CC1") and kept.certified(single, "OC1CC1")
+    double = kept.scaffold("[*]=C1CC1", tokenizer)  # written: kept, and certified so
+    assert double.segments[:2] == (Blank(1), "=")
+    assert kept.certified(double, "O=C1CC1") and not kept.certified(double, "OC1CC1")
+
+
 def test_link_puts_the_blank_between_the_fragments(tokenizer):
     design = kept.link("c1ccc([*])cc1", "[*]N1CCCC1", tokenizer)
     assert design.kept == {"fragment1": "*c1ccccc1", "fragment2": "*N1CCCC1"}

@@ -17,10 +17,10 @@ bonded to the atom the attachment point was bonded to:
   sample of a lead), each re-masked token a blank of one or two tokens.
 
 Certification (`KeptConstraint`, judge `rdkit-substructure`): an RDKit substructure match of
-the kept part on the final molecule, attachment points matching any atom (two fragments:
-each at its attachment point, and both on distinct atoms); an edit's (judge `kept-tokens`):
-the lead's kept tokens in order in the SMILES written, each blank's size between them. An
-invalid molecule certifies nothing.
+the kept part on the final molecule, attachment points matching any atom (by any bond where
+the bond is single; two fragments: each at its attachment point, and both on
+distinct atoms); an edit's (judge `kept-tokens`): the lead's kept tokens in order in the
+SMILES written, each blank's size between them. An invalid molecule certifies nothing.
 """
 
 
@@ -170,10 +170,17 @@ def check_vocabulary(tokens: Sequence[Segment], tokenizer: SmilesTokenizer, what
 
 
 def any_atom_query(mol: Chem.Mol) -> Chem.Mol:
-    """`mol` as a substructure query whose dummy atoms match any atom."""
+    """`mol` as a substructure query whose dummy atoms match any atom, by any bond where the
+    bond is single (RDKit leaves it unwritten): the bond to a decoration is the decoration's
+    (`[*]C1CC1` holds in `O=C1CC1`); a double or triple one (`[*]=C1CC1`) is kept."""
     params = Chem.AdjustQueryParameters.NoAdjustments()
     params.makeDummiesQueries = True
-    return Chem.AdjustQueryProperties(mol, params)
+    query = Chem.RWMol(Chem.AdjustQueryProperties(mol, params))
+    for bond in mol.GetBonds():
+        ends = (bond.GetBeginAtom().GetAtomicNum(), bond.GetEndAtom().GetAtomicNum())
+        if 0 in ends and bond.GetBondType() == Chem.BondType.SINGLE:
+            query.ReplaceBond(bond.GetIdx(), Chem.BondFromSmarts("~"), preserveProps=False)
+    return query.GetMol()
 
 
 def scaffold(smiles: str, tokenizer: SmilesTokenizer) -> Design:
