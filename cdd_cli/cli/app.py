@@ -16,6 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from cdd_cli.api import check_spec
+from cdd_cli.cli.design import design
 from cdd_cli.cli.guard import run_guarded, set_threads
 from cdd_cli.cli.help import HELP, ClickStyleTyper
 from cdd_cli.cli.listings import constraints_ls, models_ls
@@ -67,6 +68,7 @@ app.add_typer(models_app, name="models")
 app.add_typer(constraints_app, name="constraints")
 app.command()(molecules)
 app.command()(generate)
+app.command()(design)
 
 
 @app.command()

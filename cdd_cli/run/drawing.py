@@ -229,7 +229,10 @@ class BatchDrawer:
             # Nothing to decode (and a text model's V-wide copy of the prediction would
             # cost more than the projection).
             return None
-        if not rows.kept.any():
+        if not rows.kept.any() or len(rows.ids) > 1:
+            # A canvas of a row per sample cannot pin the subsets of rows the stages decode
+            # (the flip search decodes its rejected rows): the final prediction they read is
+            # pinned by the sampler already, and the sampler restores the kept ids at the end.
             return self.sampler.well_formed
         return functools.partial(self.sampler.well_formed, canvas=rows)
 

@@ -1,0 +1,309 @@
+"""Molecules from parts (`cdd design`): the parts laid out as SMILES tokens and blanks, the
+kept part certified by RDKit, the canvases, and the command's refusals and records."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from rdkit import Chem
+from typer.testing import CliRunner
+
+from cdd_cli.cli.app import app
+from cdd_cli.constraints import kept
+from cdd_cli.constraints.kept import Blank, KeptConstraint
+from cdd_cli.errors import InputError
+from cdd_cli.models.tokenizers import SMILES_PATTERN, load_tokenizer, split_smiles
+
+QM9 = Path(__file__).resolve().parents[1] / "cdd_cli" / "assets" / "qm9-udlm"
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer(QM9)
+
+
+def written(design, fill: str = "C") -> str:
+    """The design's SMILES with each blank written as `fill` once."""
+    return "".join(fill if isinstance(s, Blank) else s for s in design.segments)
+
+
+def test_scaffold_attachment_points_become_blanks(tokenizer):
+    design = kept.scaffold("c1ccc([*])cc1", tokenizer)
+    assert design.kept == {"scaffold": "*c1ccccc1"}
+    assert design.segments == (Blank(1), *split_smiles("c1ccccc1"))
+    two = kept.scaffold("[*]c1ccc([*])cc1", tokenizer)
+    assert written(two) == "Cc1ccc(C)cc1"  # the second point a branch
+    assert kept.certified(two, written(two))
+
+
+def test_scaffold_certified_by_substructure(tokenizer):
+    design = kept.scaffold("c1ccc([*])cc1", tokenizer)
+    assert kept.certified(design, "Cc1ccccc1") is True
+    assert kept.certified(design, "c1ccccc1") is False  # the attachment point needs an atom
+    assert kept.certified(design, "CC1CCCCC1") is False  # not the aromatic ring
+    assert kept.certified(design, "c1ccc") is None  # invalid: certifies nothing
+
+
+def test_an_unwritten_attachment_bond_is_the_decorations(tokenizer):
+    single = kept.scaffold("[*]C1CC1", tokenizer)
+    assert kept.certified(single, "O=C1CC1") and kept.certified(single, "OC1CC1")
+    double = kept.scaffold("[*]=C1CC1", tokenizer)  # written: kept, and certified so
+    assert double.segments[:2] == (Blank(1), "=")
+    assert kept.certified(double, "O=C1CC1") and not kept.certified(double, "OC1CC1")
+
+
+def test_link_puts_the_blank_between_the_fragments(tokenizer):
+    design = kept.link("c1ccc([*])cc1", "[*]N1CCCC1", tokenizer)
+    assert design.kept == {"fragment1": "*c1ccccc1", "fragment2": "*N1CCCC1"}
+    smiles = written(design, "CC")
+    # Ring label 1 is open where the second fragment goes in: it is written with label 2.
+    assert Chem.MolToSmiles(Chem.MolFromSmiles(smiles)) == Chem.CanonSmiles("c1ccccc1CCN1CCCC1")
+    assert kept.certified(design, smiles)
+    assert not kept.certified(design, "c1ccccc1CC")  # one fragment alone
+    assert kept.certified(design, "c1ccccc1CN1CCCC1")  # a linker of one atom
+    assert not kept.certified(kept.link("C1CC1[*]", "[*]C1CC1", tokenizer), "C1CC1")  # one ring
+    with pytest.raises(InputError, match="second fragment needs one attachment point"):
+        kept.link("c1ccc([*])cc1", "N1CCCC1", tokenizer)
+
+
+def test_relabelled_avoids_labels_held_open():
+    assert kept.relabelled(list("c1ccccc1"), {"1"}) == list("c2ccccc2")
+    assert kept.open_labels(split_smiles("c1ccc(")) == {"1"}
+
+
+def test_motif_has_a_blank_each_side(tokenizer):
+    design = kept.motif("C1CC1", tokenizer)
+    assert design.segments[0] == Blank(0) and design.segments[-1] == Blank(0)
+    assert kept.certified(design, "OCC1CC1N")
+    assert not kept.certified(design, "CCCC")
+
+
+def test_edit_remasks_the_same_positions_for_a_lead(tokenizer):
+    one = kept.edit("CC(=O)Nc1ccc(O)cc1", 0.3, 0, tokenizer)
+    again = kept.edit("OC1=CC=C(NC(C)=O)C=C1", 0.3, 0, tokenizer)  # the same molecule
+    assert one.segments == again.segments
+    assert one.kept["lead"] == "CC(=O)Nc1ccc(O)cc1"
+    tokens = split_smiles(one.kept["lead"])
+    assert len(one.blanks) == round(0.3 * len(tokens))
+    assert one.kept["tokens"].count(kept.BLANK_TEXT) == len(one.blanks)
+    assert kept.certified(one, one.kept["lead"])  # the lead keeps its own tokens
+    other = kept.edit("CC(=O)Nc1ccc(O)cc1", 0.3, 0, tokenizer, 2)  # another round
+    assert other.segments != one.segments
+    with pytest.raises(InputError, match=r"--remask: expected a fraction in \(0, 1\]"):
+        kept.edit("CCO", 0.0, 0, tokenizer)
+
+
+def test_edit_certified_by_tokens_in_place(tokenizer):
+    design = kept.edit("CCCO", 0.25, 0, tokenizer)
+    blank = design.segments.index(Blank(1, 2))  # a re-masked token: one or two tokens
+    for fill in ("N", "NC"):
+        tokens = [fill if k == blank else t for k, t in enumerate(design.segments)]
+        assert kept.certified(design, "".join(tokens))
+    tokens = ["NCC" if k == blank else t for k, t in enumerate(design.segments)]
+    assert kept.certified(design, "".join(tokens)) is False  # three tokens where two fit
+    moved = "".join(reversed(split_smiles("CCCO")))  # OCCC: the kept tokens out of place
+    assert kept.certified(design, moved) is False
+
+
+def test_edit_remasks_a_named_fragment(tokenizer):
+    hydroxy = kept.read_fragment("[OX2H]")
+    design = kept.edit("OC1=CC=C(NC(C)=O)C=C1", 0.3, 0, tokenizer, fragment=hydroxy)
+    assert design.kept == {"lead": "CC(=O)Nc1ccc(O)cc1", "tokens": "CC(=O)Nc1ccc(_)cc1"}
+    ring = kept.edit("CC(=O)Nc1ccc(O)cc1", 0.3, 0, tokenizer, fragment=kept.read_fragment("a"))
+    assert ring.kept["tokens"] == "CC(=O)N_1___(O)__1"  # every aromatic atom's token
+    with pytest.raises(InputError, match="--fragment: no match in the lead CCO"):
+        kept.edit("CCO", 0.3, 0, tokenizer, fragment=kept.read_fragment("c"))
+    with pytest.raises(InputError, match="--fragment: RDKit cannot parse the SMARTS"):
+        kept.read_fragment("C(")
+
+
+def test_laid_out_reads_blanks_of_their_range():
+    segments = ("C", Blank(1, 2), "O", Blank(0, 1))
+    assert kept.laid_out(segments, list("CNO"))
+    assert kept.laid_out(segments, list("CNNOC"))
+    assert not kept.laid_out(segments, list("CO"))
+    assert not kept.laid_out(segments, list("CNNNO"))
+    assert not kept.laid_out(segments, list("CNOCC"))
+
+
+@pytest.mark.parametrize(
+    ("smiles", "message"),
+    [
+        ("c1ccc", "scaffold: RDKit cannot parse 'c1ccc'"),
+        ("", "scaffold: empty SMILES"),
+        ("c1ccccc1", r"no attachment point \[\*\]"),
+        ("C[*]C", "must be bonded to one atom, this one is bonded to 2"),
+        ("S[*]", "token 'S' at an attachment point is not in the model's vocabulary"),
+        ("[*]CCCl", "token 'Cl' is not in the model's vocabulary"),
+    ],
+)
+def test_bad_scaffolds_refused(tokenizer, smiles, message):
+    with pytest.raises(InputError, match=message):
+        kept.scaffold(smiles, tokenizer)
+
+
+def test_fitted_sizes_blanks_to_the_model_length(tokenizer):
+    design = kept.scaffold("[*]c1ccc([*])cc1", tokenizer)  # 10 kept tokens
+    assert design.fitted(None, 24).blanks == [Blank(1, 6), Blank(1, 6)]  # (24-2-10)//2
+    assert design.fitted(None, 100).blanks == [Blank(1, 8), Blank(1, 8)]
+    assert design.fitted(Blank(2, 3), 24).blanks == [Blank(2, 3), Blank(2, 3)]
+    with pytest.raises(InputError, match="--blank 1-7: 2 blank"):
+        design.fitted(Blank(1, 7), 24)
+    with pytest.raises(InputError, match=r"kept part \(10 tokens\) leaves no room"):
+        design.fitted(None, 12)
+    motif = kept.motif("C1CC1", tokenizer).fitted(None, 24)
+    assert motif.blanks == [Blank(0, 8), Blank(0, 8)]
+
+
+@pytest.mark.parametrize("text", ["x", "0-3", "4-2", "1-", "-1"])
+def test_bad_blank_ranges_refused(text):
+    with pytest.raises(InputError, match="--blank"):
+        kept.parse_blank(text)
+
+
+def test_blank_range_read():
+    assert kept.parse_blank("2-5") == Blank(2, 5)
+    assert kept.parse_blank("3") == Blank(3, 3)
+
+
+def test_kept_constraint_judges_by_the_prompts_design(tokenizer):
+    scaffold = kept.scaffold("c1ccc([*])cc1", tokenizer)
+    constraint = KeptConstraint(design=scaffold).with_prompt("", 0)
+    assert constraint.judge(["Cc1ccccc1", "CCO", "c1cc"]) == [1.0, 0.0, None]
+    assert [constraint.satisfied(v) for v in (1.0, 0.0, None)] == [True, False, False]
+    a, b = (kept.edit(s, 0.5, 0, tokenizer) for s in ("CCCO", "CCCN"))
+    edits = KeptConstraint(design=a, by_prompt={"CCCO": a, "CCCN": b})
+    told = edits.with_prompt("CCCN", 0)
+    assert told.design is b and told.judge_name == "kept-tokens"
+    assert told.judge(["CCCN"]) == [1.0]
+
+
+# The command, on a tiny random model over the shipped QM9 vocabulary (tests/conftest.py).
+
+runner = CliRunner()
+TEMPLATE = re.compile(SMILES_PATTERN.pattern[:-1] + "|_)")  # an edit's tokens, "_" re-masked
+# Independent of the kept constraint's queries: SMARTS written by hand.
+BENZENE_PLUS_ONE = Chem.MolFromSmarts("*-,=c1ccccc1")
+
+
+def design(model: Path, *args: str) -> tuple[int, list[dict], str]:
+    result = runner.invoke(app, ["design", "--model", str(model), "--quiet", *args])
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    return result.exit_code, records, result.stderr
+
+
+@pytest.mark.slow
+def test_scaffold_records_say_what_was_kept_and_certify_it(shipped_vocab_model_dir):
+    code, records, _ = design(shipped_vocab_model_dir, "--scaffold", "c1ccc([*])cc1", "-n", "6")
+    assert len(records) == 6 and code in (0, 3)
+    for r in records:
+        assert r["kept"] == {"scaffold": "*c1ccccc1"}
+        assert r["prompt"] == "scaffold *c1ccccc1, blanks 1-8"
+        assert r["text"].endswith("c1ccccc1")  # the kept tokens, in place
+        judged = r["constraints"]["kept"]
+        assert judged["judge"] == "rdkit-substructure"
+        mol = Chem.MolFromSmiles(r["text"]) if r["valid"] else None
+        expected = None if mol is None else float(mol.HasSubstructMatch(BENZENE_PLUS_ONE))
+        assert judged["value"] == expected, r["text"]
+        assert r["satisfied"] is (expected == 1.0)
+    assert code == (0 if all(r["satisfied"] for r in records) else 3)
+
+
+@pytest.mark.slow
+def test_design_records_do_not_depend_on_the_batch(shipped_vocab_model_dir):
+    args = ["--motif", "C1CC1", "-n", "5", "--seed", "3"]
+    _, one, _ = design(shipped_vocab_model_dir, *args, "--batch-size", "1")
+    _, three, _ = design(shipped_vocab_model_dir, *args, "--batch-size", "3")
+    assert [r["text"] for r in one] == [r["text"] for r in three]
+    assert len({len(r["text"]) for r in one}) > 1  # blank lengths drawn per sample
+
+
+def test_link_keeps_both_fragments(shipped_vocab_model_dir):
+    _, records, _ = design(
+        shipped_vocab_model_dir, "--link", "C1CC1[*]", "[*]c1ccoc1", "-n", "4", "--blank", "2-3"
+    )
+    assert len(records) == 4
+    for r in records:
+        assert r["kept"] == {"fragment1": "*C1CC1", "fragment2": "*c1ccoc1"}
+        assert r["text"].startswith("C1(") and r["text"].endswith("c2ccoc2)CC1")
+
+
+@pytest.mark.slow
+def test_motif_under_sa_with_per_sample_canvases(shipped_vocab_model_dir):
+    # The flip search decodes some rows of a pass: a canvas of a row per sample must not
+    # be pinned onto them (a shape error before).
+    code, records, _ = design(
+        shipped_vocab_model_dir, "--motif", "C1CC1", "-n", "4", "-c", "sa", "--tau", "3.5"
+    )
+    assert len(records) == 4 and code in (0, 3)
+    for r in records:
+        assert "C1CC1" in r["text"]
+        assert set(r["constraints"]) == {"sa", "kept"}
+
+
+def test_edit_rounds_write_the_last_round(shipped_vocab_model_dir, tmp_path):
+    leads = tmp_path / "leads.smi"
+    leads.write_text("# two leads\nCC(=O)Nc1ccc(O)cc1 paracetamol\nOCC1CC1\n")
+    _, records, stderr = design(
+        shipped_vocab_model_dir, "--edit", str(leads), "--remask", "0.25", "--rounds", "2",
+        "-n", "3", "--threads", "1",
+    )  # fmt: skip
+    assert [r["id"] for r in records] == ["0-0", "0-1", "0-2", "1-0", "1-1", "1-2"]
+    assert [r["prompt_id"] for r in records] == ["CC(=O)Nc1ccc(O)cc1"] * 3 + ["OCC1CC1"] * 3
+    assert "round 1: 6 molecules" in stderr
+    for r in records:
+        assert r["kept"] == {"remask": 0.25, "round": 2, "rounds": 2}
+        assert r["constraints"]["kept"]["judge"] == "kept-tokens"
+        template = TEMPLATE.findall(r["prompt"].split("tokens ")[1])
+        segments = [Blank(1, 2) if t == "_" else t for t in template]
+        laid_out = kept.laid_out(segments, split_smiles(r["text"]))
+        assert r["constraints"]["kept"]["value"] == (float(laid_out) if r["valid"] else None)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--scaffold", "c1ccc"], "scaffold: RDKit cannot parse 'c1ccc'"),
+        (["--scaffold", "C[*]", "--motif", "CC"], "(got --scaffold and --motif)"),
+        ([], "give one of --scaffold, --link, --motif, --edit (got none)"),
+        (["--scaffold", "ClC[*]"], "token 'Cl' is not in the model's vocabulary"),
+        (["--scaffold", "[*]" + "C" * 30], "cannot fit the model's length of 24 tokens"),
+        (["--scaffold", "C[*]", "--blank", "0-3"], "--blank: expected 1 <= MIN <= MAX"),
+        (["--scaffold", "C[*]", "--blank", "1-40"], "--blank 1-40: 1 blank(s) of up to 40"),
+        (["--edit", "CCO", "--remask", "1.5"], "--remask: expected a fraction in (0, 1]"),
+        (["--edit", "CCO", "--rounds", "0"], "--rounds: expected a positive integer"),
+        (["--edit", "CCO", "--blank", "1-2"], "--blank: an edit's blanks are the tokens"),
+        (["--link", "C[*]", "CC"], "the second fragment needs one attachment point"),
+        (["--scaffold", "C[*]", "--fragment", "O"], "--fragment re-masks a lead's atoms"),
+        (["--edit", "CCO", "--fragment", "c"], "--fragment: no match in the lead CCO"),
+    ],
+)
+def test_bad_designs_are_one_line_and_exit_2(shipped_vocab_model_dir, args, message):
+    code, records, stderr = design(shipped_vocab_model_dir, *args)
+    assert code == 2 and records == []
+    (line,) = stderr.strip().splitlines()
+    assert line.startswith("cdd: error: ") and message in line, line
+
+
+@pytest.mark.slow
+def test_a_masked_model_keeps_the_parts_too(masked_model_dir):
+    code, records, _ = design(masked_model_dir, "--scaffold", "[*]C1CC1", "-n", "3")
+    assert len(records) == 3 and code in (0, 3)
+    for r in records:
+        assert r["text"].endswith("C1CC1") and len(r["text"]) > len("C1CC1")
+
+
+@pytest.mark.slow
+def test_a_design_run_resumes_and_refuses_other_blanks(shipped_vocab_model_dir, tmp_path):
+    out = str(tmp_path / "parts.jsonl")
+    args = ["--scaffold", "[*]C1CC1", "-n", "3", "-o", out]
+    assert design(shipped_vocab_model_dir, *args)[0] in (0, 3)
+    code, _, stderr = design(shipped_vocab_model_dir, *args, "--resume")
+    assert code in (0, 3), stderr
+    assert len(Path(out).read_text().splitlines()) == 3
+    code, _, stderr = design(shipped_vocab_model_dir, *args, "--blank", "2-3", "--resume")
+    assert code == 2, stderr
+    assert len(Path(out).read_text().splitlines()) == 3
