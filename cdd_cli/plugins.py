@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 GROUP = "cdd.constraints"
 DOMAINS = ("molecules", "text")
 BOUNDS = ("upper", "lower")
-# Options every constraint type takes from cdd itself, so a plugin may not declare them.
-RESERVED_OPTIONS = ("type", "tau", "margin", "surrogate")
+# Options every constraint entry takes from cdd itself (`blank`: the template's blank it
+# judges), so a plugin may not declare them.
+RESERVED_OPTIONS = ("type", "tau", "margin", "surrogate", "blank")
 
 
 class PluginError(InputError):

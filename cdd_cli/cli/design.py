@@ -12,8 +12,8 @@ import typer
 from rich.console import Console
 
 from cdd_cli.api import check_output
-from cdd_cli.cli.flags import build_spec, resume_command
-from cdd_cli.cli.guard import fail, run_guarded, set_threads
+from cdd_cli.cli.flags import build_spec, parse_shard, resume_command
+from cdd_cli.cli.guard import processes_sharing, run_guarded, set_threads
 from cdd_cli.cli.help import choice_metavar
 from cdd_cli.cli.options import (
     BatchOpt,
@@ -22,7 +22,9 @@ from cdd_cli.cli.options import (
     MethodOpt,
     OutputOpt,
     QuietOpt,
+    ReportOpt,
     ResumeOpt,
+    ShardOpt,
     SpecOpt,
     StepsOpt,
     TauOpt,
@@ -32,7 +34,8 @@ from cdd_cli.cli.options import (
     model_option,
 )
 from cdd_cli.cli.progress import RichReporter
-from cdd_cli.cli.terminal import console, log
+from cdd_cli.cli.sampling import write_reported
+from cdd_cli.cli.terminal import console
 from cdd_cli.constraints import kept
 from cdd_cli.errors import InputError
 from cdd_cli.models import registry
@@ -40,7 +43,6 @@ from cdd_cli.run.designs import write_edits, write_parts
 from cdd_cli.run.domains import DOMAINS
 from cdd_cli.run.runner import Output, compile_spec
 from cdd_cli.settings import DECODINGS
-from cdd_cli.torchrun import write_run
 
 MAX_LEADS = 10_000  # leads read from a file at most
 
@@ -143,7 +145,9 @@ def design(
         ),
     ] = None,
     output: OutputOpt = "-",
+    report: ReportOpt = None,
     resume: ResumeOpt = False,
+    shard: ShardOpt = None,
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
@@ -152,7 +156,7 @@ def design(
     leads; every record says what was kept and certifies it (RDKit substructure match)."""
 
     def body() -> None:
-        set_threads(threads)
+        set_threads(threads, processes_sharing(shard))
         modes = [m for m, v in (("--scaffold", scaffold), ("--link", link), ("--motif", motif),
                                 ("--edit", edit)) if v is not None]  # fmt: skip
         if len(modes) != 1:
@@ -167,7 +171,7 @@ def design(
         resolved = build_spec(
             spec, model, constraint, tau, method, steps, batch_size, seed, n, novel, decode, to=to
         )
-        output_to = Output(output, resume, resume_hint=resume_command())
+        output_to = Output(output, resume, parse_shard(shard), resume_hint=resume_command())
         check_output(output_to)
 
         def job(out: Output, device: str, lead: bool) -> int:
@@ -197,6 +201,6 @@ def design(
                 display.loaded()
 
         device_name = registry.resolve_device(device)
-        raise typer.Exit(write_run(output_to, device_name, job, say=log, error=fail))
+        raise typer.Exit(write_reported(output_to, device_name, job, report))
 
     run_guarded(body)

@@ -45,7 +45,7 @@ from cdd_cli.prompts import PromptInput, check_prompt, check_unicode, read_promp
 from cdd_cli.run.runner import Output
 from cdd_cli.settings import DECODINGS, DTYPE_NAMES
 from cdd_cli.spec.model import Spec
-from cdd_cli.torchrun import write_run
+from cdd_cli.torchrun import Job, write_run
 
 
 def sample(
@@ -59,18 +59,7 @@ def sample(
     **run: Any,
 ) -> int:
     """One API call: a Generator of `spec` writes one run (`run`: prompts, length) to
-    `output`; its summary goes to stderr, and its page to `report` where given (at the end,
-    or of what was written when the run is stopped). Under torchrun only rank 0 speaks."""
-    if report is not None and output.path == "-":
-        raise InputError("--report reads the run's records back: give them a file with -o FILE")
-    if report is not None and Path(report).is_dir():
-        raise InputError(f"--report {report}: is a directory (give an HTML file)")
-    if output.resume and output.path == "-":
-        # Nothing earlier can be read back from stdout: resuming would silently rewrite all.
-        raise InputError(
-            "--resume finishes the file an interrupted run wrote: give it with -o FILE "
-            "(stdout holds nothing to resume)"
-        )
+    `output` (`write_reported`). Under torchrun only rank 0 speaks."""
 
     def write(out: Output, device: str, lead: bool) -> int:
         told = console if lead else Console(stderr=True, quiet=True)
@@ -84,10 +73,27 @@ def sample(
         finally:
             display.loaded()
 
+    return write_reported(output, device, write, report)
+
+
+def write_reported(output: Output, device: str, job: Job, report: str | None) -> int:
+    """`job` writes one run to `output` (`write_run`: here, or as this torchrun rank's
+    share); its page goes to `report` where given (at the end, or of what was written when
+    the run is stopped)."""
+    if report is not None and output.path == "-":
+        raise InputError("--report reads the run's records back: give them a file with -o FILE")
+    if report is not None and Path(report).is_dir():
+        raise InputError(f"--report {report}: is a directory (give an HTML file)")
+    if output.resume and output.path == "-":
+        # Nothing earlier can be read back from stdout: resuming would silently rewrite all.
+        raise InputError(
+            "--resume finishes the file an interrupted run wrote: give it with -o FILE "
+            "(stdout holds nothing to resume)"
+        )
     if report is None:
-        return write_run(output, device, write, say=log, error=fail)
+        return write_run(output, device, job, say=log, error=fail)
     try:
-        code = write_run(output, device, write, say=log, error=fail)
+        code = write_run(output, device, job, say=log, error=fail)
     except BaseException:
         # Stopped or failed: the page of what was written, without hiding why it stopped.
         with contextlib.suppress(Exception):
