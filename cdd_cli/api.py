@@ -55,7 +55,7 @@ from cdd_cli.errors import InputError
 from cdd_cli.models import registry
 from cdd_cli.models.tokenizers import TextTokenizer
 from cdd_cli.output.files import output_error
-from cdd_cli.prompts import PromptInput, check_prompt, check_prompt_id
+from cdd_cli.prompts import PromptInput, check_prompt, check_prompt_id, check_unicode
 from cdd_cli.reporting import Display, Reporter
 from cdd_cli.run.defaults import check_blocks, check_lookahead_fits
 from cdd_cli.run.domains import DEFAULT_LENGTH, DOMAINS
@@ -190,13 +190,16 @@ class Generator:
         length: int | None = None,
         seed: int | None = None,
         reporter: Reporter | None = None,
+        template: str | None = None,
     ) -> Iterator[dict]:
         """Records of `n` continuations (default: the spec's n, else 4) of each prompt.
         `prompts`: a text, texts, or {"prompt": ..., "id": ...} objects; None generates
         unconditionally. `length`: tokens after the prompt (default 64, or what the model's
-        length leaves). `reporter`: told of records, steps and ALM iterations as they go."""
+        length leaves). `reporter`: told of records, steps and ALM iterations as they go.
+        `template`: the whole text, fixed parts and blanks (`cdd generate --template`), in
+        place of prompts and length."""
         self._serves("text", "generate")
-        run = plan(self.compiled, n, as_prompts(prompts), length, seed)
+        run = plan(self.compiled, n, as_given(prompts, template), length, seed)
         return run.records(checked(reporter))
 
     def molecules(
@@ -216,19 +219,20 @@ class Generator:
         seed: int | None = None,
         display: Display | None = None,
         say: Callable[[str], None] = print,
+        template: str | None = None,
     ) -> tuple[int, str]:
         """One run's records appended to `output` (a JSONL file's path, "-" for stdout, or an
         `Output` saying which shard to write and whether to resume), with its resolved
         configuration beside it, as `cdd molecules -o` writes them: the exit code (3 where
         some record violates its constraints, else 0) and the summary line. `say`: where
-        lines about resuming go."""
+        lines about resuming go; `template`: as `generate`'s."""
         if isinstance(output, (str, os.PathLike)):
             output = Output(os.fspath(output))
         check_output(output)
         if not callable(say):
             raise InputError(f"say: expected a function of one line, got {say!r}")
-        given = as_prompts(prompts) if self.compiled.domain.name == "text" else None
-        if prompts is not None and given is None:
+        given = as_given(prompts, template) if self.compiled.domain.name == "text" else None
+        if (prompts is not None or template is not None) and given is None:
             raise InputError("a molecule model takes no prompts")
         run = plan(self.compiled, n, given, length, seed)
         started = time.perf_counter()
@@ -366,13 +370,25 @@ def generate(
     model: str | Model | None = None,
     reporter: Reporter | None = None,
     device: str = "auto",
+    template: str | None = None,
     **settings: Any,
 ) -> Iterator[dict]:
-    """Records of `n` continuations (default: the spec's n, else 4) of each prompt, as `cdd
-    generate` writes them: `Generator(model, constraints, spec=spec, **settings)
-    .generate(prompts, n, length=length)`."""
+    """Records of `n` continuations (default: the spec's n, else 4) of each prompt, or of a
+    `template`'s blanks, as `cdd generate` writes them: `Generator(model, constraints,
+    spec=spec, **settings).generate(prompts, n, length=length, template=template)`."""
     made = Generator(model, constraints, spec=spec, domain="text", device=device, **settings)
-    return made.generate(prompts, n, length=length, reporter=reporter)
+    return made.generate(prompts, n, length=length, reporter=reporter, template=template)
+
+
+def as_given(prompts: Prompts, template: str | None) -> list[PromptInput | None]:
+    """The run's prompts, or its one template (the whole text: no prompts beside it)."""
+    if template is None:
+        return as_prompts(prompts)
+    if not isinstance(template, str):
+        raise InputError(f"template: expected a text, got {template!r}")
+    if prompts is not None:
+        raise InputError("a template is the whole text: give no prompts beside it")
+    return [PromptInput(check_unicode(template, "template"), template=True)]
 
 
 def as_prompts(prompts: Prompts) -> list[PromptInput | None]:

@@ -1,0 +1,156 @@
+"""`cdd design` keeps the house's promises about runs, as `cdd molecules` does: a resumed
+run, `--shard I/N` runs merged in order and torchrun's processes each write exactly the
+records of one uninterrupted run, an edit's rounds included; `--report` writes the page at
+the end, or of what was written when the run is stopped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cdd_cli.cli import sampling
+from cdd_cli.cli.app import app
+from cdd_cli.errors import Interrupted
+from cdd_cli.run.runner import Output
+from tests.test_runs import ranks, same_records
+
+runner = CliRunner()
+# Blanks of lengths drawn per sample (a canvas each), under a constraint the search projects.
+SCAFFOLD = ["--scaffold", "c1ccc([*])cc1", "-n", "5", "--seed", "3", "-c", "sa", "--tau", "3.5"]
+IDS = [f"0-{k}" for k in range(5)]
+
+
+def design(model: Path, *args: str) -> list[str]:
+    return ["design", "-q", "--model", str(model), "--steps", "6", *args]
+
+
+def ids(path: Path) -> list[str]:
+    return [json.loads(line)["id"] for line in path.read_text().splitlines()]
+
+
+def written(args: list[str]) -> str:
+    """`args` run in-process: its stderr, the run having written its records (exit 0 or 3)."""
+    result = runner.invoke(app, args)
+    assert result.exit_code in (0, 3), result.stderr
+    return result.stderr
+
+
+@pytest.fixture(scope="module")
+def whole(shipped_vocab_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The uninterrupted scaffold run every other way of writing it must equal."""
+    path = tmp_path_factory.mktemp("whole") / "whole.jsonl"
+    written([*design(shipped_vocab_model_dir, *SCAFFOLD), "-o", str(path)])
+    assert sorted(ids(path)) == IDS  # each as soon as it is final: in any order
+    return path
+
+
+@pytest.mark.slow
+def test_a_design_run_resumed_after_a_kill_is_the_uninterrupted_one(
+    shipped_vocab_model_dir: Path, whole: Path, tmp_path: Path
+):
+    part = tmp_path / "part.jsonl"
+    lines = whole.read_text().splitlines(keepends=True)
+    part.write_text("".join(lines[:2]) + lines[2][:40])  # killed mid-record
+    Path(f"{part}.config.yaml").write_bytes(Path(f"{whole}.config.yaml").read_bytes())
+    args = [*design(shipped_vocab_model_dir, *SCAFFOLD), "-o", str(part)]
+    told = written([*args, "--resume"])
+    assert "resuming: 2 of 5 records already there" in told
+    assert same_records(whole, part)
+
+
+@pytest.mark.slow
+def test_design_shards_merge_into_the_one_process_run(
+    shipped_vocab_model_dir: Path, whole: Path, tmp_path: Path
+):
+    shards = [tmp_path / f"shard{i}.jsonl" for i in range(2)]
+    for i, shard in enumerate(shards):  # each its own batch size: it changes nothing
+        extra = ["--shard", f"{i}/2", "--batch-size", str(i + 2), "-o", str(shard)]
+        written([*design(shipped_vocab_model_dir, *SCAFFOLD), *extra])
+    assert sorted(ids(shards[1])) == ["0-1", "0-3"]
+    merged = tmp_path / "merged.jsonl"
+    result = runner.invoke(app, ["merge", str(merged), *map(str, shards)])
+    assert result.exit_code == 0, result.stderr
+    assert same_records(whole, merged) and ids(merged) == IDS  # merged in order
+
+
+@pytest.mark.slow
+def test_edit_rounds_sharded_merge_into_the_one_process_run(
+    shipped_vocab_model_dir: Path, tmp_path: Path
+):
+    # Every shard edits the earlier rounds whole, so each starts the last round from the
+    # same leads and writes its share of it.
+    leads = tmp_path / "leads.smi"
+    leads.write_text("CC(=O)C(C)O\nOCC1CC1\n")
+    args = design(shipped_vocab_model_dir, "--edit", str(leads), "--remask", "0.3",
+                  "--rounds", "2", "-n", "3")  # fmt: skip
+    one = tmp_path / "one.jsonl"
+    written([*args, "-o", str(one)])
+    shards = [tmp_path / f"shard{i}.jsonl" for i in range(2)]
+    for i, shard in enumerate(shards):
+        written([*args, "--shard", f"{i}/2", "-o", str(shard)])
+    merged = tmp_path / "merged.jsonl"
+    assert runner.invoke(app, ["merge", str(merged), *map(str, shards)]).exit_code == 0
+    assert same_records(one, merged) and ids(merged) == ["0-0", "0-1", "0-2", "1-0", "1-1", "1-2"]
+
+
+@pytest.mark.slow
+def test_torchrun_design_processes_write_the_one_process_records(
+    shipped_vocab_model_dir: Path, whole: Path, tmp_path: Path
+):
+    # Rank by rank: torchrun calls a rank's exit 3 (written, a record violates) a failure.
+    out = tmp_path / "out.jsonl"
+    (lead, told), (other, _) = ranks(2, [*design(shipped_vocab_model_dir, *SCAFFOLD),
+                                         "-o", str(out)], tmp_path)  # fmt: skip
+    assert lead == other and lead in (0, 3), told
+    assert f"5 records from 2 processes in {out}" in told
+    assert same_records(whole, out) and ids(out) == IDS  # gathered in order
+
+
+@pytest.mark.slow
+def test_a_design_runs_report_is_written_at_its_end(shipped_vocab_model_dir: Path, tmp_path):
+    out, page = tmp_path / "out.jsonl", tmp_path / "page.html"
+    args = design(shipped_vocab_model_dir, "--motif", "C1CC1", "-n", "2")
+    told = written([*args, "-o", str(out), "--report", str(page)])
+    assert f"{page}: 2 records (2 shown)" in told
+    html = page.read_text(encoding="utf-8")
+    for record in out.read_text().splitlines():  # each card, with its kept part's verdict
+        assert f'<div class="smiles">{json.loads(record)["text"]}</div>' in html
+    assert html.count("<td>kept</td>") == 2
+
+
+def test_a_stopped_design_run_reports_what_it_kept(
+    shipped_vocab_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    out, page = tmp_path / "out.jsonl", tmp_path / "page.html"
+    record = {"id": "0-0", "seed": 0, "text": "CC1CC1", "valid": True, "satisfied": True}
+
+    def stopped(output: Output, *args: object, **kwargs: object) -> int:
+        Path(output.path).write_text(json.dumps(record) + "\n")
+        raise Interrupted("interrupted: 1 of 2 records kept", 130)
+
+    monkeypatch.setattr(sampling, "write_run", stopped)
+    args = design(shipped_vocab_model_dir, "--motif", "C1CC1", "-n", "2")
+    result = runner.invoke(app, [*args, "-o", str(out), "--report", str(page)])
+    assert result.exit_code == 130, result.stderr
+    assert "all 1 records" in page.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--report", "page.html"], "--report reads the run's records back"),
+        (["--resume"], "--resume finishes the file an interrupted run wrote"),
+        (["--shard", "2/2"], "--shard must be I/N with 0 <= I < N"),
+    ],
+)
+def test_design_refuses_what_molecules_refuses_in_one_line(
+    shipped_vocab_model_dir: Path, extra: list[str], message: str
+):
+    args = design(shipped_vocab_model_dir, "--motif", "C1CC1", "-n", "2")
+    result = runner.invoke(app, [*args, *extra])
+    assert result.exit_code == 2 and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("cdd: error: ") and message in line, line
