@@ -16,6 +16,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import torch
@@ -121,15 +122,18 @@ def kept_constraint(designs: list[Design]) -> KeptConstraint:
     return KeptConstraint(design=first, judge_name=first.judge_name, by_prompt=by_prompt)
 
 
-def best_edits(records: list[dict], leads: list[str]) -> list[str]:
+def best_edits(
+    records: list[dict], leads: list[str], editable: Callable[[str], bool] = lambda _: True
+) -> list[str]:
     """Per lead (prompt index), the canonical SMILES of its best edit: the highest QED among
-    its satisfied, valid records; the lead itself where none is."""
+    its satisfied, valid records that the next round can edit; the lead itself where none
+    is."""
     best: dict[int, tuple[float, str]] = {}
     for row in records:
         index = int(row["id"].split("-")[0])
         if not row["satisfied"] or not row["valid"] or row["qed"] is None:
             continue
-        if index not in best or row["qed"] > best[index][0]:
+        if (index not in best or row["qed"] > best[index][0]) and editable(row["canonical"]):
             best[index] = (row["qed"], row["canonical"])
     return [best[k][1] if k in best else lead for k, lead in enumerate(leads)]
 
@@ -172,6 +176,24 @@ def write_parts(
     return code, run.summary(time.perf_counter() - started)
 
 
+def can_edit(
+    smiles: str,
+    fraction: float,
+    seed: int,
+    tokenizer: SmilesTokenizer,
+    round_: int,
+    query: Any,
+    length: int,
+) -> bool:
+    """Whether round `round_` can edit `smiles`: its design fits the model's `length` (an
+    edit may grow a lead) and a fragment `query` still matches it."""
+    try:
+        edit(smiles, fraction, seed, tokenizer, round_, query).fitted(None, length)
+    except InputError:
+        return False
+    return True
+
+
 def write_edits(
     compiled: Compiled,
     leads: list[str],
@@ -208,7 +230,9 @@ def write_edits(
             started = time.perf_counter()
             records = list(run.records())
             say(f"round {number}: {run.summary(time.perf_counter() - started)}")
-            current = best_edits(records, [d.kept["lead"] for d in designs])
+            editable = partial(can_edit, fraction=fraction, seed=seed, tokenizer=tokenizer,
+                               round_=number + 1, query=query, length=size)  # fmt: skip
+            current = best_edits(records, [d.kept["lead"] for d in designs], editable)
             continue
         started = time.perf_counter()
         code = write(run, output, display, say)
