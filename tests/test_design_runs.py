@@ -6,6 +6,11 @@ the end, or of what was written when the run is stopped."""
 from __future__ import annotations
 
 import json
+import random
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,8 +19,10 @@ from typer.testing import CliRunner
 from cdd_cli.cli import sampling
 from cdd_cli.cli.app import app
 from cdd_cli.errors import Interrupted
+from cdd_cli.output.resume import existing_records
 from cdd_cli.run.designs import best_edits
 from cdd_cli.run.runner import Output
+from tests.limits import HANG_S
 from tests.test_runs import ranks, same_records
 
 runner = CliRunner()
@@ -177,3 +184,38 @@ def test_edit_rounds_pass_over_an_edit_grown_past_the_next_rounds_room():
     assert "round 2: 8 molecules" in result.stderr
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert [r["kept"]["round"] for r in records] == [3] * 8
+
+
+@pytest.mark.slow
+def test_a_design_run_stopped_by_ctrl_c_reports_what_it_kept_and_resumes_exactly(
+    tmp_path: Path,
+):
+    # One record a batch, so that the signal finds the run under way (see test_runs.KILLED).
+    args = [sys.executable, "-m", "cdd_cli", "design", "-q", "--scaffold", "c1ccc([*])cc1",
+            "-n", "40", "--steps", "8", "--batch-size", "1", "--threads", "1"]  # fmt: skip
+    whole, part, page = tmp_path / "whole.jsonl", tmp_path / "part.jsonl", tmp_path / "p.html"
+    first = subprocess.run([*args, "-o", str(whole)], capture_output=True, timeout=HANG_S)
+    assert first.returncode in (0, 3), first.stderr  # 3: a molecule RDKit cannot read
+    process = subprocess.Popen(
+        [*args, "-o", str(part), "--report", str(page)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + HANG_S  # a hang guard, not a speed check
+        while not (part.is_file() and part.stat().st_size) and process.poll() is None:
+            assert time.monotonic() < deadline, "the run wrote no record: hung"
+            time.sleep(0.05)
+        time.sleep(random.Random(0).uniform(0.0, 0.3))
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=HANG_S)
+    finally:
+        process.kill()
+    kept = len(existing_records(str(part)).keys)
+    assert process.returncode == 130 and 0 < kept < 40, stderr
+    assert f"all {kept} records" in page.read_text(encoding="utf-8")
+    done = subprocess.run([*args, "-o", str(part), "--resume", "--report", str(page)],
+                          capture_output=True, text=True, timeout=HANG_S)  # fmt: skip
+    assert done.returncode in (0, 3), done.stderr
+    assert same_records(whole, part) and "all 40 records" in page.read_text(encoding="utf-8")
