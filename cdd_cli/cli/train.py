@@ -36,8 +36,7 @@ from cdd_cli.train.configs import (
     AdaptConfig,
     JudgeSurrogateConfig,
     MoleculesConfig,
-    PropertySurrogateConfig,
-    SurrogateFit,
+    MoleculeSurrogateConfig,
     TextConfig,
     ToxicityConfig,
 )
@@ -239,7 +238,7 @@ def train_sa_surrogate_command(
     *,
     out: SurrogateOut,
     model: MoleculeModel = "default-molecules",
-    cfg: SurrogateFit,
+    cfg: MoleculeSurrogateConfig,
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
@@ -248,8 +247,9 @@ def train_sa_surrogate_command(
     progress, on_step = training_progress(quiet, "sa surrogate", cfg.steps, 500)
     with progress:
         train_sa_surrogate(
-            directory, out, **cfg.fit_settings(), log=told(quiet), on_step=on_step
-        )
+            directory, out, **cfg.fit_settings(), log=told(quiet), on_step=on_step,
+            limit=cfg.molecules,
+        )  # fmt: skip
 
 
 @train_command("property-surrogate")
@@ -257,7 +257,7 @@ def train_property_surrogate_command(
     *,
     out: SurrogateOut,
     model: MoleculeModel = "default-molecules",
-    cfg: PropertySurrogateConfig,
+    cfg: MoleculeSurrogateConfig,
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
 ) -> None:

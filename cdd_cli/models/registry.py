@@ -35,6 +35,7 @@ SHIPPED = {
     "default-molecules": "qm9-udlm",
     "default-text": "text-mdlm",
     "smollm2-a2d": "smollm2-a2d",
+    "moses-mdlm": "moses-mdlm",  # drug-sized (MOSES); not a default: slower, under-trained
 }
 DEFAULT_FOR = {"molecules": "default-molecules", "text": "default-text"}
 

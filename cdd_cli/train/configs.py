@@ -191,8 +191,9 @@ class SurrogateFit:
 
 
 @dataclass
-class PropertySurrogateConfig(SurrogateFit):
-    """`cdd train property-surrogate`: the fit and how many molecules it reads."""
+class MoleculeSurrogateConfig(SurrogateFit):
+    """`cdd train sa-surrogate`, `property-surrogate`: the fit and how many molecules it
+    reads (a drug-sized training set takes RDKit most of an hour to label in full)."""
 
     molecules: int | None = setting(
         None, "Train on the first N molecules only. \\[default: all]", min=1

@@ -233,16 +233,19 @@ def train_sa_surrogate(
     log: Callable[[str], None],
     on_step: Callable[[int, float], None],
     save_every: int = 250,
+    limit: int | None = None,
 ) -> dict:
-    """Train (or resume, from OUT's train state) and save the surrogate in OUT."""
+    """Train (or resume, from OUT's train state) and save the surrogate in OUT.
+    `limit`: the first N training molecules only."""
     tokenizer = load_tokenizer(model_dir)
     config_json = json.loads((model_dir / "config.json").read_text())
     length = int(config_json["model_length"])
     _, train_smiles = read_smiles(model_dir / "reference.smi.gz")
     _, test_smiles = read_smiles(model_dir / "heldout.smi.gz")
+    train_smiles = train_smiles[:limit] if limit else train_smiles
     train_ids, train_y, _ = labelled_set(train_smiles, tokenizer, length, seed, log)
     test_ids, test_y, test_clean = labelled_set(test_smiles, tokenizer, length, seed + 1, log)
-    settings = {"model": model_dir.name}
+    settings = {"model": model_dir.name, "molecules": len(train_smiles)}
     run = Fit(
         train_ids, train_y, len(tokenizer), "sa", steps, batch_size, lr, hidden_dim, n_layers,
         seed, settings, save_every=save_every,

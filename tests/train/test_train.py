@@ -211,6 +211,20 @@ def test_sa_surrogate_training_resumes_to_the_same_weights(tmp_path: Path, unifo
     assert not (tmp_path / "parts" / "train_state.json").exists()  # finished: state removed
 
 
+def test_sa_surrogate_training_reads_the_first_n_molecules_only(
+    tmp_path: Path, uniform_model_dir: Path
+):
+    # A drug-sized training set (MOSES: 1.5M molecules) takes RDKit most of an hour to label.
+    model = tmp_path / "model"
+    shutil.copytree(uniform_model_dir, model)
+    write_smiles(model / "heldout.smi.gz", QM9_SAMPLE[::2], "tests")
+    said: list[str] = []
+    out = tmp_path / "sa"
+    train_sa_surrogate(model, out, 4, 8, 2e-3, 16, 1, 0, said.append, lambda *_: None, limit=3)
+    assert "labelling 6 sequences (molecules and corrupted copies) with RDKit ..." in said
+    assert (out / "model.safetensors").is_file()
+
+
 TRAIN_COMMANDS = ["molecules", "text", "adapt", "toxicity-surrogate", "sa-surrogate"]
 TRAIN_COMMANDS += ["property-surrogate", "surrogate"]
 
