@@ -92,27 +92,37 @@ def parse_template(source: str) -> Template:
 
 def read_blank(inside: str, number: int, where: int) -> Blank:
     """A blank's `NAME:LOW-HIGH`, `LOW-HIGH` or `N` (tokens)."""
-    name, _, length = inside.rpartition(":")
-    name = name.strip() or str(number)
-    if ":" in inside and not NAME.fullmatch(name):
+    where_text = f"--template: blank {number} (character {where})"
+    name, colon, length = inside.rpartition(":")
+    name = name.strip()
+    if colon and not name:
         raise InputError(
-            f"--template: blank {number} (character {where}): the name {name!r} is not a "
-            "name (letters, digits and _, not first a digit)"
+            f"{where_text}: the name before ':' is empty (name it, or write {{{length.strip()}}} "
+            "for an unnamed blank)"
+        )
+    if colon and not NAME.fullmatch(name):
+        raise InputError(
+            f"{where_text}: the name {name!r} is not a name (letters, digits and _, not first "
+            "a digit)"
         )
     found = RANGE.fullmatch(length.strip())
     if found is None:
         raise InputError(
-            f"--template: blank {number} (character {where}): {{{inside}}} is not "
-            "{LOW-HIGH}, {N} or {NAME:LOW-HIGH} (token counts)"
+            f"{where_text}: {{{inside}}} is not {{LOW-HIGH}}, {{N}} or {{NAME:LOW-HIGH}} "
+            "(token counts)"
         )
     low = int(found[1])
     high = int(found[2]) if found[2] is not None else low
-    if low < 1 or high < low:
-        raise InputError(
-            f"--template: blank {number} (character {where}): {low}-{high} is not a range of "
-            "at least 1 token (LOW <= HIGH)"
-        )
-    return Blank(name, low, high)
+    if low < 1:
+        raise InputError(f"{where_text}: a blank takes at least 1 token, not {low}")
+    if high < low:
+        raise InputError(f"{where_text}: {low}-{high} is not a range (LOW must not exceed HIGH)")
+    return Blank(name or str(number), low, high)
+
+
+def tokens(count: int) -> str:
+    """`count` tokens, in words ("1 token", "3 tokens")."""
+    return f"{count} token" if count == 1 else f"{count} tokens"
 
 
 def blank_lengths(template: Template, seed: int) -> tuple[int, ...]:
@@ -162,20 +172,15 @@ class Layout:
                 kept += [False] * self.lengths[k]
         return ids, kept
 
-    def fills(self, text: str) -> dict[str, str] | None:
-        """Each blank's fill read back from `text`: the fixed parts matched in order, the
-        text between them the fills (each as short as lets the rest match, the last as
-        long); None where `text` does not hold the fixed parts so: they were changed."""
-        fixed = self.template.fixed
-        pattern = "".join(
-            re.escape(part) + ("" if k == len(fixed) - 1 else "(.*?)" if k < len(fixed) - 2
-                               else "(.*)")
-            for k, part in enumerate(fixed)
-        )  # fmt: skip
-        found = re.fullmatch(pattern, text, re.DOTALL)
-        if found is None:
-            return None
-        return {b.name: found[k + 1] for k, b in enumerate(self.template.blanks)}
+    def holds_fixed(self, text: str) -> bool:
+        """Whether `text` holds the fixed parts, in order, exactly as written (with anything
+        between them): a string check of the text alone, whatever made it."""
+        pattern = "(?:.*?)".join(re.escape(part) for part in self.template.fixed)
+        return re.fullmatch(pattern, text, re.DOTALL) is not None
+
+    def fills(self, text: FilledTemplate) -> dict[str, str]:
+        """Each blank's fill by name: the decoding of its own token positions."""
+        return {b.name: fill for b, fill in zip(self.template.blanks, text.fills, strict=True)}
 
 
 def lay_out(
@@ -184,6 +189,19 @@ def lay_out(
     """`template` with its fixed parts tokenised each on its own and its blanks `lengths`
     tokens long."""
     return Layout(template, tuple(tuple(encode(part)) for part in template.fixed), lengths)
+
+
+class FilledTemplate(str):
+    """A template's text as drawn, carrying each blank's fill (`fills`, in blank order): the
+    decoding of that blank's own token positions. The text alone cannot say where one blank
+    ends and the next begins; the positions can."""
+
+    fills: tuple[str, ...]
+
+    def __new__(cls, text: str, fills: tuple[str, ...] = ()) -> FilledTemplate:
+        made = super().__new__(cls, text)
+        made.fills = fills
+        return made
 
 
 class TemplateText:
@@ -195,8 +213,9 @@ class TemplateText:
         self.segments = [(a, b) for a, b, _ in layout.segments]
         self.check = None  # text has no syntax to read it by
 
-    def __call__(self, ids: list[int]) -> str:
-        return "".join(self.decode(ids[a:b]) for a, b in self.segments)
+    def __call__(self, ids: list[int]) -> FilledTemplate:
+        parts = [self.decode(ids[a:b]) for a, b in self.segments]
+        return FilledTemplate("".join(parts), tuple(parts[1::2]))
 
     def readable(self, ids: list[int]) -> bool:
         return True

@@ -11,10 +11,15 @@ import pytest
 from typer.testing import CliRunner
 
 from cdd_cli.cli.app import app
+from cdd_cli.constraints.lexical.constraints import lexical_from_spec
+from cdd_cli.constraints.registry import unique_names
 from cdd_cli.errors import InputError
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
+from cdd_cli.reporting import satisfaction_note
+from cdd_cli.run.templated import bind, on_blank
 from cdd_cli.templates import (
     Blank,
+    FilledTemplate,
     TemplateText,
     blank_lengths,
     lay_out,
@@ -46,10 +51,12 @@ def test_a_template_reads_as_fixed_text_around_named_and_numbered_blanks():
         ("Dear {name:1-3", "not closed"),
         ("Dear } you", "closes no blank"),
         ("Dear {a-b}", "is not {LOW-HIGH}"),
-        ("Dear {3-1}", "at least 1 token"),
-        ("Dear {0}", "at least 1 token"),
+        ("Dear {3-1}", "3-1 is not a range"),
+        ("Dear {0}", "a blank takes at least 1 token, not 0"),
+        ("Dear{0-0}", "a blank takes at least 1 token, not 0"),
         ("Dear {name:}", "is not {LOW-HIGH}"),
         ("Dear {1a:2}", "is not a name"),
+        ("Dear{:3}", "the name before ':' is empty"),
         ("{x:1} and {x:2}", "given twice"),
     ],
 )
@@ -91,24 +98,74 @@ def test_each_fixed_part_decodes_exactly_whatever_fills_its_blanks(source: str):
         pairs = enumerate(zip(ids, kept, strict=True))
         row = [i if k else filler[n % len(filler)] for n, (i, k) in pairs]
         decoded = text(row)
-        assert layout.fills(decoded) is not None, decoded
+        assert layout.holds_fixed(decoded), decoded
+        for k in range(len(t.blanks)):  # each fill: its own positions' decoding
+            start, end = layout.span(k)
+            assert decoded.fills[k] == tokenizer.decode(row[start:end])
         at = 0
         for part in t.fixed:  # every fixed part, in order
             at = decoded.index(part, at) + len(part)
 
 
-def test_fills_are_read_back_from_the_text_and_a_changed_fixed_part_is_caught():
+def test_the_fixed_text_check_is_a_string_match_that_catches_a_changed_fixed_part():
     tokenizer = Gpt2Tokenizer()
     t = parse_template(LETTER)
     layout = lay_out(t, tokenizer.encode, (2, 5))
-    assert layout.fills("Dear Ann, thank you for the tea. Really.") == {
-        "name": "Ann",
-        "2": "the tea. Really",
-    }
-    assert layout.fills("Dear Ann, thanks for the tea.") is None
-    assert layout.fills("Dear Ann, thank you for the tea") is None
+    assert layout.holds_fixed("Dear Ann, thank you for the tea. Really.")
+    assert not layout.holds_fixed("Dear Ann, thanks for the tea.")
+    assert not layout.holds_fixed("Dear Ann, thank you for the tea")
     start, end = layout.span(1)
     assert end - start == 5 and start == len(layout.fixed_ids[0]) + 2 + len(layout.fixed_ids[1])
+
+
+@pytest.mark.parametrize(
+    ("source", "fills"),
+    [
+        ("{2}{3}", ("ab", "cde")),  # no fixed text between: the text cannot split them
+        ("{2}{3}", ("ab", "")),  # end-of-text tokens only in the second blank
+        ("a{2}b{1}c", ("zb", "s")),  # "azbbsc" splits as z/bs or zb/s: the positions tell
+    ],
+)
+def test_each_blanks_fill_is_its_own_positions_whatever_the_text_allows(
+    source: str, fills: tuple[str, ...]
+):
+    tokenizer = Gpt2Tokenizer()
+    t = parse_template(source)
+    layout = lay_out(t, tokenizer.encode, tuple(b.low for b in t.blanks))
+    ids, kept = layout.ids_and_kept()
+    drawn = iter(
+        [i for fill, b in zip(fills, t.blanks, strict=True) for i in spell(fill, b.low, tokenizer)]
+    )
+    row = [i if k else next(drawn) for i, k in zip(ids, kept, strict=True)]
+    text = TemplateText(layout, tokenizer.decode)(row)
+    assert text.fills == fills and layout.holds_fixed(text)
+    assert layout.fills(text) == {b.name: f for b, f in zip(t.blanks, fills, strict=True)}
+    # A constraint on blank 1 judges the model's fill there, not a reading of the text.
+    count = on_blank(lexical_from_spec("word_count", {"equals": 1}), "1")
+    [scoped] = bind([count], layout)[:1]
+    assert scoped.explain(text).startswith(f"{len(fills[0].split())} word")
+
+
+def spell(fill: str, length: int, tokenizer: Gpt2Tokenizer) -> list[int]:
+    """`fill` as `length` GPT-2 tokens, ended by end-of-text tokens where shorter."""
+    ids = [tokenizer.encode(char)[0] for char in fill]
+    assert len(ids) <= length
+    return ids + [tokenizer.eos_id] * (length - len(ids))
+
+
+def test_a_blank_scoped_count_says_its_own_bounds_in_the_summary_record_and_hint():
+    t = parse_template("Dear{name:1-3}, thank you for{10-20}.")
+    layout = lay_out(t, Gpt2Tokenizer().encode, (2, 12))
+    built = [on_blank(lexical_from_spec("word_count", {"max": 2}), b) for b in ("name", "2")]
+    name, other, fixed = bind(unique_names(built), layout)
+    assert name.label() == "0..2 words in blank name" and other.label() == "0..2 words in blank 2"
+    assert name.tau == 1.0 and not name.upper_bound  # the family's verdict: 1 where it holds
+    text = FilledTemplate("Dear Ann Lee Smith, thank you for it.", (" Ann Lee Smith", " it"))
+    assert name.explain(text) == "3 words (wanted <= 2)" and other.judge([text]) == [1.0]
+    held = {"word_count": 4, "fixed_text": 4}  # blank 2's count: no sample holds it
+    note = satisfaction_note([name, other, fixed], 4, 4, "reject", held)
+    assert "0/4 satisfy 0..2 words in blank name, 0..2 words in blank 2, fixed_text >= 1" in note
+    assert "no sample satisfies 0..2 words in blank 2: it looks infeasible" in note
 
 
 def generate(model: Path, *args: str) -> tuple[int, list[dict], str]:
@@ -170,6 +227,7 @@ def test_a_constraint_on_a_blank_judges_its_fill(text_model_dir: Path, tmp_path:
         (["--template", ""], "empty"),
         (["--template", "Dear {1-x}"], "is not {LOW-HIGH}"),
         (["--template", "Dear {30-60}"], "exceed model"),
+        (["--template", "Dear{100}"], "its fixed text (1 token) and longest blanks (100 tokens)"),
         (["--template", "Dear {2}", "--prompt", "Hi"], "give no --prompt"),
         (["--template", "Dear {2}", "--length", "8"], "give no --length"),
         (["--template", "Dear {2}", "--chat"], "give no --chat"),

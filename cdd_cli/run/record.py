@@ -77,8 +77,8 @@ def record(
 
 
 def template_fields(prompt: Prompt, draw: Draw) -> dict:
-    """A template run's: the template, and each blank's fill read back from the text (null
-    where the fixed text is not all there, which its `fixed_text` verdict says)."""
+    """A template run's: the template, and each blank's fill (the decoding of its own token
+    positions; the `fixed_text` verdict says whether the text holds the fixed parts)."""
     if prompt.layout is None:
         return {}
     return {"template": prompt.layout.template.source, "blanks": prompt.layout.fills(draw.text)}

@@ -2,8 +2,9 @@
 constraint that certifies its fixed text, and constraints scoped to one blank.
 
 Constraints judge the whole text unless their entry names a blank (`blank: NAME`, or its
-number): then the judge reads that blank's fill (read back from the text, `Layout.fills`),
-and a surrogate reads the blank's token positions. A blank-scoped constraint is projected by
+number): then the judge reads that blank's fill (the decoding of its token positions, which
+`TemplateText` hands the judges as `FilledTemplate.fills`), and a surrogate reads the same
+positions. A blank-scoped constraint is projected by
 its surrogate or the exact search; a closed-form layout (the lexical family's) is not laid
 out inside a blank, so such a constraint there is judged and redrawn only.
 """
@@ -31,7 +32,14 @@ from cdd_cli.run.domains import Domain
 from cdd_cli.run.drawing import Prompt
 from cdd_cli.spec.entries import BLANK_KEY
 from cdd_cli.spec.model import Spec
-from cdd_cli.templates import Layout, blank_lengths, lay_out, parse_template
+from cdd_cli.templates import (
+    FilledTemplate,
+    Layout,
+    blank_lengths,
+    lay_out,
+    parse_template,
+    tokens,
+)
 
 
 @dataclass(frozen=True)
@@ -46,7 +54,7 @@ class FixedText(ExactConstraint):
     upper_bound: bool = False
 
     def judge(self, texts: list[str]) -> list[float | None]:
-        return [float(self.layout.fills(t) is not None) for t in texts]
+        return [float(self.layout.holds_fixed(t)) for t in texts]
 
 
 @dataclass(frozen=True)
@@ -65,10 +73,13 @@ class OnBlank:
     def fills(self, texts: list[str]) -> list[str]:
         if self.layout is None:
             raise InputError(f"constraint {self.name}: names blank '{self.blank}' unbound")
-        name = self.layout.template.blanks[self.layout.template.blank(self.blank)].name
-        read = [self.layout.fills(t) for t in texts]
-        # A text without the fixed parts (which `FixedText` rejects) is judged whole.
-        return [t if found is None else found[name] for found, t in zip(read, texts, strict=True)]
+        k = self.layout.template.blank(self.blank)
+        # A text not drawn on the template's canvas (an unreadable sequence's "") is judged
+        # whole: it has no blanks to read.
+        return [t.fills[k] if isinstance(t, FilledTemplate) else t for t in texts]
+
+    def label(self) -> str:
+        return f"{self.inner.label()} in blank {self.blank}"
 
     def judge(self, texts: list[str]) -> list[float | None]:
         return self.inner.judge(self.fills(texts))
@@ -179,8 +190,8 @@ def template_prompt(given: PromptInput, loaded: LoadedModel, seed: int) -> Promp
     longest = fixed + sum(b.high for b in template.blanks)
     if longest > limit:
         raise InputError(
-            f"--template: its fixed text ({fixed} tokens) and longest blanks "
-            f"({longest - fixed} tokens) exceed model {loaded.name}'s length of {limit} tokens"
+            f"--template: its fixed text ({tokens(fixed)}) and longest blanks "
+            f"({tokens(longest - fixed)}) exceed model {loaded.name}'s length of {tokens(limit)}"
         )
     ids, kept = layout.ids_and_kept()
     canvas = Canvas(torch.tensor([ids]), torch.tensor([kept]))
