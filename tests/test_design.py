@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 from rdkit import Chem
 from typer.testing import CliRunner
 
@@ -16,6 +17,7 @@ from cdd_cli.constraints import kept
 from cdd_cli.constraints.kept import Blank, KeptConstraint
 from cdd_cli.errors import InputError
 from cdd_cli.models.tokenizers import SMILES_PATTERN, load_tokenizer, split_smiles
+from cdd_cli.run.designs import canvases
 
 QM9 = Path(__file__).resolve().parents[1] / "cdd_cli" / "assets" / "qm9-udlm"
 
@@ -37,6 +39,38 @@ def test_scaffold_attachment_points_become_blanks(tokenizer):
     two = kept.scaffold("[*]c1ccc([*])cc1", tokenizer)
     assert written(two) == "Cc1ccc(C)cc1"  # the second point a branch
     assert kept.certified(two, written(two))
+
+
+def test_a_part_kept_anywhere_has_all_its_writings(tokenizer):
+    design = kept.scaffold("[*]C1CC1", tokenizer)
+    assert design.writings[0] == design.segments  # canonical first
+    texts = {"".join("*" if isinstance(s, Blank) else s for s in w) for w in design.writings}
+    assert texts == {"*C1CC1", "C1(*)CC1", "C1CC1*"}  # the point first, in a branch, last
+    for writing in design.writings:  # each writing, decorated, holds the scaffold
+        assert kept.certified(design, "".join("O" if isinstance(s, Blank) else s for s in writing))
+    sized = design.fitted(Blank(2, 3), 24)
+    assert {b for w in sized.writings for b in w if isinstance(b, Blank)} == {Blank(2, 3)}
+    assert kept.motif("C1CC1", tokenizer).writings == (tuple(split_smiles("C1CC1")),)
+    assert not kept.edit("CCCO", 0.5, 0, tokenizer).writings  # an edit stays in place
+
+
+def test_canvases_draw_a_layout_per_sample(tokenizer):
+    design = kept.scaffold("c1ccc([*])cc1", tokenizer).fitted(None, 24)
+    canvas = canvases(design, tokenizer, 24, 1, 0, 40)
+    again = canvases(design, tokenizer, 24, 1, 0, 3)
+    assert canvas.ids.shape == (40, 24) and torch.equal(again.ids, canvas.ids[:3])
+    writings = {tuple(s for s in w if isinstance(s, str)) for w in design.writings}
+    drawn, offsets = set(), set()
+    for ids, keep in zip(canvas.ids.tolist(), canvas.kept.tolist(), strict=True):
+        assert ids[0] == tokenizer.bos_id and keep[0]
+        part = tuple(tokenizer.vocab[i] for i, k in zip(ids[1:], keep[1:], strict=True) if k)
+        assert part in writings  # the kept tokens: one writing of the part, in order
+        drawn.add(part)
+        offsets.add(keep.index(True, 1))
+        # The end is the model's to write: no <eos> or <pad> kept.
+        kept_ids = {i for i, k in zip(ids, keep, strict=True) if k}
+        assert not {tokenizer.eos_id, tokenizer.pad_id} & kept_ids
+    assert len(drawn) == len(writings) and len(offsets) > 4
 
 
 def test_scaffold_certified_by_substructure(tokenizer):
@@ -189,6 +223,19 @@ TEMPLATE = re.compile(SMILES_PATTERN.pattern[:-1] + "|_)")  # an edit's tokens, 
 BENZENE_PLUS_ONE = Chem.MolFromSmarts("*-,=c1ccccc1")
 
 
+def in_a_writing(design: kept.Design, text: str) -> bool:
+    """Whether `text`'s tokens are one of the part's writings, in order, each attachment
+    point a token or more, anything before and after it."""
+    anything = Blank(0, len(text))
+    return any(
+        kept.laid_out(
+            (anything, *(Blank(1, len(text)) if isinstance(s, Blank) else s for s in w), anything),
+            split_smiles(text),
+        )
+        for w in design.writings
+    )
+
+
 def design(model: Path, *args: str) -> tuple[int, list[dict], str]:
     result = runner.invoke(app, ["design", "--model", str(model), "--quiet", *args])
     records = [json.loads(line) for line in result.stdout.splitlines()]
@@ -196,13 +243,13 @@ def design(model: Path, *args: str) -> tuple[int, list[dict], str]:
 
 
 @pytest.mark.slow
-def test_scaffold_records_say_what_was_kept_and_certify_it(shipped_vocab_model_dir):
+def test_scaffold_records_say_what_was_kept_and_certify_it(shipped_vocab_model_dir, tokenizer):
     code, records, _ = design(shipped_vocab_model_dir, "--scaffold", "c1ccc([*])cc1", "-n", "6")
     assert len(records) == 6 and code in (0, 3)
     for r in records:
         assert r["kept"] == {"scaffold": "*c1ccccc1"}
         assert r["prompt"] == "scaffold *c1ccccc1, blanks 1-8"
-        assert r["text"].endswith("c1ccccc1")  # the kept tokens, in place
+        assert in_a_writing(kept.scaffold("c1ccc([*])cc1", tokenizer), r["text"]), r["text"]
         judged = r["constraints"]["kept"]
         assert judged["judge"] == "rdkit-substructure"
         mol = Chem.MolFromSmiles(r["text"]) if r["valid"] else None
@@ -289,11 +336,11 @@ def test_bad_designs_are_one_line_and_exit_2(shipped_vocab_model_dir, args, mess
 
 
 @pytest.mark.slow
-def test_a_masked_model_keeps_the_parts_too(masked_model_dir):
+def test_a_masked_model_keeps_the_parts_too(masked_model_dir, tokenizer):
     code, records, _ = design(masked_model_dir, "--scaffold", "[*]C1CC1", "-n", "3")
     assert len(records) == 3 and code in (0, 3)
     for r in records:
-        assert r["text"].endswith("C1CC1") and len(r["text"]) > len("C1CC1")
+        assert in_a_writing(kept.scaffold("[*]C1CC1", tokenizer), r["text"]), r["text"]
 
 
 @pytest.mark.slow

@@ -64,6 +64,10 @@ class Design:
     # The kept part as substructure queries, all of which must match (dummy atoms match any
     # atom); none for an edit, whose kept tokens are checked in order (`laid_out`).
     queries: tuple[Chem.Mol, ...] = field(default=(), compare=False, repr=False)
+    # A part kept anywhere (scaffold, motif): its SMILES writings, one drawn per sample and
+    # placed after a blank of a drawn length, the rest of the sequence the model's. None:
+    # `segments` as they stand, closed by `<eos>` (link, edit).
+    writings: tuple[tuple[Segment, ...], ...] = ()
 
     @property
     def blanks(self) -> list[Blank]:
@@ -106,13 +110,24 @@ class Design:
             high = asked.high
         low = 1 if asked is None else asked.low
         high = max(high, 1)
-        segments = tuple(
-            Blank(min(low, high) if s.low else 0, high)
-            if isinstance(s, Blank) and s.high < 0
-            else s
-            for s in self.segments
-        )
-        return Design(self.mode, self.kept, segments, self.queries)
+
+        def sized(segments: tuple[Segment, ...]) -> tuple[Segment, ...]:
+            return tuple(
+                Blank(min(low, high) if s.low else 0, high)
+                if isinstance(s, Blank) and s.high < 0
+                else s
+                for s in segments
+            )
+
+        fitting = tuple(sized(w) for w in self.writings if fits(w, length))
+        return Design(self.mode, self.kept, sized(self.segments), self.queries, fitting)
+
+
+def fits(segments: Sequence[Segment], length: int) -> bool:
+    """Whether `segments` (their blanks at their least) fit `length` positions with `<bos>`
+    and `<eos>`."""
+    least = sum(s.low if isinstance(s, Blank) else 1 for s in segments)
+    return least <= length - 2
 
 
 def read_part(smiles: str, what: str) -> Chem.Mol:
@@ -144,6 +159,10 @@ def is_label(token: str) -> bool:
     return token.isdigit() or token.startswith("%")
 
 
+def is_atom(token: str) -> bool:
+    return token[0].isalpha() or token.startswith("[")
+
+
 def is_dummy(token: str) -> bool:
     """RDKit writes a dummy atom as `*`, or bracketed (`[*]`, `[1*]`, `[*:1]`)."""
     return token == "*" or (token.startswith("[") and "*" in token)
@@ -152,6 +171,18 @@ def is_dummy(token: str) -> bool:
 def written_tokens(mol: Chem.Mol, root: int = -1) -> list[str]:
     """The molecule's canonical SMILES (from atom `root` where given) as tokens."""
     return split_smiles(Chem.MolToSmiles(mol, rootedAtAtom=root))
+
+
+def writings(mol: Chem.Mol) -> tuple[tuple[Segment, ...], ...]:
+    """The molecule's SMILES writings as the model's tokens, canonical first, then one rooted
+    at each atom (distinct ones), each attachment point a blank: the model writes a part in
+    any of them, so a canvas draws one per sample."""
+    texts = [Chem.MolToSmiles(mol)]
+    texts += [Chem.MolToSmiles(mol, rootedAtAtom=a) for a in range(mol.GetNumAtoms())]
+    return tuple(
+        tuple(Blank(1) if is_dummy(t) else t for t in split_smiles(text))
+        for text in dict.fromkeys(texts)
+    )
 
 
 def check_vocabulary(tokens: Sequence[Segment], tokenizer: SmilesTokenizer, what: str) -> None:
@@ -188,10 +219,11 @@ def scaffold(smiles: str, tokenizer: SmilesTokenizer) -> Design:
     mol = read_part(smiles, "scaffold")
     if not attachment_points(mol, "scaffold"):
         raise InputError("scaffold: no attachment point [*] to decorate")
+    every = writings(mol)
+    for writing in every:
+        check_vocabulary(writing, tokenizer, "scaffold")
     written = Chem.MolToSmiles(mol)
-    segments = tuple(Blank(1) if is_dummy(t) else t for t in split_smiles(written))
-    check_vocabulary(segments, tokenizer, "scaffold")
-    return Design("scaffold", {"scaffold": written}, segments, (any_atom_query(mol),))
+    return Design("scaffold", {"scaffold": written}, every[0], (any_atom_query(mol),), every)
 
 
 def relabelled(tokens: list[str], taken: set[str]) -> list[str]:
@@ -262,11 +294,12 @@ def motif(smiles: str, tokenizer: SmilesTokenizer) -> Design:
     has any, are blanks too)."""
     mol = read_part(smiles, "motif")
     attachment_points(mol, "motif")
+    every = writings(mol)
+    for writing in every:
+        check_vocabulary(writing, tokenizer, "motif")
+    segments = (Blank(0), *every[0], Blank(0))
     written = Chem.MolToSmiles(mol)
-    inner = [Blank(1) if is_dummy(t) else t for t in split_smiles(written)]
-    segments = (Blank(0), *inner, Blank(0))
-    check_vocabulary(segments, tokenizer, "motif")
-    return Design("motif", {"motif": written}, segments, (any_atom_query(mol),))
+    return Design("motif", {"motif": written}, segments, (any_atom_query(mol),), every)
 
 
 def edit(
@@ -316,7 +349,7 @@ def fragment_tokens(mol: Chem.Mol, tokens: list[str], fragment: Chem.Mol) -> set
     """The positions in `tokens` (the canonical SMILES `MolToSmiles(mol)` just wrote) of the
     atoms that some match of `fragment` covers: atom tokens come in the writing's atom order."""
     order = list(mol.GetPropsAsDict(True, True)["_smilesAtomOutputOrder"])
-    atoms = [k for k, t in enumerate(tokens) if t.startswith("[") or t[0].isalpha()]
+    atoms = [k for k, t in enumerate(tokens) if is_atom(t)]
     position = dict(zip(order, atoms, strict=True))
     matched = {a for match in mol.GetSubstructMatches(fragment) for a in match}
     return {position[a] for a in matched}

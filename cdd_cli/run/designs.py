@@ -20,7 +20,14 @@ from typing import Any
 
 import torch
 
-from cdd_cli.constraints.kept import Blank, Design, KeptConstraint, edit, read_fragment
+from cdd_cli.constraints.kept import (
+    Blank,
+    Design,
+    KeptConstraint,
+    edit,
+    is_atom,
+    read_fragment,
+)
 from cdd_cli.diffusion.sampler import Canvas
 from cdd_cli.errors import InputError
 from cdd_cli.models.registry import LoadedModel
@@ -31,17 +38,58 @@ from cdd_cli.run.domains import Molecules
 from cdd_cli.run.drawing import Draw, Prompt
 from cdd_cli.run.runner import Compiled, Output, plan, write
 
+# The chance that an atom of a part kept anywhere is followed by a blank of one token, where
+# the model may open or close a ring bond: most of the model's own molecules that hold a
+# small ring hold it fused or bridged (bench/README.md, "Molecules from parts").
+RING_BOND_SHARE = 0.35
 
-def blank_stream(seed: int, prompt: int, sample: int) -> random.Random:
-    """The stream a sample's blank lengths are drawn from: its own, whatever its batch."""
+
+def layout_stream(seed: int, prompt: int, sample: int) -> random.Random:
+    """The stream a sample's layout is drawn from: its own, whatever its batch."""
     return random.Random(f"blanks/{seed}/{prompt}/{sample}")
+
+
+def placed(design: Design, length: int, stream: random.Random) -> list[str | int]:
+    """One sample's layout of a part kept anywhere, drawn from `stream`: one of its writings,
+    each blank (an attachment point's, and one before the part where the writing does not
+    start with one) as the number of positions the model writes there, drawn within its
+    range as far as `length` leaves room."""
+    writing = stream.choice(design.writings)
+    blanks = [s for s in writing if isinstance(s, Blank)]
+    room = length - 1 - (len(writing) - len(blanks)) - sum(b.low for b in blanks)
+    row: list[str | int] = []
+    for segment in writing:
+        if isinstance(segment, Blank):
+            size = stream.randint(segment.low, min(segment.high, segment.low + room))
+            room -= size - segment.low
+            row.append(size)
+        else:
+            row.append(segment)
+            if is_atom(segment) and stream.random() < RING_BOND_SHARE and room > 0:
+                row.append(1)  # where the model may write a ring bond's label
+                room -= 1
+    if not isinstance(writing[0], Blank):
+        row.insert(0, stream.randint(0, min(max(b.high for b in design.blanks), room)))
+    return row
 
 
 def canvas_row(
     design: Design, tokenizer: SmilesTokenizer, length: int, stream: random.Random
 ) -> tuple[list[int], list[bool]]:
-    """One sample's canvas (ids, kept), its blanks' lengths drawn from `stream`."""
+    """One sample's canvas (ids, kept): a part kept anywhere placed as drawn from `stream`,
+    the positions after it the model's (`<eos>` and `<pad>` too); otherwise the design's
+    segments, their blanks' lengths drawn from `stream`, then `<eos>`."""
     ids, kept = [tokenizer.bos_id], [True]
+    if design.writings:
+        for segment in placed(design, length, stream):
+            if isinstance(segment, int):
+                ids += [tokenizer.mask_id] * segment
+                kept += [False] * segment
+            else:
+                ids.append(tokenizer.index[segment])
+                kept.append(True)
+        free = length - len(ids)
+        return ids + [tokenizer.mask_id] * free, kept + [False] * free
     for segment in design.segments:
         if isinstance(segment, Blank):
             size = stream.randint(segment.low, segment.high)
@@ -62,10 +110,10 @@ def canvases(
     design: Design, tokenizer: SmilesTokenizer, length: int, seed: int, prompt: int, n: int
 ) -> Canvas:
     """The canvases of samples 0..n-1 of a prompt: one row each, or one shared row where no
-    blank's length varies."""
-    varies = any(b.low != b.high for b in design.blanks)
+    layout varies."""
+    varies = bool(design.writings) or any(b.low != b.high for b in design.blanks)
     rows = [
-        canvas_row(design, tokenizer, length, blank_stream(seed, prompt, k))
+        canvas_row(design, tokenizer, length, layout_stream(seed, prompt, k))
         for k in range(n if varies else 1)
     ]
     ids = torch.tensor([r[0] for r in rows], dtype=torch.long)
@@ -139,8 +187,15 @@ def on_canvases(
 ) -> Compiled:
     """`compiled` drawing on `designs`' canvases, certified by their kept constraint."""
     others = [c for c in compiled.constraints if not isinstance(c, KeptConstraint)]
+    spec = compiled.spec
+    if not others:
+        # The kept judge is then the run's one constraint: a sample whose fill breaks the
+        # part (a branch or ring bond opened in a blank and closed by a kept token) is drawn
+        # again, as rejection would, rather than written as a violation.
+        spec = replace(spec, method="reject")
     return replace(
         compiled,
+        spec=spec,
         domain=Designs(designs, seed, n, **domain),
         constraints=[*others, kept_constraint(designs)],
     )
