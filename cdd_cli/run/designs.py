@@ -188,10 +188,10 @@ def on_canvases(
     """`compiled` drawing on `designs`' canvases, certified by their kept constraint."""
     others = [c for c in compiled.constraints if not isinstance(c, KeptConstraint)]
     spec = compiled.spec
-    if not others:
-        # The kept judge is then the run's one constraint: a sample whose fill breaks the
-        # part (a branch or ring bond opened in a blank and closed by a kept token) is drawn
-        # again, as rejection would, rather than written as a violation.
+    if not others and all(d.writings for d in designs):
+        # A fill may break a part kept anywhere (a branch or ring bond opened in a blank and
+        # closed by a kept token): with the kept judge the run's one constraint, such a
+        # sample is drawn again, as rejection would, rather than written as a violation.
         spec = replace(spec, method="reject")
     return replace(
         compiled,
