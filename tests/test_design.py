@@ -17,7 +17,7 @@ from cdd_cli.constraints import kept
 from cdd_cli.constraints.kept import Blank, KeptConstraint
 from cdd_cli.errors import InputError
 from cdd_cli.models.tokenizers import SMILES_PATTERN, load_tokenizer, split_smiles
-from cdd_cli.run.designs import canvases
+from cdd_cli.run.designs import atom_ends, canvases
 
 QM9 = Path(__file__).resolve().parents[1] / "cdd_cli" / "assets" / "qm9-udlm"
 
@@ -71,6 +71,16 @@ def test_canvases_draw_a_layout_per_sample(tokenizer):
         kept_ids = {i for i, k in zip(ids, keep, strict=True) if k}
         assert not {tokenizer.eos_id, tokenizer.pad_id} & kept_ids
     assert len(drawn) == len(writings) and len(offsets) > 4
+
+
+def test_ring_bonds_may_follow_each_atom_of_a_part(tokenizer):
+    assert atom_ends(tuple(split_smiles("C1CC1"))) == {1, 2, 4}  # after an atom's labels
+    assert atom_ends(tuple(split_smiles("C1(O)C12"))) == {1, 3, 7}
+    design = kept.scaffold("[*]C1CC1", tokenizer).fitted(None, 24)
+    canvas = canvases(design, tokenizer, 24, 1, 0, 64)
+    # A free position between two kept tokens of the part: a ring-bond label's place.
+    inside = canvas.kept[:, :-2] & ~canvas.kept[:, 1:-1] & canvas.kept[:, 2:]
+    assert 0 < int(inside.any(1).sum()) < 64
 
 
 def test_scaffold_certified_by_substructure(tokenizer):
@@ -225,15 +235,18 @@ BENZENE_PLUS_ONE = Chem.MolFromSmarts("*-,=c1ccccc1")
 
 def in_a_writing(design: kept.Design, text: str) -> bool:
     """Whether `text`'s tokens are one of the part's writings, in order, each attachment
-    point a token or more, anything before and after it."""
+    point a token or more, each atom perhaps a ring-bond label more, anything before and
+    after it."""
     anything = Blank(0, len(text))
-    return any(
-        kept.laid_out(
-            (anything, *(Blank(1, len(text)) if isinstance(s, Blank) else s for s in w), anything),
-            split_smiles(text),
-        )
-        for w in design.writings
-    )
+
+    def layout(writing: tuple) -> list:
+        ends, laid = atom_ends(writing), [anything]
+        for k, segment in enumerate(writing):
+            laid.append(Blank(1, len(text)) if isinstance(segment, Blank) else segment)
+            laid += [Blank(0, 1)] if k in ends else []  # a ring bond's label, or nothing
+        return [*laid, anything]
+
+    return any(kept.laid_out(layout(w), split_smiles(text)) for w in design.writings)
 
 
 def design(model: Path, *args: str) -> tuple[int, list[dict], str]:
@@ -279,7 +292,7 @@ def test_link_keeps_both_fragments(shipped_vocab_model_dir):
 
 
 @pytest.mark.slow
-def test_motif_under_sa_with_per_sample_canvases(shipped_vocab_model_dir):
+def test_motif_under_sa_with_per_sample_canvases(shipped_vocab_model_dir, tokenizer):
     # The flip search decodes some rows of a pass: a canvas of a row per sample must not
     # be pinned onto them (a shape error before).
     code, records, _ = design(
@@ -287,7 +300,7 @@ def test_motif_under_sa_with_per_sample_canvases(shipped_vocab_model_dir):
     )
     assert len(records) == 4 and code in (0, 3)
     for r in records:
-        assert "C1CC1" in r["text"]
+        assert in_a_writing(kept.motif("C1CC1", tokenizer), r["text"]), r["text"]
         assert set(r["constraints"]) == {"sa", "kept"}
 
 

@@ -24,8 +24,10 @@ from cdd_cli.constraints.kept import (
     Blank,
     Design,
     KeptConstraint,
+    Segment,
     edit,
     is_atom,
+    is_label,
     read_fragment,
 )
 from cdd_cli.diffusion.sampler import Canvas
@@ -42,11 +44,25 @@ from cdd_cli.run.runner import Compiled, Output, plan, write
 # the model may open or close a ring bond: most of the model's own molecules that hold a
 # small ring hold it fused or bridged (bench/README.md, "Molecules from parts").
 RING_BOND_SHARE = 0.35
+DESIGN_ATTEMPTS = 64  # draws of a sample of a part kept anywhere, its only constraint kept
 
 
 def layout_stream(seed: int, prompt: int, sample: int) -> random.Random:
     """The stream a sample's layout is drawn from: its own, whatever its batch."""
     return random.Random(f"blanks/{seed}/{prompt}/{sample}")
+
+
+def atom_ends(writing: tuple[Segment, ...]) -> set[int]:
+    """The index of each atom's last token in `writing`: the atom's, or its last ring-bond
+    label's (a blank before a label the model mostly fills with an atom, in the ring)."""
+    ends: set[int] = set()
+    for k, token in enumerate(writing):
+        if isinstance(token, str) and is_atom(token):
+            ends.add(k)
+        elif isinstance(token, str) and is_label(token) and k - 1 in ends:
+            ends.discard(k - 1)
+            ends.add(k)
+    return ends
 
 
 def placed(design: Design, length: int, stream: random.Random) -> list[str | int]:
@@ -58,16 +74,17 @@ def placed(design: Design, length: int, stream: random.Random) -> list[str | int
     blanks = [s for s in writing if isinstance(s, Blank)]
     room = length - 1 - (len(writing) - len(blanks)) - sum(b.low for b in blanks)
     row: list[str | int] = []
-    for segment in writing:
+    sites = atom_ends(writing)
+    for k, segment in enumerate(writing):
         if isinstance(segment, Blank):
             size = stream.randint(segment.low, min(segment.high, segment.low + room))
             room -= size - segment.low
             row.append(size)
-        else:
-            row.append(segment)
-            if is_atom(segment) and stream.random() < RING_BOND_SHARE and room > 0:
-                row.append(1)  # where the model may write a ring bond's label
-                room -= 1
+            continue
+        row.append(segment)
+        if k in sites and room > 0 and stream.random() < RING_BOND_SHARE:
+            row.append(1)  # where the model may write a ring bond's label
+            room -= 1
     if not isinstance(writing[0], Blank):
         row.insert(0, stream.randint(0, min(max(b.high for b in design.blanks), room)))
     return row
@@ -192,7 +209,10 @@ def on_canvases(
         # A fill may break a part kept anywhere (a branch or ring bond opened in a blank and
         # closed by a kept token): with the kept judge the run's one constraint, such a
         # sample is drawn again, as rejection would, rather than written as a violation.
-        spec = replace(spec, method="reject")
+        # A layout a fill rarely keeps (a ring bond's place the model mostly fills with an
+        # atom) is worth more draws than a sample drawn whole.
+        attempts = max(spec.reject.max_attempts, DESIGN_ATTEMPTS)
+        spec = replace(spec, method="reject", reject=replace(spec.reject, max_attempts=attempts))
     return replace(
         compiled,
         spec=spec,
