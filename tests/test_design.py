@@ -73,9 +73,10 @@ def test_canvases_draw_a_layout_per_sample(tokenizer):
     assert len(drawn) == len(writings) and len(offsets) > 4
 
 
-def test_ring_bonds_may_follow_each_atom_of_a_part(tokenizer):
+def test_ring_bonds_may_follow_each_aliphatic_atom_of_a_part(tokenizer):
     assert atom_ends(tuple(split_smiles("C1CC1"))) == {1, 2, 4}  # after an atom's labels
     assert atom_ends(tuple(split_smiles("C1(O)C12"))) == {1, 3, 7}
+    assert atom_ends(tuple(split_smiles("c1cc[nH]c1C"))) == {7}  # not an aromatic atom
     design = kept.scaffold("[*]C1CC1", tokenizer).fitted(None, 24)
     canvas = canvases(design, tokenizer, 24, 1, 0, 64)
     # A free position between two kept tokens of the part: a ring-bond label's place.

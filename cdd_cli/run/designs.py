@@ -52,12 +52,17 @@ def layout_stream(seed: int, prompt: int, sample: int) -> random.Random:
     return random.Random(f"blanks/{seed}/{prompt}/{sample}")
 
 
+def is_aromatic(token: str) -> bool:
+    return token.lstrip("[")[:1].islower()
+
+
 def atom_ends(writing: tuple[Segment, ...]) -> set[int]:
-    """The index of each atom's last token in `writing`: the atom's, or its last ring-bond
-    label's (a blank before a label the model mostly fills with an atom, in the ring)."""
+    """The index of each aliphatic atom's last token in `writing`: the atom's, or its last
+    ring-bond label's (a blank before a label the model mostly fills with an atom, in the
+    ring). Not an aromatic atom's: a fill there mostly breaks the ring (QM9's model)."""
     ends: set[int] = set()
     for k, token in enumerate(writing):
-        if isinstance(token, str) and is_atom(token):
+        if isinstance(token, str) and is_atom(token) and not is_aromatic(token):
             ends.add(k)
         elif isinstance(token, str) and is_label(token) and k - 1 in ends:
             ends.discard(k - 1)
