@@ -8,11 +8,14 @@ bonded to one atom) replaced by a blank where it stands. A leaf atom of a SMILES
 its start, at the end of a chain or alone in a branch, so a chain written in its place is
 bonded to the atom the attachment point was bonded to:
 
-- scaffold decoration: `c1ccc([*])cc1` -> `<blank> c 1 c c c c c 1` (RDKit writes `*c1ccccc1`);
+- scaffold decoration: `c1ccc([*])cc1` -> `<blank> c 1 c c c c c 1` (RDKit writes `*c1ccccc1`),
+  and its other writings (`Design.writings`, one rooted at each atom), a canvas drawing one
+  per sample (`cdd_cli/run/designs.py`);
 - linker design: the first fragment's attachment point is replaced by a blank followed by
   the second fragment written from its attachment atom (ring-bond labels the first fragment
   holds open there renumbered), so the blank is the chain that links them;
-- motif extension: a blank on each side of the motif (there a blank may be empty);
+- motif extension: the motif's writings, kept anywhere (a blank on each side, which may be
+  empty);
 - editing: the lead's tokens, a fraction of them re-masked (the same positions for every
   sample of a lead), each re-masked token a blank of one or two tokens.
 

@@ -2,12 +2,15 @@
 (`constraints/kept.py`) laid on canvases, sampled as `cdd molecules` samples, every record
 certified by the `kept` constraint; an edit may take several rounds.
 
-A canvas is `<bos> tokens <eos> <pad>...`, as the models were trained: every position kept
-but the blanks'. A blank's length is drawn per sample within its range from a stream of its
-own, derived from (seed, prompt, sample), so a sample's canvas does not depend on its batch
-or shard. Editing runs one prompt per lead (its canonical SMILES); with `rounds` K > 1 each
-round's best edit of a lead (the highest QED among its satisfied records) is the next
-round's lead, and the records of the last round are written.
+A canvas is laid out as the models were trained, `<bos> tokens <eos> <pad>...`. A part kept
+anywhere (scaffold, motif) keeps `<bos>` and one of its writings, after a blank, with blanks
+at its attachment points and, by chance, a one-token blank after an aliphatic atom (a ring
+bond's place); the model writes the rest, its end included. A link or an edit keeps every
+position but its blanks', then `<eos>` and `<pad>`. The layout is drawn per sample from a
+stream of its own, derived from (seed, prompt, sample), so a sample's canvas does not
+depend on its batch or shard. Editing runs one prompt per lead (its canonical SMILES); with
+`rounds` K > 1 each round's best edit of a lead (the highest QED among its satisfied
+records) is the next round's lead, and the records of the last round are written.
 """
 
 from __future__ import annotations
@@ -40,9 +43,9 @@ from cdd_cli.run.domains import Molecules
 from cdd_cli.run.drawing import Draw, Prompt
 from cdd_cli.run.runner import Compiled, Output, plan, write
 
-# The chance that an atom of a part kept anywhere is followed by a blank of one token, where
-# the model may open or close a ring bond: most of the model's own molecules that hold a
-# small ring hold it fused or bridged (bench/README.md, "Molecules from parts").
+# The chance that an aliphatic atom of a part kept anywhere is followed by a blank of one
+# token, where the model may open or close a ring bond: most of the model's own molecules
+# that hold a small ring hold it fused or bridged (bench/README.md, "Molecules from parts").
 RING_BOND_SHARE = 0.35
 DESIGN_ATTEMPTS = 64  # draws of a sample of a part kept anywhere, its only constraint kept
 
@@ -72,9 +75,9 @@ def atom_ends(writing: tuple[Segment, ...]) -> set[int]:
 
 def placed(design: Design, length: int, stream: random.Random) -> list[str | int]:
     """One sample's layout of a part kept anywhere, drawn from `stream`: one of its writings,
-    each blank (an attachment point's, and one before the part where the writing does not
-    start with one) as the number of positions the model writes there, drawn within its
-    range as far as `length` leaves room."""
+    each blank (an attachment point's, a ring bond's after some aliphatic atoms, and one
+    before the part where the writing does not start with one) as the number of positions
+    the model writes there, drawn within its range as far as `length` leaves room."""
     writing = stream.choice(design.writings)
     blanks = [s for s in writing if isinstance(s, Blank)]
     room = length - 1 - (len(writing) - len(blanks)) - sum(b.low for b in blanks)
