@@ -44,8 +44,11 @@ def test_scaffold_attachment_points_become_blanks(tokenizer):
 def test_a_part_kept_anywhere_has_all_its_writings(tokenizer):
     design = kept.scaffold("[*]C1CC1", tokenizer)
     assert design.writings[0] == design.segments  # canonical first
-    texts = {"".join("*" if isinstance(s, Blank) else s for s in w) for w in design.writings}
-    assert texts == {"*C1CC1", "C1(*)CC1", "C1CC1*"}  # the point first, in a branch, last
+    texts = ["".join("*" if isinstance(s, Blank) else s for s in w) for w in design.writings]
+    assert texts == ["*C1CC1", "C1CC1*"]  # the point first or last, not `C1(*)CC1`
+    two = kept.scaffold("[*]c1ccc([*])cc1", tokenizer)  # one point inside at least
+    inside = [sum(isinstance(s, Blank) for s in w[1:-1]) for w in two.writings]
+    assert len(two.writings) > 1 and set(inside) == {1}
     for writing in design.writings:  # each writing, decorated, holds the scaffold
         assert kept.certified(design, "".join("O" if isinstance(s, Blank) else s for s in writing))
     sized = design.fitted(Blank(2, 3), 24)
@@ -278,7 +281,10 @@ def test_design_records_do_not_depend_on_the_batch(shipped_vocab_model_dir):
     args = ["--motif", "C1CC1", "-n", "5", "--seed", "3"]
     _, one, _ = design(shipped_vocab_model_dir, *args, "--batch-size", "1")
     _, three, _ = design(shipped_vocab_model_dir, *args, "--batch-size", "3")
-    assert [r["text"] for r in one] == [r["text"] for r in three]
+    # By id: a run that redraws (rejection against the kept judge) writes records as they
+    # finish, which may differ by batch; the records may not.
+    by_id = lambda records: sorted((r["id"], r["text"]) for r in records)  # noqa: E731
+    assert by_id(one) == by_id(three)
     assert len({len(r["text"]) for r in one}) > 1  # blank lengths drawn per sample
 
 
