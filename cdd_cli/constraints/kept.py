@@ -8,11 +8,14 @@ bonded to one atom) replaced by a blank where it stands. A leaf atom of a SMILES
 its start, at the end of a chain or alone in a branch, so a chain written in its place is
 bonded to the atom the attachment point was bonded to:
 
-- scaffold decoration: `c1ccc([*])cc1` -> `<blank> c 1 c c c c c 1` (RDKit writes `*c1ccccc1`);
+- scaffold decoration: `c1ccc([*])cc1` -> `<blank> c 1 c c c c c 1` (RDKit writes `*c1ccccc1`),
+  and its other writings (`Design.writings`, one rooted at each atom), a canvas drawing one
+  per sample (`cdd_cli/run/designs.py`);
 - linker design: the first fragment's attachment point is replaced by a blank followed by
   the second fragment written from its attachment atom (ring-bond labels the first fragment
   holds open there renumbered), so the blank is the chain that links them;
-- motif extension: a blank on each side of the motif (there a blank may be empty);
+- motif extension: the motif's writings, kept anywhere (a blank on each side, which may be
+  empty);
 - editing: the lead's tokens, a fraction of them re-masked (the same positions for every
   sample of a lead), each re-masked token a blank of one or two tokens.
 
@@ -64,6 +67,10 @@ class Design:
     # The kept part as substructure queries, all of which must match (dummy atoms match any
     # atom); none for an edit, whose kept tokens are checked in order (`laid_out`).
     queries: tuple[Chem.Mol, ...] = field(default=(), compare=False, repr=False)
+    # A part kept anywhere (scaffold, motif): its SMILES writings, one drawn per sample and
+    # placed after a blank of a drawn length, the rest of the sequence the model's. None:
+    # `segments` as they stand, closed by `<eos>` (link, edit).
+    writings: tuple[tuple[Segment, ...], ...] = ()
 
     @property
     def blanks(self) -> list[Blank]:
@@ -106,13 +113,24 @@ class Design:
             high = asked.high
         low = 1 if asked is None else asked.low
         high = max(high, 1)
-        segments = tuple(
-            Blank(min(low, high) if s.low else 0, high)
-            if isinstance(s, Blank) and s.high < 0
-            else s
-            for s in self.segments
-        )
-        return Design(self.mode, self.kept, segments, self.queries)
+
+        def sized(segments: tuple[Segment, ...]) -> tuple[Segment, ...]:
+            return tuple(
+                Blank(min(low, high) if s.low else 0, high)
+                if isinstance(s, Blank) and s.high < 0
+                else s
+                for s in segments
+            )
+
+        fitting = tuple(sized(w) for w in self.writings if fits(w, length))
+        return Design(self.mode, self.kept, sized(self.segments), self.queries, fitting)
+
+
+def fits(segments: Sequence[Segment], length: int) -> bool:
+    """Whether `segments` (their blanks at their least) fit `length` positions with `<bos>`
+    and `<eos>`."""
+    least = sum(s.low if isinstance(s, Blank) else 1 for s in segments)
+    return least <= length - 2
 
 
 def read_part(smiles: str, what: str) -> Chem.Mol:
@@ -144,6 +162,10 @@ def is_label(token: str) -> bool:
     return token.isdigit() or token.startswith("%")
 
 
+def is_atom(token: str) -> bool:
+    return token[0].isalpha() or token.startswith("[")
+
+
 def is_dummy(token: str) -> bool:
     """RDKit writes a dummy atom as `*`, or bracketed (`[*]`, `[1*]`, `[*:1]`)."""
     return token == "*" or (token.startswith("[") and "*" in token)
@@ -152,6 +174,23 @@ def is_dummy(token: str) -> bool:
 def written_tokens(mol: Chem.Mol, root: int = -1) -> list[str]:
     """The molecule's canonical SMILES (from atom `root` where given) as tokens."""
     return split_smiles(Chem.MolToSmiles(mol, rootedAtAtom=root))
+
+
+def writings(mol: Chem.Mol) -> tuple[tuple[Segment, ...], ...]:
+    """The molecule's SMILES writings as the model's tokens, canonical first, then one rooted
+    at each atom (distinct ones), each attachment point a blank, those with the fewest
+    blanks inside them (not first or last): a canvas draws one per sample. A blank inside
+    a writing has the length drawn for it, where a first or last one takes what the model
+    writes before or after the part; QM9's model keeps a benzene written `c1(*)ccccc1` in
+    none of 64 draws, `c1ccc(*)cc1` in 70%, `*c1ccccc1` in all (bench/README.md)."""
+    texts = [Chem.MolToSmiles(mol)]
+    texts += [Chem.MolToSmiles(mol, rootedAtAtom=a) for a in range(mol.GetNumAtoms())]
+    every = [
+        tuple(Blank(1) if is_dummy(t) else t for t in split_smiles(text))
+        for text in dict.fromkeys(texts)
+    ]
+    inside = [sum(isinstance(s, Blank) for s in w[1:-1]) for w in every]
+    return tuple(w for w, count in zip(every, inside, strict=True) if count == min(inside))
 
 
 def check_vocabulary(tokens: Sequence[Segment], tokenizer: SmilesTokenizer, what: str) -> None:
@@ -191,7 +230,10 @@ def scaffold(smiles: str, tokenizer: SmilesTokenizer) -> Design:
     written = Chem.MolToSmiles(mol)
     segments = tuple(Blank(1) if is_dummy(t) else t for t in split_smiles(written))
     check_vocabulary(segments, tokenizer, "scaffold")
-    return Design("scaffold", {"scaffold": written}, segments, (any_atom_query(mol),))
+    every = writings(mol)
+    for writing in every:
+        check_vocabulary(writing, tokenizer, "scaffold")
+    return Design("scaffold", {"scaffold": written}, segments, (any_atom_query(mol),), every)
 
 
 def relabelled(tokens: list[str], taken: set[str]) -> list[str]:
@@ -262,11 +304,12 @@ def motif(smiles: str, tokenizer: SmilesTokenizer) -> Design:
     has any, are blanks too)."""
     mol = read_part(smiles, "motif")
     attachment_points(mol, "motif")
+    every = writings(mol)
+    for writing in every:
+        check_vocabulary(writing, tokenizer, "motif")
+    segments = (Blank(0), *every[0], Blank(0))
     written = Chem.MolToSmiles(mol)
-    inner = [Blank(1) if is_dummy(t) else t for t in split_smiles(written)]
-    segments = (Blank(0), *inner, Blank(0))
-    check_vocabulary(segments, tokenizer, "motif")
-    return Design("motif", {"motif": written}, segments, (any_atom_query(mol),))
+    return Design("motif", {"motif": written}, segments, (any_atom_query(mol),), every)
 
 
 def edit(
@@ -316,7 +359,7 @@ def fragment_tokens(mol: Chem.Mol, tokens: list[str], fragment: Chem.Mol) -> set
     """The positions in `tokens` (the canonical SMILES `MolToSmiles(mol)` just wrote) of the
     atoms that some match of `fragment` covers: atom tokens come in the writing's atom order."""
     order = list(mol.GetPropsAsDict(True, True)["_smilesAtomOutputOrder"])
-    atoms = [k for k, t in enumerate(tokens) if t.startswith("[") or t[0].isalpha()]
+    atoms = [k for k, t in enumerate(tokens) if is_atom(t)]
     position = dict(zip(order, atoms, strict=True))
     matched = {a for match in mol.GetSubstructMatches(fragment) for a in match}
     return {position[a] for a in matched}

@@ -2,12 +2,15 @@
 (`constraints/kept.py`) laid on canvases, sampled as `cdd molecules` samples, every record
 certified by the `kept` constraint; an edit may take several rounds.
 
-A canvas is `<bos> tokens <eos> <pad>...`, as the models were trained: every position kept
-but the blanks'. A blank's length is drawn per sample within its range from a stream of its
-own, derived from (seed, prompt, sample), so a sample's canvas does not depend on its batch
-or shard. Editing runs one prompt per lead (its canonical SMILES); with `rounds` K > 1 each
-round's best edit of a lead (the highest QED among its satisfied records) is the next
-round's lead, and the records of the last round are written.
+A canvas is laid out as the models were trained, `<bos> tokens <eos> <pad>...`. A part kept
+anywhere (scaffold, motif) keeps `<bos>` and one of its writings, after a blank, with blanks
+at its attachment points and, by chance, a one-token blank after an aliphatic atom (a ring
+bond's place); the model writes the rest, its end included. A link or an edit keeps every
+position but its blanks', then `<eos>` and `<pad>`. The layout is drawn per sample from a
+stream of its own, derived from (seed, prompt, sample), so a sample's canvas does not
+depend on its batch or shard. Editing runs one prompt per lead (its canonical SMILES); with
+`rounds` K > 1 each round's best edit of a lead (the highest QED among its satisfied
+records) is the next round's lead, and the records of the last round are written.
 """
 
 from __future__ import annotations
@@ -21,7 +24,16 @@ from typing import Any
 
 import torch
 
-from cdd_cli.constraints.kept import Blank, Design, KeptConstraint, edit, read_fragment
+from cdd_cli.constraints.kept import (
+    Blank,
+    Design,
+    KeptConstraint,
+    Segment,
+    edit,
+    is_atom,
+    is_label,
+    read_fragment,
+)
 from cdd_cli.diffusion.sampler import Canvas
 from cdd_cli.errors import InputError
 from cdd_cli.models.registry import LoadedModel
@@ -32,17 +44,78 @@ from cdd_cli.run.domains import Molecules
 from cdd_cli.run.drawing import Draw, Prompt
 from cdd_cli.run.runner import Compiled, Output, plan, write
 
+# The chance that an aliphatic atom of a part kept anywhere is followed by a blank of one
+# token, where the model may open or close a ring bond: most of the model's own molecules
+# that hold a small ring hold it fused or bridged (bench/README.md, "Molecules from parts").
+RING_BOND_SHARE = 0.35
+DESIGN_ATTEMPTS = 64  # draws of a sample of a part kept anywhere, its only constraint kept
 
-def blank_stream(seed: int, prompt: int, sample: int) -> random.Random:
-    """The stream a sample's blank lengths are drawn from: its own, whatever its batch."""
+
+def layout_stream(seed: int, prompt: int, sample: int) -> random.Random:
+    """The stream a sample's layout is drawn from: its own, whatever its batch."""
     return random.Random(f"blanks/{seed}/{prompt}/{sample}")
+
+
+def is_aromatic(token: str) -> bool:
+    return token.lstrip("[")[:1].islower()
+
+
+def atom_ends(writing: tuple[Segment, ...]) -> set[int]:
+    """The index of each aliphatic atom's last token in `writing`: the atom's, or its last
+    ring-bond label's (a blank before a label the model mostly fills with an atom, in the
+    ring). Not an aromatic atom's: a fill there mostly breaks the ring (QM9's model)."""
+    ends: set[int] = set()
+    for k, token in enumerate(writing):
+        if isinstance(token, str) and is_atom(token) and not is_aromatic(token):
+            ends.add(k)
+        elif isinstance(token, str) and is_label(token) and k - 1 in ends:
+            ends.discard(k - 1)
+            ends.add(k)
+    return ends
+
+
+def placed(design: Design, length: int, stream: random.Random) -> list[str | int]:
+    """One sample's layout of a part kept anywhere, drawn from `stream`: one of its writings,
+    each blank (an attachment point's, a ring bond's after some aliphatic atoms, and one
+    before the part where the writing does not start with one) as the number of positions
+    the model writes there, drawn within its range as far as `length` leaves room."""
+    writing = stream.choice(design.writings)
+    blanks = [s for s in writing if isinstance(s, Blank)]
+    room = length - 1 - (len(writing) - len(blanks)) - sum(b.low for b in blanks)
+    row: list[str | int] = []
+    sites = atom_ends(writing)
+    for k, segment in enumerate(writing):
+        if isinstance(segment, Blank):
+            size = stream.randint(segment.low, min(segment.high, segment.low + room))
+            room -= size - segment.low
+            row.append(size)
+            continue
+        row.append(segment)
+        if k in sites and room > 0 and stream.random() < RING_BOND_SHARE:
+            row.append(1)  # where the model may write a ring bond's label
+            room -= 1
+    if not isinstance(writing[0], Blank):
+        row.insert(0, stream.randint(0, min(max(b.high for b in design.blanks), room)))
+    return row
 
 
 def canvas_row(
     design: Design, tokenizer: SmilesTokenizer, length: int, stream: random.Random
 ) -> tuple[list[int], list[bool]]:
-    """One sample's canvas (ids, kept), its blanks' lengths drawn from `stream`."""
+    """One sample's canvas (ids, kept): a part kept anywhere placed as drawn from `stream`,
+    the positions after it the model's (`<eos>` and `<pad>` too); otherwise the design's
+    segments, their blanks' lengths drawn from `stream`, then `<eos>`."""
     ids, kept = [tokenizer.bos_id], [True]
+    if design.writings:
+        for segment in placed(design, length, stream):
+            if isinstance(segment, int):
+                ids += [tokenizer.mask_id] * segment
+                kept += [False] * segment
+            else:
+                ids.append(tokenizer.index[segment])
+                kept.append(True)
+        free = length - len(ids)
+        return ids + [tokenizer.mask_id] * free, kept + [False] * free
     for segment in design.segments:
         if isinstance(segment, Blank):
             size = stream.randint(segment.low, segment.high)
@@ -63,10 +136,10 @@ def canvases(
     design: Design, tokenizer: SmilesTokenizer, length: int, seed: int, prompt: int, n: int
 ) -> Canvas:
     """The canvases of samples 0..n-1 of a prompt: one row each, or one shared row where no
-    blank's length varies."""
-    varies = any(b.low != b.high for b in design.blanks)
+    layout varies."""
+    varies = bool(design.writings) or any(b.low != b.high for b in design.blanks)
     rows = [
-        canvas_row(design, tokenizer, length, blank_stream(seed, prompt, k))
+        canvas_row(design, tokenizer, length, layout_stream(seed, prompt, k))
         for k in range(n if varies else 1)
     ]
     ids = torch.tensor([r[0] for r in rows], dtype=torch.long)
@@ -143,8 +216,18 @@ def on_canvases(
 ) -> Compiled:
     """`compiled` drawing on `designs`' canvases, certified by their kept constraint."""
     others = [c for c in compiled.constraints if not isinstance(c, KeptConstraint)]
+    spec = compiled.spec
+    if not others and all(d.writings for d in designs):
+        # A fill may break a part kept anywhere (a branch or ring bond opened in a blank and
+        # closed by a kept token): with the kept judge the run's one constraint, such a
+        # sample is drawn again, as rejection would, rather than written as a violation.
+        # A layout a fill rarely keeps (a ring bond's place the model mostly fills with an
+        # atom) is worth more draws than a sample drawn whole.
+        attempts = max(spec.reject.max_attempts, DESIGN_ATTEMPTS)
+        spec = replace(spec, method="reject", reject=replace(spec.reject, max_attempts=attempts))
     return replace(
         compiled,
+        spec=spec,
         domain=Designs(designs, seed, n, **domain),
         constraints=[*others, kept_constraint(designs)],
     )
