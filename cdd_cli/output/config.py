@@ -290,7 +290,10 @@ def write_whole_file(path: Path, text: str) -> None:
     try:
         partial.write_text(text, encoding="utf-8")
         os.replace(partial, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             partial.unlink()
+        if isinstance(exc, OSError) and exc.errno is not None:
+            # The error names the file the caller asked for, not the one written beside it.
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
         raise
