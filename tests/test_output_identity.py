@@ -89,7 +89,8 @@ def test_a_symlink_to_a_file_of_another_run_is_refused_as_the_file_is(tmp_path, 
         app, [*text_run(text_model_dir, "-n", "2", "--seed", "1"), "--steps", "3", "-o", str(link)]
     )
     assert other.exit_code == 2
-    assert f"(sampling.steps differs, see {out}.config.yaml)" in other.stderr
+    said = f"(sampling.steps differs, see {out}.config.yaml: 2 there, 3 in this run)"
+    assert said in other.stderr
     assert out.read_text() == before and not Path(f"{link}.config.yaml").exists()
     # The same run's settings through the link: appended to the file, configuration beside it.
     same = runner.invoke(
