@@ -89,7 +89,8 @@ def test_a_symlink_to_a_file_of_another_run_is_refused_as_the_file_is(tmp_path, 
         app, [*text_run(text_model_dir, "-n", "2", "--seed", "1"), "--steps", "3", "-o", str(link)]
     )
     assert other.exit_code == 2
-    assert f"(sampling.steps differs, see {out}.config.yaml)" in other.stderr
+    said = f"(sampling.steps differs, see {out}.config.yaml: 2 there, 3 in this run)"
+    assert said in other.stderr
     assert out.read_text() == before and not Path(f"{link}.config.yaml").exists()
     # The same run's settings through the link: appended to the file, configuration beside it.
     same = runner.invoke(
@@ -289,6 +290,25 @@ def test_check_inputs_names_the_first_difference_in_the_apis_words_and_the_clis(
     )
     with pytest.raises(InputError, match=r"with other prompts, or the same ones in another order"):
         check_inputs([group([0], digest="1" * 64)], [group([0])], "o.jsonl")
+
+
+def test_other_prompts_are_refused_naming_one_the_file_was_made_with(tmp_path: Path):
+    """Only the prompts' digest is kept: a record's prompt (a design's names its blanks) says
+    what the file's were."""
+    out = tmp_path / "o.jsonl"
+    out.write_text(
+        '{"id": "0-0", "seed": 1, "prompt": "other seed"}\nnot json\n'
+        '{"id": "0-0", "seed": 0, "prompt": "scaffold *c1ccccc1, blanks 1-3"}\n'
+    )
+    with pytest.raises(InputError) as caught:
+        check_inputs([group([0], digest="1" * 64)], [group([0])], str(out))
+    assert caught.value.cli.endswith(
+        'or write to another file (one of its prompts: "scaffold *c1ccccc1, blanks 1-3")'
+    )
+    out.write_text('{"id": "0-0", "seed": 0, "prompt": null}\n')  # unprompted: nothing to show
+    with pytest.raises(InputError) as caught:
+        check_inputs([group([0], digest="1" * 64)], [group([0])], str(out))
+    assert caught.value.cli.endswith("or write to another file")
 
 
 def test_the_inputs_travel_as_a_comment_at_the_configurations_head(tmp_path, monkeypatch):

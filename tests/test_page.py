@@ -399,3 +399,20 @@ def test_the_page_never_overwrites_an_eval_and_a_fifo_is_not_waited_on(tmp_path:
     os.mkfifo(fifo)
     result = runner.invoke(app, ["report", records, "--eval", str(fifo), "-o", "-"])
     assert result.exit_code == 2 and "not a regular file" in result.stderr
+
+
+def test_an_eval_that_is_a_folder_is_named_as_an_eval(tmp_path: Path):
+    records = write_jsonl(tmp_path / "run.jsonl", [molecule(0, "CCO")])
+    result = runner.invoke(app, ["report", records, "--eval", str(tmp_path), "-o", "-"])
+    assert result.exit_code == 2
+    said = f"cdd: error: --eval {tmp_path}: is a directory, not a regular file"
+    assert result.stderr.strip() == said
+
+
+def test_a_page_into_a_missing_folder_names_the_path_given(tmp_path: Path):
+    records = write_jsonl(tmp_path / "run.jsonl", [molecule(0, "CCO")])
+    page = tmp_path / "none" / "x.html"
+    result = runner.invoke(app, ["report", records, "-o", str(page)])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"cdd: error: {page}: No such file or directory"
+    assert not (tmp_path / "none").exists()

@@ -340,37 +340,55 @@ def test_sampling_aside_but_its_steps_may_change(tmp_path: Path, changes: dict):
 
 
 @pytest.mark.parametrize(
-    ("changes", "name"),
+    ("changes", "name", "values"),
     [
-        ({"sampling__steps": 9}, "sampling.steps"),
-        ({"sampling__decode": "sample"}, "sampling.decode"),
-        ({"sampling__sampler": "other"}, "sampling.sampler"),
-        ({"sampling__block_length": 4}, "sampling.block_length"),
-        ({"sampling__dtype": "bfloat16"}, "sampling.dtype"),
-        ({"sampling__temperature": 0.5}, "sampling.temperature"),
-        ({"sampling__top_p": 0.9}, "sampling.top_p"),
-        ({"sampling__chat": True}, "sampling.chat"),  # the prompts' template: their tokens
-        ({"words": 40}, "words"),
-        ({"model": "other"}, "model"),
-        ({"method": "other"}, "method"),
-        ({"constraints": [{"type": "max_length", "max": 6}]}, "constraints[0].max"),
-        ({"projection__lr": 0.2}, "projection.lr"),
+        ({"sampling__steps": 9}, "sampling.steps", "8 there, 9"),
+        ({"sampling__decode": "sample"}, "sampling.decode", '"greedy" there, "sample"'),
+        ({"sampling__sampler": "other"}, "sampling.sampler", '"ancestral" there, "other"'),
+        ({"sampling__block_length": 4}, "sampling.block_length", "null there, 4"),
+        ({"sampling__dtype": "bfloat16"}, "sampling.dtype", '"float32" there, "bfloat16"'),
+        ({"sampling__temperature": 0.5}, "sampling.temperature", "1.0 there, 0.5"),
+        ({"sampling__top_p": 0.9}, "sampling.top_p", "1.0 there, 0.9"),
+        # chat: the prompts' template, so their tokens
+        ({"sampling__chat": True}, "sampling.chat", "false there, true"),
+        ({"words": 40}, "words", "null there, 40"),
+        ({"model": "other"}, "model", '"tiny" there, "other"'),
+        ({"method": "other"}, "method", '"mask" there, "other"'),
+        ({"constraints": [{"type": "max_length", "max": 6}]}, "constraints[0].max", "5 there, 6"),
+        ({"projection__lr": 0.2}, "projection.lr", "0.1 there, 0.2"),
     ],
 )
-def test_another_setting_is_refused_naming_it(tmp_path: Path, changes: dict, name: str):
+def test_another_setting_is_refused_naming_it(
+    tmp_path: Path, changes: dict, name: str, values: str
+):
     out = with_records(tmp_path, resolved())
     with pytest.raises(InputError) as caught:
         check_resolved_config(resolved(**changes), out)
     worded(
         caught.value,
         out,
-        f"holds records made with other settings ({name} differs, see {out}.config.yaml); "
-        "write to another file, or remove both to start over",
+        f"holds records made with other settings ({name} differs, see {out}.config.yaml: "
+        f"{values} in this run); write to another file, or remove both to start over",
     )
     # The other way round: the file's setting differs from this run's.
     out = with_records(tmp_path, resolved(**changes), "b.jsonl")
     with pytest.raises(InputError, match=rf"\({re.escape(name)} differs"):
         check_resolved_config(resolved(), out)
+
+
+def test_a_setting_under_another_ones_key_is_named_with_both_values(tmp_path: Path):
+    """A command's own settings written under the method's key (a design's blanks): the
+    refusal names the setting inside it, or the whole value where one side is no mapping."""
+    designed = resolved(method={"name": "mask", "blank": "1-3"})
+    out = with_records(tmp_path, designed)
+    with pytest.raises(InputError, match=r'\(method.blank differs, see .*: "1-3" there, "2-5" in'):
+        check_resolved_config(resolved(method={"name": "mask", "blank": "2-5"}), out)
+    with pytest.raises(InputError, match=r'\(method differs, see .*: \{"name": "mask", "blank"'):
+        check_resolved_config(resolved(), out)
+    # A long value is cut, the line stays short.
+    with pytest.raises(InputError) as caught:
+        check_resolved_config(resolved(method={"name": "mask", "blank": "x" * 5000}), out)
+    assert f'"{"x" * 56}... in this run' in str(caught.value) and len(str(caught.value)) < 400
 
 
 @pytest.mark.parametrize(

@@ -62,8 +62,12 @@ def test_a_rerun_is_refused_and_a_resumed_run_ends_as_an_uninterrupted_one(tmp_p
     assert "dropped an incomplete last line (50 bytes)" in resumed.stderr
     assert "resuming: 3 of 8 records already there" in resumed.stderr
     assert same_records(whole, part)
-    # Nothing left to do: a second resume writes nothing.
-    assert runner.invoke(app, [*MOLECULES, "-o", str(part), "--resume"]).exit_code == 0
+    # Nothing left to do: a second resume writes nothing, and says so.
+    complete = runner.invoke(app, [*MOLECULES, "-o", str(part), "--resume"])
+    assert complete.exit_code == 0
+    assert complete.stderr.strip().splitlines()[-1] == (
+        "nothing left to draw: all 8 molecules were already written"
+    )
     assert same_records(whole, part)
 
 
@@ -119,6 +123,11 @@ def test_text_runs_resume_per_prompt(tmp_path: Path, text_model_dir: Path):
     resumed = runner.invoke(app, [*args, "-o", str(part), "--resume"])
     assert resumed.exit_code == 0, resumed.stderr
     assert same_records(whole, part)
+    complete = runner.invoke(app, [*args, "-o", str(part), "--resume"])
+    assert complete.exit_code == 0, complete.stderr
+    assert complete.stderr.strip().splitlines()[-1] == (
+        "nothing left to draw: all 3 samples were already written"
+    )
 
 
 @pytest.mark.slow

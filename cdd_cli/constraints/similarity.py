@@ -92,14 +92,27 @@ def target_file(to: str) -> Path | None:
     return path if found or to.lower().endswith(FILE_SUFFIXES) else None
 
 
+def refuse_attachment_points(smiles: str, molecule: Any, where: str) -> None:
+    """InputError for a lead with a dummy atom (`[*]`): a sample never holds one, so its
+    similarity to such a lead measures nothing the user meant."""
+    if any(atom.GetAtomicNum() == 0 for atom in molecule.GetAtoms()):
+        raise InputError(
+            f"{where}: {smiles[:80]!r} has an attachment point ([*]); a lead must be a whole "
+            "molecule"
+        )
+
+
 def read_targets(to: str, where: str) -> tuple[str, ...]:
     """The leads `to` names, as canonical SMILES (InputError, one line, for a SMILES RDKit
     cannot read, a missing or unreadable file, or more than MAX_TARGETS leads)."""
+    if not to.strip():  # '' would name the working folder
+        raise InputError(f"{where}: key 'to': needs a SMILES or a file of them, not {to!r}")
     path = target_file(to)
     if path is None:
         parsed = parse(to)
         if parsed is None:
             raise InputError(f"{where}: key 'to': RDKit cannot read {to[:80]!r} as a SMILES")
+        refuse_attachment_points(to, parsed[1], f"{where}: key 'to'")
         return (parsed[0],)
     kind = special_kind(path)
     if kind is not None:  # a FIFO would block a reader, a device never end: never opened
@@ -122,6 +135,7 @@ def read_targets(to: str, where: str) -> tuple[str, ...]:
                 f"{where}: key 'to': {path}: SMILES {number} ({smiles[:60]!r}) is not one "
                 "RDKit reads"
             )
+        refuse_attachment_points(smiles, parsed[1], f"{where}: key 'to': {path}: SMILES {number}")
         leads.append(parsed[0])
     return tuple(dict.fromkeys(leads))
 

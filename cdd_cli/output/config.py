@@ -21,19 +21,32 @@ from cdd_cli.output.files import config_path, is_stream, kind_of, open_regular, 
 def first_difference(ours: object, theirs: object, where: str = "") -> str | None:
     """The dotted key of the first value that differs between two plain-data configurations
     (None where they are equal)."""
+    found = difference(ours, theirs, where)
+    return None if found is None else found[0]
+
+
+def difference(ours: object, theirs: object, where: str = "") -> tuple[str, object, object] | None:
+    """As `first_difference`, with the two values found there (ours, theirs; None for a key
+    one side lacks)."""
     if isinstance(ours, dict) and isinstance(theirs, dict):
         for key in [*ours, *(k for k in theirs if k not in ours)]:
-            found = first_difference(ours.get(key), theirs.get(key), f"{where}{key}.")
+            found = difference(ours.get(key), theirs.get(key), f"{where}{key}.")
             if found:
                 return found
         return None
     if isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
         for index, (a, b) in enumerate(zip(ours, theirs, strict=True)):
-            found = first_difference(a, b, f"{where.rstrip('.')}[{index}].")
+            found = difference(a, b, f"{where.rstrip('.')}[{index}].")
             if found:
                 return found
         return None
-    return None if ours == theirs else where.rstrip(".") or "the configuration"
+    return None if ours == theirs else (where.rstrip(".") or "the configuration", ours, theirs)
+
+
+def shown_value(value: object, limit: int = 60) -> str:
+    """A setting's value as a refusal quotes it: JSON, cut to `limit` characters."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def check_resolved_config(resolved: dict, output: str, also: str | None = None) -> None:
@@ -84,16 +97,24 @@ def check_resolved_config(resolved: dict, output: str, also: str | None = None) 
             },
         }
 
-    differs = (
-        "the configuration"
+    found = (
+        ("the configuration", None, None)
         if not isinstance(earlier, dict)
-        else first_difference(setup(resolved), setup(earlier))
+        else difference(setup(resolved), setup(earlier))
     )
-    if differs:
+    if found:
+        # Both values, so that a setting the user did not set (a method a constraint chose,
+        # a design's settings) is seen for what it was and is.
+        differs, ours, theirs = found
+        values = (
+            ""
+            if differs == "the configuration"
+            else f": {shown_value(theirs)} there, {shown_value(ours)} in this run"
+        )
         raise output_error(
             output,
             f"holds records made with other settings ({differs} differs, see "
-            f"{beside}); write to another file, or remove both to start over",
+            f"{beside}{values}); write to another file, or remove both to start over",
         )
     check_inputs(resolved.get(INPUTS), earlier.get(INPUTS), output)
 
@@ -116,6 +137,7 @@ def check_inputs(ours: object, theirs: object, output: str) -> None:
         return
     beside = config_path(output)
     head = f"its records of seed {seed} were made with"
+    seen = ""  # a prompt of the file's records, where they differ
     if differs == "length":
         api = f"length {earlier.get('length')}, not {run['length']}"
         cli = f"--length {earlier.get('length')}, not {run['length']}"
@@ -126,9 +148,28 @@ def check_inputs(ours: object, theirs: object, output: str) -> None:
             if differs == "prompts"
             else "other prompts, or the same ones in another order"
         )
+        # Only their digest is kept: a record's own prompt says what they were (a design's
+        # names its blanks).
+        first = first_prompt(output, seed)
+        seen = "" if first is None else f" (one of its prompts: {shown_value(first)})"
         finish = "the same prompts in the same order"
-    tail = f" (see {beside}); resume with {finish}, or write to another file"
+    tail = f" (see {beside}); resume with {finish}, or write to another file{seen}"
     raise output_error(output, f"{head} {api}{tail}", f"{head} {cli}{tail}")
+
+
+def first_prompt(output: str, seed: object) -> str | None:
+    """The prompt of the first record of `seed` in `output` (None where none can be read)."""
+    try:
+        with open_regular(output) as f:
+            for line in f:
+                with contextlib.suppress(ValueError, RecursionError):
+                    record = json.loads(line)
+                    if isinstance(record, dict) and record.get("seed") == seed:
+                        prompt = record.get("prompt")
+                        return prompt if isinstance(prompt, str) else None
+    except (OSError, InputError):
+        return None
+    return None
 
 
 # Under this key a configuration read or to be written holds its inputs: what shapes the
@@ -290,7 +331,10 @@ def write_whole_file(path: Path, text: str) -> None:
     try:
         partial.write_text(text, encoding="utf-8")
         os.replace(partial, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             partial.unlink()
+        if isinstance(exc, OSError) and exc.errno is not None:
+            # The error names the file the caller asked for, not the one written beside it.
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
         raise

@@ -101,6 +101,7 @@ class Run:
     length: int
     n: int
     tally: Tally | None = None  # what the records written so far add up to
+    resumed: int = 0  # the records of this share the output held already
 
     def records(
         self, reporter: Reporter | None = None, share: Share | None = None
@@ -117,7 +118,7 @@ class Run:
         total = share.count(0, n * len(self.prompts))
         reporter.run_started(domain.label, total, spec.sampling.batch_size)
         reporter.draws_allowed(drawer.method.attempts(spec.repair, spec.reject))
-        written = len(share.ids)
+        self.resumed = written = len(share.ids)
         if written:
             reporter.resumed(written, share.draws)
         fields = domain.record_fields(loaded, spec.sampling.decode)
@@ -135,6 +136,10 @@ class Run:
     def summary(self, elapsed: float) -> str:
         """The closing line on what the records written add up to."""
         compiled = self.compiled
+        if self.resumed and not (self.tally and self.tally.count):
+            # Rates over no records would read as a run that failed.
+            label = compiled.domain.label
+            return f"nothing left to draw: all {self.resumed:,} {label} were already written"
         shape = Shape(len(self.prompts), self.n, self.length, self.spec.sampling.steps,
                       compiled.device)  # fmt: skip
         return compiled.domain.summary(self.tally or Tally([], ""), elapsed, shape)

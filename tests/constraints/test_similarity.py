@@ -122,6 +122,9 @@ def test_a_file_is_named_by_its_absolute_path_in_the_resolved_entry(
         ({"to": "C1CC(", "min": 0.4}, "key 'to': RDKit cannot read 'C1CC(' as a SMILES"),
         ({"to": "C" * 3000, "min": 0.4}, "key 'to': RDKit cannot read 'CCCCCCCC"),
         ({"to": "leads.smi", "min": 0.4}, "key 'to': no such file 'leads.smi' (nor a SMILES)"),
+        ({"to": "", "min": 0.4}, "key 'to': needs a SMILES or a file of them, not ''"),
+        ({"to": " ", "min": 0.4}, "key 'to': needs a SMILES or a file of them, not ' '"),
+        ({"to": "[*]CCO", "min": 0.4}, "key 'to': '[*]CCO' has an attachment point ([*])"),
         ({"to": "CCO"}, "'similarity' needs min or max"),
         ({"to": "CCO", "min": 0.6, "max": 0.4}, "min 0.6 > max 0.4"),
         ({"to": "CCO", "min": 1.5}, "key 'min': 1.5 is outside [0, 1]"),
@@ -149,6 +152,10 @@ def test_a_bad_file_of_leads_is_refused_in_one_line(tmp_path: Path):
     many.write_text("C\n" * (MAX_TARGETS + 1))
     with pytest.raises(InputError, match=rf"holds {MAX_TARGETS + 1} SMILES; at most"):
         entry(to=str(many), min=0.4)
+    attached = tmp_path / "attached.smi"
+    attached.write_text(f"{ASPIRIN}\nc1ccc([*])cc1\n")
+    with pytest.raises(InputError, match=r"attached.smi: SMILES 2: 'c1ccc\(\[\*\]\)cc1' has an"):
+        entry(to=str(attached), min=0.4)
     with pytest.raises(InputError, match=r"is a folder, not a file"):
         entry(to=str(tmp_path), min=0.4)
     if hasattr(os, "mkfifo"):
@@ -233,6 +240,8 @@ def test_bad_flags_exit_2_with_one_line():
     for args, said in [
         (["-c", "similarity", "--tau", "0.4", "--to", "C1CC("], "RDKit cannot read 'C1CC('"),
         (["-c", "similarity", "--tau", "0.4"], "--constraint similarity: needs 'to'"),
+        (["-c", "similarity", "--tau", "0.3", "--to", ""], "needs a SMILES or a file of them"),
+        (["-c", "similarity", "--tau", "0.3", "--to", "[*]CCO"], "has an attachment point"),
         (["--to", "CCO"], "--to given without a --constraint that takes it"),
     ]:
         result = runner.invoke(app, ["molecules", "-n", "1", *args])

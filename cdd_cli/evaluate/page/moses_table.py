@@ -52,6 +52,8 @@ def read_evaluation(path: str) -> Evaluation:
             data = f.read(MAX_EVAL_BYTES + 1)
     except OSError as exc:
         raise InputError(f"--eval {path}: cannot read ({exc.strerror or exc})") from None
+    except InputError as exc:  # not a regular file: said as the other --eval errors are
+        raise InputError(f"--eval {exc}") from None
     if len(data) > MAX_EVAL_BYTES:
         raise InputError(f"--eval {path}: larger than {MAX_EVAL_BYTES >> 20} MiB; {how}")
     try:
