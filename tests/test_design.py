@@ -365,6 +365,7 @@ def test_edit_rounds_write_the_last_round(shipped_vocab_model_dir, tmp_path):
         (["--motif", "CC", "--remask", "0.3"], "--remask re-masks a fraction of a lead's tokens"),
         (["--scaffold", "C[*]", "--rounds", "2"], "--rounds edits a lead round after round"),
         (["--link", "C[*]", "[*]C", "--rounds", "1"], "give --edit (not --link)"),
+        (["--edit", "CCO", "--remask", "0.5", "--fragment", "O"], "or --fragment, not both"),
         (["--scaffold", "[*][*]"], "scaffold: '[*][*]' has no atom to keep"),
         (["--motif", "[*]"], "motif: '[*]' has no atom to keep"),
         (["--edit", "CCO", "--fragment", "c"], "--fragment: no match in the lead CCO"),

@@ -177,6 +177,8 @@ def design(
             ):
                 if value is not None:
                     raise InputError(f"{flag} {what}: give --edit (not {modes[0]})")
+        if fragment is not None and remask is not None:
+            raise InputError("give --remask (a fraction of a lead) or --fragment, not both")
         leads = read_leads(edit) if edit is not None else []
         resolved = build_spec(
             spec, model, constraint, tau, method, steps, batch_size, seed, n, novel, decode, to=to
