@@ -95,6 +95,23 @@ def test_scaffold_certified_by_substructure(tokenizer):
     assert kept.certified(design, "c1ccc") is None  # invalid: certifies nothing
 
 
+@pytest.mark.parametrize("numbered", ["[1*]c1ccccc1", "[*:1]c1ccccc1", "c1ccc([3*])cc1"])
+def test_numbered_attachment_points_are_attachment_points(tokenizer, numbered):
+    # As RDKit's fragmenters and REINVENT write them: kept 0.0 on every phenyl before.
+    design = kept.scaffold(numbered, tokenizer)
+    assert design == kept.scaffold("[*]c1ccccc1", tokenizer)
+    assert kept.certified(design, "Cc1ccccc1") is True
+    assert kept.certified(kept.motif(numbered, tokenizer), "OCc1ccccc1") is True
+
+
+def test_a_fitted_design_too_long_names_its_kept_tokens_and_blanks(tokenizer):
+    # It said "the kept part (23 tokens)" of 13 kept tokens and 5 blanks of up to 2 each.
+    long = kept.edit("C" * 18, 0.3, 0, tokenizer)
+    with pytest.raises(InputError, match=r"kept part \(13 tokens\) and its blanks \(up to 10\) "
+                       r"cannot fit the model's length of 24 tokens \(22 between"):  # fmt: skip
+        long.fitted(None, 24)
+
+
 def test_an_unwritten_attachment_bond_is_the_decorations(tokenizer):
     single = kept.scaffold("[*]C1CC1", tokenizer)
     assert kept.certified(single, "O=C1CC1") and kept.certified(single, "OC1CC1")
@@ -345,6 +362,12 @@ def test_edit_rounds_write_the_last_round(shipped_vocab_model_dir, tmp_path):
         (["--edit", "CCO", "--blank", "1-2"], "--blank: an edit's blanks are the tokens"),
         (["--link", "C[*]", "CC"], "the second fragment needs one attachment point"),
         (["--scaffold", "C[*]", "--fragment", "O"], "--fragment re-masks a lead's atoms"),
+        (["--motif", "CC", "--remask", "0.3"], "--remask re-masks a fraction of a lead's tokens"),
+        (["--scaffold", "C[*]", "--rounds", "2"], "--rounds edits a lead round after round"),
+        (["--link", "C[*]", "[*]C", "--rounds", "1"], "give --edit (not --link)"),
+        (["--edit", "CCO", "--remask", "0.5", "--fragment", "O"], "or --fragment, not both"),
+        (["--scaffold", "[*][*]"], "scaffold: '[*][*]' has no atom to keep"),
+        (["--motif", "[*]"], "motif: '[*]' has no atom to keep"),
         (["--edit", "CCO", "--fragment", "c"], "--fragment: no match in the lead CCO"),
     ],
 )
@@ -378,3 +401,24 @@ def test_a_design_run_resumes_and_refuses_other_blanks(shipped_vocab_model_dir, 
     code, _, stderr = design(shipped_vocab_model_dir, *args, "--blank", "2-3", "--resume")
     assert code == 2, stderr
     assert len(Path(out).read_text().splitlines()) == 3
+
+
+@pytest.mark.slow
+def test_edit_records_say_whether_they_are_the_lead_and_rewrote_the_fragment(
+    shipped_vocab_model_dir,
+):
+    # An edit may write its lead again, or keep the fragment it re-masked: both said.
+    hydroxyl = Chem.MolFromSmarts("[OX2H]")
+    _, records, _ = design(shipped_vocab_model_dir, "--edit", "CC(=O)C(C)O", "--fragment",
+                           "[OX2H]", "-n", "8", "--steps", "4")  # fmt: skip
+    assert len(records) == 8
+    for r in records:
+        mol = Chem.MolFromSmiles(r["text"]) if r["valid"] else None
+        assert r["same_as_lead"] == (None if mol is None else r["canonical"] == "CC(=O)C(C)O")
+        assert r["fragment_rewritten"] == (
+            None if mol is None else not mol.HasSubstructMatch(hydroxyl)
+        )
+    _, records, _ = design(shipped_vocab_model_dir, "--edit", "CCO", "-n", "2", "--steps", "4")
+    assert "same_as_lead" in records[0] and "fragment_rewritten" not in records[0]
+    _, records, _ = design(shipped_vocab_model_dir, "--motif", "CC", "-n", "1", "--steps", "4")
+    assert "same_as_lead" not in records[0]

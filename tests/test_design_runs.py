@@ -21,7 +21,7 @@ from cdd_cli.cli.app import app
 from cdd_cli.errors import Interrupted
 from cdd_cli.output.resume import existing_records
 from cdd_cli.run.designs import best_edits
-from cdd_cli.run.runner import Output
+from cdd_cli.run.runner import Output, Run
 from tests.limits import HANG_S
 from tests.test_runs import ranks, same_records
 
@@ -219,3 +219,39 @@ def test_a_design_run_stopped_by_ctrl_c_reports_what_it_kept_and_resumes_exactly
                           capture_output=True, text=True, timeout=HANG_S)  # fmt: skip
     assert done.returncode in (0, 3), done.stderr
     assert same_records(whole, part) and "all 40 records" in page.read_text(encoding="utf-8")
+
+
+def test_ctrl_c_in_an_earlier_round_says_what_is_written_and_how_to_finish(
+    shipped_vocab_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # It printed only "cdd: error: interrupted": no count, no --resume.
+    drawn = Run.records
+
+    def stopped(run: Run, *args: object, **kwargs: object):
+        if not args and not kwargs:  # an earlier round's records, drawn whole
+            raise KeyboardInterrupt
+        return drawn(run, *args, **kwargs)
+
+    monkeypatch.setattr(Run, "records", stopped)
+    out = tmp_path / "edits.jsonl"
+    args = design(shipped_vocab_model_dir, "--edit", "CCO", "--rounds", "2", "-n", "3")
+    result = runner.invoke(app, [*args, "-o", str(out)])
+    assert result.exit_code == 130 and not out.exists()
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("cdd: error: interrupted in round 1 of 2, before the last round's 3 "
+                           f"records: nothing written to {out}; finish it with: ")  # fmt: skip
+    assert "--resume" in line
+    result = runner.invoke(app, args)  # to stdout: nothing to resume
+    assert result.exit_code == 130 and "finish it" not in result.stderr
+    assert "nothing written to stdout" in result.stderr
+
+
+@pytest.mark.slow
+def test_a_lead_no_edit_improves_stays_the_lead_and_says_so():
+    # SA <= 1 holds for no molecule: no edit is satisfied, the lead stays for round 2.
+    result = runner.invoke(app, ["design", "-q", "--edit", "CCO", "--rounds", "2", "-n", "2",
+                                 "-c", "sa", "--tau", "1", "--method", "unconstrained",
+                                 "--steps", "4"])  # fmt: skip
+    assert result.exit_code == 3, result.stderr
+    assert "round 1: CCO stays the lead of round 2: no other edit" in result.stderr
+    assert [json.loads(line)["kept"]["round"] for line in result.stdout.splitlines()] == [2, 2]

@@ -45,6 +45,7 @@ from cdd_cli.run.runner import Output, compile_spec
 from cdd_cli.settings import DECODINGS
 
 MAX_LEADS = 10_000  # leads read from a file at most
+DEFAULT_REMASK = 0.3  # the fraction of a lead's tokens an edit draws again
 
 
 def read_leads(given: str) -> list[str]:
@@ -91,9 +92,11 @@ def design(
         typer.Option(help="Edit a lead: a SMILES, or a file of them (one a line)."),
     ] = None,
     remask: Annotated[
-        float,
-        typer.Option(help="With --edit: the fraction of each lead's tokens drawn again."),
-    ] = 0.3,
+        Optional[float],
+        typer.Option(
+            help="With --edit: the fraction of each lead's tokens drawn again. \\[default: 0.3]"
+        ),
+    ] = None,
     fragment: Annotated[
         Optional[str],
         typer.Option(
@@ -102,12 +105,13 @@ def design(
         ),
     ] = None,
     rounds: Annotated[
-        int,
+        Optional[int],
         typer.Option(
             help="With --edit: rounds of editing, each round's best edit of a lead (highest "
-            "QED among its satisfied records) the next round's lead; the last round is written."
+            "QED among its satisfied records) the next round's lead; the last round is written. "
+            "\\[default: 1]"
         ),
-    ] = 1,
+    ] = None,
     blank: Annotated[
         Optional[str],
         typer.Option(
@@ -165,8 +169,16 @@ def design(
         asked = kept.parse_blank(blank) if blank is not None else None
         if edit is not None and blank is not None:
             raise InputError("--blank: an edit's blanks are the tokens it re-masks")
-        if fragment is not None and edit is None:
-            raise InputError("--fragment re-masks a lead's atoms: give --edit")
+        if edit is None:  # an edit's options, given to another design, would be ignored
+            for flag, value, what in (
+                ("--fragment", fragment, "re-masks a lead's atoms"),
+                ("--remask", remask, "re-masks a fraction of a lead's tokens"),
+                ("--rounds", rounds, "edits a lead round after round"),
+            ):
+                if value is not None:
+                    raise InputError(f"{flag} {what}: give --edit (not {modes[0]})")
+        if fragment is not None and remask is not None:
+            raise InputError("give --remask (a fraction of a lead) or --fragment, not both")
         leads = read_leads(edit) if edit is not None else []
         resolved = build_spec(
             spec, model, constraint, tau, method, steps, batch_size, seed, n, novel, decode, to=to
@@ -183,7 +195,8 @@ def design(
                 tokenizer = compiled.loaded.tokenizer
                 if edit is not None:
                     code, summary = write_edits(
-                        compiled, leads, remask, out, rounds, n, seed, display, say, fragment
+                        compiled, leads, DEFAULT_REMASK if remask is None else remask, out,
+                        1 if rounds is None else rounds, n, seed, display, say, fragment,
                     )
                 else:
                     if scaffold is not None:

@@ -86,13 +86,15 @@ class Design:
         must fit, or by default up to `DEFAULT_LONGEST_BLANK` tokens each, as far as the
         length leaves room. InputError where the kept part leaves no room."""
         sized = [s for s in self.segments if isinstance(s, Blank) and s.high >= 0]
-        kept = sum(isinstance(s, str) for s in self.segments) + sum(b.high for b in sized)
+        tokens = sum(isinstance(s, str) for s in self.segments)
+        kept = tokens + sum(b.high for b in sized)  # with the sized blanks at their longest
         open_ = [s for s in self.segments if isinstance(s, Blank) and s.high < 0]
         room = length - 2 - kept
         if room < 0:
+            blanks = f" and its blanks (up to {kept - tokens})" if sized else ""
             raise InputError(
-                f"{self.mode}: the kept part ({kept} tokens) cannot fit the model's length of "
-                f"{length} tokens (with <bos> and <eos>)"
+                f"{self.mode}: the kept part ({tokens} tokens){blanks} cannot fit the model's "
+                f"length of {length} tokens ({length - 2} between <bos> and <eos>)"
             )
         if room < sum(b.low for b in open_):
             raise InputError(
@@ -142,6 +144,15 @@ def read_part(smiles: str, what: str) -> Chem.Mol:
     mol = Chem.MolFromSmiles(smiles.strip())
     if mol is None or mol.GetNumAtoms() == 0:
         raise InputError(f"{what}: RDKit cannot parse {smiles.strip()!r}")
+    # A numbered attachment point (`[1*]`, `[*:1]`, as RDKit's fragmenters and REINVENT
+    # write them) is an attachment point: as a query, a labelled dummy would match only a
+    # dummy of the same label, never the atom a decoration puts there.
+    for atom in mol.GetAtoms():
+        if atom.GetAtomicNum() == 0:
+            atom.SetIsotope(0)
+            atom.SetAtomMapNum(0)
+    if all(atom.GetAtomicNum() == 0 for atom in mol.GetAtoms()):
+        raise InputError(f"{what}: {smiles.strip()!r} has no atom to keep, only attachment points")
     return mol
 
 

@@ -23,6 +23,7 @@ from functools import partial
 from typing import Any
 
 import torch
+from rdkit import Chem
 
 from cdd_cli.constraints.kept import (
     Blank,
@@ -35,14 +36,15 @@ from cdd_cli.constraints.kept import (
     read_fragment,
 )
 from cdd_cli.diffusion.sampler import Canvas
-from cdd_cli.errors import InputError
+from cdd_cli.errors import InputError, Interrupted, Terminated
+from cdd_cli.evaluate.molecules import parse
 from cdd_cli.models.registry import LoadedModel
 from cdd_cli.models.tokenizers import SmilesTokenizer
 from cdd_cli.prompts import PromptInput
 from cdd_cli.reporting import Display
 from cdd_cli.run.domains import Molecules
 from cdd_cli.run.drawing import Draw, Prompt
-from cdd_cli.run.runner import Compiled, Output, plan, write
+from cdd_cli.run.runner import Compiled, Output, Run, plan, write
 
 # The chance that an aliphatic atom of a part kept anywhere is followed by a blank of one
 # token, where the model may open or close a ring bond: most of the model's own molecules
@@ -158,8 +160,10 @@ class Designs(Molecules):
         n: int,
         kept: dict | None = None,
         origins: list[str] | None = None,
+        fragment: Chem.Mol | None = None,
     ):
         self.designs, self.seed, self.n = designs, seed, n
+        self.fragment = fragment  # an edit's re-masked SMARTS: records say if it is gone
         self.kept = kept  # what records say was kept (None: the design's own)
         self.origins = origins  # each prompt's id: an edited lead as it was given
 
@@ -185,7 +189,21 @@ class Designs(Molecules):
     def record_fields(self, loaded: LoadedModel, decode: str) -> Callable[[Draw], dict]:
         describe = super().record_fields(loaded, decode)
         kept = self.kept if self.kept is not None else self.designs[0].kept
-        return lambda draw: {"kept": kept, **describe(draw)}
+        if self.designs[0].mode != "edit":
+            return lambda draw: {"kept": kept, **describe(draw)}
+        leads = {d.kept["lead"] for d in self.designs}
+        fragment = self.fragment
+
+        def edited(draw: Draw) -> dict:
+            parsed = parse(draw.text)
+            # An edit may write its lead again: said, not redrawn (docs/design.md).
+            said = {"same_as_lead": None if parsed is None else parsed[0] in leads}
+            if fragment is not None:
+                gone = None if parsed is None else not parsed[1].HasSubstructMatch(fragment)
+                said["fragment_rewritten"] = gone
+            return {"kept": kept, **describe(draw), **said}
+
+        return edited
 
 
 def kept_constraint(designs: list[Design]) -> KeptConstraint:
@@ -277,6 +295,24 @@ def can_edit(
     return True
 
 
+def earlier_round(run: Run, number: int, rounds: int, output: Output) -> list[dict]:
+    """Round `number`'s records, drawn whole before the last round's are written; Ctrl-C or
+    SIGTERM here stops the run as it would stop a single one: what the output holds and how
+    to finish it (`--resume` draws the earlier rounds again, from the same seeds)."""
+    try:
+        return list(run.records())
+    except KeyboardInterrupt as exc:
+        how, code = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
+        where = "stdout" if output.path == "-" else output.path
+        finish = "" if output.path == "-" else f"; finish it with: {output.finish_hint()}"
+        last = run.n * len(run.prompts)
+        raise Interrupted(
+            f"{how} in round {number} of {rounds}, before the last round's {last} records: "
+            f"nothing written to {where}{finish}",
+            code,
+        ) from None
+
+
 def write_edits(
     compiled: Compiled,
     leads: list[str],
@@ -307,15 +343,22 @@ def write_edits(
         designs = [edit(lead, fraction, seed, tokenizer, number, query) for lead in current]
         designs = [d.fitted(None, size) for d in designs]  # each lead must fit
         kept = {**remask, "round": number, "rounds": rounds}
-        drawing = on_canvases(compiled, designs, n, seed, kept=kept, origins=origins)
+        drawing = on_canvases(
+            compiled, designs, n, seed, kept=kept, origins=origins, fragment=query
+        )
         run = plan(drawing, n, None, None, seed)
         if number < rounds:
             started = time.perf_counter()
-            records = list(run.records())
+            records = earlier_round(run, number, rounds, output)
             say(f"round {number}: {run.summary(time.perf_counter() - started)}")
             editable = partial(can_edit, fraction=fraction, seed=seed, tokenizer=tokenizer,
                                round_=number + 1, query=query, length=size)  # fmt: skip
-            current = best_edits(records, [d.kept["lead"] for d in designs], editable)
+            before = [d.kept["lead"] for d in designs]
+            current = best_edits(records, before, editable)
+            for lead, after in zip(before, current, strict=True):
+                if after == lead:  # (an edit grows: one may not leave the next round room)
+                    say(f"round {number}: {lead} stays the lead of round {number + 1}: no "
+                        "other edit of it is satisfied, valid and fits the model's length")
             continue
         started = time.perf_counter()
         code = write(run, output, display, say)
