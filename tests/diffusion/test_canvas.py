@@ -7,21 +7,7 @@ import torch
 
 from cdd_cli.diffusion.processes import KeptFixed, MaskedProcess, UniformProcess
 from cdd_cli.diffusion.sampler import Canvas, Sampler, StepInfo, sample_generator
-
-V, MASK = 6, 5
-
-
-class Table(torch.nn.Module):
-    """Logits at position l of a row: `weight[l, x[l]]` (V-wide)."""
-
-    def __init__(self, length: int, seed: int = 0):
-        super().__init__()
-        weight = torch.randn(length, V, V, generator=torch.Generator().manual_seed(seed))
-        self.weight = torch.nn.Parameter(weight * 3.0)
-
-    def forward(self, x: torch.Tensor, sigma: torch.Tensor, where=None) -> torch.Tensor:
-        logits = self.weight[torch.arange(x.shape[1]), x]
-        return logits if where is None else logits[where]
+from tests.diffusion.test_sampler import MASK, Table, V  # the same toy model
 
 
 def generators(n: int, seed: int = 1) -> list[torch.Generator]:
