@@ -8,9 +8,11 @@ canonicalised again once and cached under the user's cache folder.
 from __future__ import annotations
 
 import functools
+import gc
 import gzip
 import multiprocessing
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -234,8 +236,50 @@ def map_chunks(
         return [work(items)]
     size = -(-len(items) // (workers * 8))
     chunks = [items[i : i + size] for i in range(0, len(items), size)]
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        return pool.map(work, chunks)
+    return list(chunk_results(work, chunks, workers))
+
+
+def _worker_started() -> None:
+    # Ctrl-C reaches the whole process group: the command stops its workers itself, and a
+    # worker's own KeyboardInterrupt would print its traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def chunk_results(work: Callable[[list], R], chunks: list[list], workers: int) -> Iterator[R]:
+    """`work` of each chunk, in order, as each lands: in this process for one worker, else
+    over `workers` processes. Stopped early (Ctrl-C, SIGTERM, an error, the caller closing
+    it), the workers are ended and waited for, and the pool's semaphores released: nothing
+    is left for multiprocessing's resource tracker to warn of."""
+    if workers == 1 or len(chunks) < 2:
+        for chunk in chunks:
+            yield work(chunk)
+        return
+    pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_worker_started)
+    stop: BaseException | None = None
+    try:
+        yield from pool.imap(work, chunks)
+    except BaseException as exc:
+        # A second signal (`timeout` sends its SIGTERM to the command and to its process
+        # group) waits until the pool is gone.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        # Its frames (imap's) hold the pool, and so do those of what it interrupted (imap's
+        # own IndexError, its context): neither says more than the stop's own frames.
+        stop = exc.with_traceback(None)
+        stop.__context__ = None
+    else:
+        pool.close()
+        pool.join()
+        return
+    # `cdd` leaves by os._exit, so multiprocessing's exit-time clean-up never runs: the pool's
+    # semaphores are released (no resource tracker warning) when it is collected, here.
+    try:
+        pool.terminate()
+        pool.join()
+        del pool
+        gc.collect()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    raise stop
 
 
 def over_cores(
