@@ -66,7 +66,7 @@ def frechet_distance(smiles: Sequence[str], reference: tuple[np.ndarray, np.ndar
 
 
 def _activations_part(smiles: list[str], width: int) -> dict[str, np.ndarray]:
-    return {"activations": activations([canonical_or_same(s) for s in smiles], width)}
+    return {"activations": activations(smiles, width)}
 
 
 def split_statistics(
@@ -80,11 +80,11 @@ def split_statistics(
     if cached.is_file():
         with np.load(cached, allow_pickle=False) as data:
             return data["mu"], data["sigma"]
+    canonical = [canonical_or_same(s) for s in smiles]
     # Every part padded as the whole split would be, in the same batches: the same numbers.
-    width = padded_width([canonical_or_same(s) for s in smiles])
-    work = functools.partial(_activations_part, width=width)
+    work = functools.partial(_activations_part, width=padded_width(canonical))
     folder = cached.with_name(f"{cached.stem}-parts")
-    parts = computed_in_parts(work, smiles, folder, f"MOSES {name} ChemNet statistics", log)
+    parts = computed_in_parts(work, canonical, folder, f"MOSES {name} ChemNet statistics", log)
     acts = np.concatenate([p["activations"] for p in parts]).astype(np.float64)
     mu, sigma = acts.mean(0), np.cov(acts.T)
     try:

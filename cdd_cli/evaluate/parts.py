@@ -69,8 +69,10 @@ def computed_in_parts(
     finishes (the parts found there are read, not computed again). `work` must be picklable
     where `workers` > 1 (a module's function or a partial of one). `folder` names what the
     parts depend on (the data's digest, the versions): the caller removes it once done."""
-    starts = range(0, len(items), PART)
-    paths = [folder / f"part-{k:05d}-of-{len(starts):05d}.npz" for k in range(len(starts))]
+    starts = range(0, max(len(items), 1), PART)  # (no items: one empty part)
+    # Named by the part size too: parts of another size never mix.
+    names = (f"part-{k:05d}-of-{len(starts):05d}-by-{PART}.npz" for k in range(len(starts)))
+    paths = [folder / name for name in names]
     kept = [p.is_file() for p in paths]
     pending = [k for k, done in enumerate(kept) if not done]
     cached = f"{sum(kept)} of {len(paths)} parts already computed; " if any(kept) else ""

@@ -78,9 +78,11 @@ def test_split_statistics_in_parts_are_those_of_the_whole(tmp_path: Path, monkey
                     assert got.properties[name].tolist() == values.tolist(), name
             else:
                 assert got.properties == {}
+    empty = split_features([], "ef" * 32, "empty", True, lambda _: None)
+    assert empty.fingerprints.shape == (0, 1024) and len(empty.properties["QED"]) == 0
     # Once the whole is cached, its parts are gone.
     left = sorted(p.name for p in (tmp_path / "cdd").iterdir())
-    assert len(left) == 2 and all(n.endswith(".npz") for n in left), left
+    assert len(left) == 3 and all(n.endswith(".npz") for n in left), left
 
 
 def test_plain_lines_tell_the_time_left_from_the_measured_pace():
@@ -176,4 +178,4 @@ def test_a_stop_while_the_workers_compute_says_one_line(tmp_path: Path, signum, 
         out, err = run.communicate(timeout=60)
     lines += err.splitlines()
     assert run.returncode == code and out == ""
-    assert lines[started:] == [f"cdd: error: {word}"], lines
+    assert lines[started:] == [f"cdd: error: {word}"], "\n".join(lines)
