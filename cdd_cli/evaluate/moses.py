@@ -12,7 +12,8 @@ counts with the test set's. logP, SA, QED, weight: Wasserstein-1 distance to the
 
 The data (test sets, filter lists) is read by path from the installed `molsets` package, an
 unpacked folder or the wheel; the test sets' statistics are computed once (in parallel) and
-cached under the user's cache folder by the data's SHA-256 and the RDKit version.
+cached under the user's cache folder by the data's SHA-256 and the RDKit version, part by
+part as they are computed (a first run stopped half-way resumes where it stopped).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from rdkit.Contrib.SA_Score import sascorer
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.chemnet import frechet_distance, split_statistics
 from cdd_cli.evaluate.molecules import CANONICALIZER, canonical, parse
+from cdd_cli.evaluate.parts import computed_in_parts, forget_parts
 from cdd_cli.evaluate.reference import cache_dir, map_chunks
 
 DATA_FILES = {
@@ -55,6 +57,7 @@ FINGERPRINT_BITS = 1024
 # Tanimoto by a bfloat16 matrix product: exact while every count it sums stays at most 256
 # (bfloat16 holds the integers to 256); a molecule with more bits set is scored in float32.
 BF16_EXACT = 256
+PROCESSES_FROM = 2_000  # molecules: below this, statistics are computed in this process
 
 
 def installed_molsets() -> Path | None:
@@ -191,7 +194,7 @@ def features(smiles: Sequence[str], properties: bool = True, workers: int = 1) -
     """`Features` of the SMILES RDKit reads (about 4 ms a molecule with properties, 1 ms
     without), over `workers` processes."""
     work = functools.partial(_features_chunk, properties=properties)
-    parts = map_chunks(work, list(smiles), 2_000, workers)
+    parts = map_chunks(work, list(smiles), PROCESSES_FROM, workers)
     fragments: Counter = Counter()
     for part in parts:
         fragments.update(part[1])
@@ -215,10 +218,22 @@ def _counter(data, prefix: str) -> Counter:
     return Counter(dict(zip(keys, counts, strict=True)))
 
 
+def _features_part(smiles: list[str], properties: bool) -> dict[str, np.ndarray]:
+    """`_features_chunk` of a part of a split, as the arrays its cache file holds."""
+    fingerprints, fragments, scaffolds, values = _features_chunk(smiles, properties)
+    return {
+        "fingerprints": np.packbits(fingerprints, axis=1),
+        **_counter_arrays("fragments", fragments),
+        **_counter_arrays("scaffolds", Counter(s for s in scaffolds if s is not None)),
+        "properties": np.array(values, dtype=np.float64).reshape(-1, 4),
+    }
+
+
 def split_features(
     smiles: list[str], digest: str, name: str, properties: bool, log: Callable[[str], None]
 ) -> Features:
-    """`features` of a MOSES split, cached by its file's SHA-256 and the RDKit version."""
+    """`features` of a MOSES split, cached by its file's SHA-256 and the RDKit version;
+    computed in parts (`computed_in_parts`), so that a first run stopped half-way resumes."""
     cached = cache_dir() / f"moses-{name}-{digest[:16]}-{CANONICALIZER}.npz"
     if cached.is_file():
         with np.load(cached, allow_pickle=False) as data:
@@ -228,28 +243,39 @@ def split_features(
                 _counter(data, "scaffolds"),
                 {p: data[p] for p in PROPERTIES if p in data},
             )
-    workers = min(os.cpu_count() or 1, 16)
-    log(
-        f"MOSES {name}: statistics of {len(smiles):,} molecules, computed once over {workers} "
-        f"process(es) (about {len(smiles) * (4 if properties else 1.2) / workers / 1000 / 60:.0f}"
-        f" min) and cached in {cache_dir()}"
-    )
-    found = features(smiles, properties, workers)
+    folder = cached.with_name(f"{cached.stem}-{'properties-' if properties else ''}parts")
+    work = functools.partial(_features_part, properties=properties)
+    # Below PROCESSES_FROM molecules, starting the processes costs more than they save.
+    workers = min(os.cpu_count() or 1, 16) if len(smiles) >= PROCESSES_FROM else 1
+    parts = computed_in_parts(work, smiles, folder, f"MOSES {name} statistics", log, workers)
+    fragments: Counter = Counter()
+    scaffolds: Counter = Counter()
+    for part in parts:
+        fragments.update(_counter(part, "fragments"))
+        scaffolds.update(_counter(part, "scaffolds"))
+    values = np.concatenate([p["properties"] for p in parts])
+    found = Features(
+        np.unpackbits(np.concatenate([p["fingerprints"] for p in parts]), axis=1,
+                      count=FINGERPRINT_BITS),
+        fragments,
+        scaffolds,
+        {n: values[:, k] for k, n in enumerate(PROPERTIES)} if properties else {},
+    )  # fmt: skip
     arrays = {
-        "fingerprints": np.packbits(found.fingerprints, axis=1),
+        "fingerprints": np.concatenate([p["fingerprints"] for p in parts]),
         **_counter_arrays("fragments", found.fragments),
         **_counter_arrays("scaffolds", found.scaffolds),
-        **(found.properties if properties else {}),
+        **found.properties,
     }
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
         partial = cached.with_suffix(f".{os.getpid()}.npz")
         np.savez_compressed(partial, **arrays)
         partial.replace(cached)
+        forget_parts(folder)
     except OSError:
         pass  # a read-only home only costs the computation next time
-    return found if properties else Features(found.fingerprints, found.fragments,
-                                             found.scaffolds, {})  # fmt: skip
+    return found
 
 
 def _tanimoto_blocks(gen: np.ndarray, ref: np.ndarray, block: int = 256):

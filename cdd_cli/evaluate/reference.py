@@ -8,12 +8,15 @@ canonicalised again once and cached under the user's cache folder.
 from __future__ import annotations
 
 import functools
+import gc
 import gzip
 import multiprocessing
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Callable, Iterator
+from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
@@ -234,8 +237,63 @@ def map_chunks(
         return [work(items)]
     size = -(-len(items) // (workers * 8))
     chunks = [items[i : i + size] for i in range(0, len(items), size)]
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        return pool.map(work, chunks)
+    return list(chunk_results(work, chunks, workers))
+
+
+STOPPING = {signal.SIGINT, signal.SIGTERM}
+
+
+def _worker_started() -> None:
+    # Ctrl-C reaches the whole process group: the command stops its workers itself (with
+    # SIGTERM), and a worker's own KeyboardInterrupt would print its traceback. A worker
+    # starts with both signals blocked (see `chunk_results`): a stop that came while Python
+    # started up (which it would garble) is taken now.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPPING)
+
+
+def chunk_results(work: Callable[[list], R], chunks: list[list], workers: int) -> Iterator[R]:
+    """`work` of each chunk, in order, as each lands: in this process for one worker, else
+    over `workers` processes. Stopped early (Ctrl-C, SIGTERM, an error, the caller closing
+    it), the workers are ended and waited for, and the pool's semaphores released: nothing
+    is left for multiprocessing's resource tracker to warn of."""
+    if workers == 1 or len(chunks) < 2:
+        for chunk in chunks:
+            yield work(chunk)
+        return
+    # The workers (and the pool's threads, which start any worker that replaces one) inherit
+    # the signals blocked; a stop that comes while the pool starts is raised once it stands.
+    # The resource tracker first: starting it unblocks them.
+    resource_tracker.ensure_running()
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
+    pool = None
+    try:
+        pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_worker_started)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        yield from pool.imap(work, chunks)
+    except BaseException as exc:
+        # A second signal (`timeout` sends its SIGTERM to the command and to its process
+        # group) waits until the pool is gone.
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
+        # Its frames (imap's) hold the pool, and so do those of what it interrupted (imap's
+        # own IndexError, its context): neither says more than the stop's own frames.
+        stop = exc.with_traceback(None)
+        stop.__context__ = None
+    else:
+        pool.close()
+        pool.join()
+        return
+    # `cdd` leaves by os._exit, so multiprocessing's exit-time clean-up never runs: the pool's
+    # semaphores are released (no resource tracker warning) when it is collected, here.
+    try:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+        del pool
+        gc.collect()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    raise stop
 
 
 def over_cores(
