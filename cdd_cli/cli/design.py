@@ -39,6 +39,7 @@ from cdd_cli.cli.terminal import console
 from cdd_cli.constraints import kept
 from cdd_cli.errors import InputError
 from cdd_cli.models import registry
+from cdd_cli.models.tokenizers import SmilesTokenizer
 from cdd_cli.run.designs import write_edits, write_parts
 from cdd_cli.run.domains import DOMAINS
 from cdd_cli.run.runner import Output, compile_spec
@@ -193,6 +194,14 @@ def design(
             try:
                 compiled = compile_spec(resolved, DOMAINS["molecules"], device)
                 tokenizer = compiled.loaded.tokenizer
+                if not isinstance(tokenizer, SmilesTokenizer):
+                    # Parts are laid out as SMILES tokens; a SELFIES string of a part is no
+                    # substring of the SELFIES of the molecules that hold it.
+                    raise InputError(
+                        f"cdd design: model {compiled.loaded.name} writes "
+                        f"{tokenizer.kind}, and parts are kept as SMILES tokens: use a SMILES "
+                        "model (e.g. default-molecules or moses-mdlm)"
+                    )
                 if edit is not None:
                     code, summary = write_edits(
                         compiled, leads, DEFAULT_REMASK if remask is None else remask, out,

@@ -14,7 +14,7 @@ from cdd_cli.constraints.descriptor import ConstraintSpec
 from cdd_cli.errors import InputError
 from cdd_cli.models.registry import ASSETS, LoadedModel
 from cdd_cli.models.surrogate import SoftTokenRegressor, load_surrogate
-from cdd_cli.models.tokenizers import SmilesTokenizer, load_tokenizer
+from cdd_cli.models.tokenizers import MoleculeTokenizer, load_tokenizer
 
 SHIPPED_SURROGATES = {
     "sa": ASSETS / "qm9-sa-surrogate",
@@ -81,8 +81,9 @@ def surrogate_for(
         raise InputError(f"{spec.where}: surrogate folder {directory} not found")
     theirs = load_tokenizer(directory, special=read_surrogate_config(directory))
     same = (
-        theirs.vocab == getattr(model.tokenizer, "vocab", None)
-        if isinstance(theirs, SmilesTokenizer)
+        (theirs.kind, theirs.vocab)
+        == (model.tokenizer.kind, getattr(model.tokenizer, "vocab", None))
+        if isinstance(theirs, MoleculeTokenizer)
         else theirs.same_vocabulary(model.tokenizer)
     )
     if not same:

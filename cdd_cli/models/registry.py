@@ -24,7 +24,7 @@ from cdd_cli.models.checkpoint import (
 from cdd_cli.models.dit import DiffusionModel
 from cdd_cli.models.families import load_family, weight_files
 from cdd_cli.models.files import file_digest
-from cdd_cli.models.tokenizers import SmilesTokenizer, Tokenizer, load_tokenizer
+from cdd_cli.models.tokenizers import MoleculeTokenizer, Tokenizer, load_tokenizer
 from cdd_cli.settings import DTYPE_NAMES
 from cdd_cli.suggest import did_you_mean
 
@@ -165,9 +165,9 @@ class LoadedModel:
 
     @property
     def kind(self) -> str:
-        """What a method's defaults are chosen by: "smiles" (a SMILES tokenizer), "masked
-        text" or "uniform text" (a text model and its noise)."""
-        if isinstance(self.tokenizer, SmilesTokenizer):
+        """What a method's defaults are chosen by: "smiles" (a molecule tokenizer: SMILES or
+        SELFIES), "masked text" or "uniform text" (a text model and its noise)."""
+        if isinstance(self.tokenizer, MoleculeTokenizer):
             return "smiles"
         return "masked text" if self.config.noise == "masked" else "uniform text"
 

@@ -1,7 +1,8 @@
 """Tokenizers saved beside a checkpoint (`tokenizer.json`).
 
-The SMILES tokenizer follows the UDLM QM9 layout: specials `<bos>`=0, `<eos>`=1, `<mask>`=2,
-`<pad>`=3, `<unk>`=4, then SMILES tokens from id 5; sequences are `<bos> smiles <eos> <pad>...`.
+The molecule tokenizers follow the UDLM QM9 layout: specials `<bos>`=0, `<eos>`=1, `<mask>`=2,
+`<pad>`=3, `<unk>`=4, then the language's tokens from id 5; sequences are `<bos> tokens <eos>
+<pad>...`. The language is SMILES (the regex tokens of UDLM) or SELFIES; both decode to SMILES.
 
 The GPT-2 tokenizer is OpenAI's byte-level BPE (files vendored in `assets/gpt2-tokenizer`) with
 MDLM's mask token appended: ids 0..50256 are GPT-2's (`<|endoftext|>` = 50256 is both BOS and
@@ -17,6 +18,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+import selfies
 import torch
 from tokenizers import ByteLevelBPETokenizer
 from tokenizers import Tokenizer as BPE
@@ -40,20 +42,36 @@ def split_smiles(smiles: str) -> list[str]:
     return SMILES_PATTERN.findall(smiles)
 
 
-class SmilesTokenizer:
-    kind = "smiles-regex"
+class MoleculeTokenizer:
+    """What every molecule tokenizer shares: the UDLM layout (five specials, then the
+    language's tokens from id 5) and `<bos> tokens <eos> <pad>...` rows. A subclass says how
+    a SMILES splits into its tokens (`split`) and how tokens read back as SMILES
+    (`tokens_to_smiles`)."""
+
+    kind = ""
 
     def __init__(self, tokens: Iterable[str]):
         self.vocab = list(SPECIALS) + [t for t in tokens if t not in SPECIALS]
         self.index = {t: i for i, t in enumerate(self.vocab)}
         self.bos_id, self.eos_id, self.mask_id, self.pad_id, self.unk_id = range(5)
-        self.automaton: SmilesSyntax | None = None
+
+    def split(self, smiles: str) -> list[str] | None:
+        """The tokens of `smiles` (None: this language cannot write it)."""
+        raise NotImplementedError
+
+    def tokens_to_smiles(self, tokens: list[str]) -> str:
+        raise NotImplementedError
 
     @classmethod
-    def from_corpus(cls, smiles: Iterable[str]) -> SmilesTokenizer:
+    def from_corpus(cls, smiles: Iterable[str]) -> MoleculeTokenizer:
+        return cls.from_token_lists(cls([]).split(s) for s in smiles)
+
+    @classmethod
+    def from_token_lists(cls, token_lists: Iterable[list[str] | None]) -> MoleculeTokenizer:
+        """The tokens of a corpus already split (None: a molecule the language cannot write)."""
         counts: dict[str, int] = {}
-        for s in smiles:
-            for t in split_smiles(s):
+        for tokens in token_lists:
+            for t in tokens or ():
                 counts[t] = counts.get(t, 0) + 1
         # Most frequent first, ties by name, so the vocabulary is stable for one corpus.
         return cls(sorted(counts, key=lambda t: (-counts[t], t)))
@@ -66,15 +84,19 @@ class SmilesTokenizer:
         return list(self.vocab)
 
     def encode(self, smiles: str, length: int) -> list[int] | None:
-        """`<bos> tokens <eos> <pad>...` of exactly `length` ids, or None if it does not fit."""
-        ids = [self.index.get(t, self.unk_id) for t in split_smiles(smiles)]
-        if len(ids) + 2 > length:
+        """`<bos> tokens <eos> <pad>...` of exactly `length` ids, or None if it does not fit
+        (or the language cannot write it)."""
+        return self.layout(self.split(smiles), length)
+
+    def layout(self, tokens: list[str] | None, length: int) -> list[int] | None:
+        if tokens is None or len(tokens) + 2 > length:
             return None
-        ids = [self.bos_id, *ids, self.eos_id]
+        ids = [self.bos_id, *(self.index.get(t, self.unk_id) for t in tokens), self.eos_id]
         return ids + [self.pad_id] * (length - len(ids))
 
     def decode(self, ids: Iterable[int]) -> str:
-        """Text between `<bos>` and the first `<eos>`; other specials are dropped.
+        """The SMILES of the tokens between `<bos>` and the first `<eos>`; other specials
+        are dropped.
 
         A `<bos>` in the middle or an `<unk>` makes the molecule unreadable, so they decode to
         a character RDKit rejects rather than silently vanishing.
@@ -89,9 +111,79 @@ class SmilesTokenizer:
             if i in (self.pad_id, self.mask_id):
                 continue
             if i in (self.bos_id, self.unk_id):
-                out.append("?")
-                continue
+                return "?"
             out.append(self.vocab[i])
+        return self.tokens_to_smiles(out)
+
+    def syntax(self) -> SmilesSyntax | None:
+        """The automaton of this language's well-formed strings, where it has one."""
+        return None
+
+    def readable(self, ids: Iterable[int]) -> bool:
+        """Whether RDKit can parse `decode(ids)` at all (False: no judge can accept it)."""
+        return self.decode(ids) not in ("", "?")
+
+    def decode_batch(self, ids: torch.Tensor) -> list[str]:
+        return [self.decode(row) for row in ids.tolist()]
+
+    def text_end(self, ids: list[int]) -> int:
+        """Where the text of `ids` ends: its first `<eos>` (nothing after it is read), or
+        `len(ids)` when there is none."""
+        return ids.index(self.eos_id) if self.eos_id in ids else len(ids)
+
+    def canonical_ids(self, ids: list[int]) -> list[int]:
+        """The ids of the molecule `ids` decode to, laid out as training data is (`<bos>`,
+        tokens, `<eos>`, padding), e.g. an early `<eos>` pads everything after it; `ids`
+        unchanged when that layout does not fit their length.
+
+        Computed on ids, not through the text (the search calls this for every candidate).
+        For SMILES it equals `encode(decode(ids))` because every vocabulary token is one whole
+        match of the SMILES pattern and no two matches merge when written side by side
+        (`B`/`C` take an `r`/`l` that is never a token of its own; brackets and `%nn` are
+        closed). For SELFIES two layouts that differ read as different molecules or the same
+        one; equal layouts always read the same, which is all the search needs.
+        """
+        unreadable = self.index.get("?", self.unk_id)  # what decode's "?" encodes to
+        tokens = []
+        for position, i in enumerate(ids):
+            if i == self.eos_id:
+                break
+            if (i == self.bos_id and position == 0) or i in (self.pad_id, self.mask_id):
+                continue
+            tokens.append(unreadable if i in (self.bos_id, self.unk_id) else i)
+        if len(tokens) + 2 > len(ids):
+            return ids
+        return [self.bos_id, *tokens, self.eos_id] + [self.pad_id] * (len(ids) - len(tokens) - 2)
+
+    def save(self, directory: Path) -> None:
+        payload = {"type": self.kind, "vocab": self.vocab}
+        (Path(directory) / "tokenizer.json").write_text(json.dumps(payload, indent=1) + "\n")
+
+
+class SmilesTokenizer(MoleculeTokenizer):
+    kind = "smiles-regex"
+
+    def __init__(self, tokens: Iterable[str]):
+        super().__init__(tokens)
+        self.automaton: SmilesSyntax | None = None
+
+    def split(self, smiles: str) -> list[str]:
+        return split_smiles(smiles)
+
+    def tokens_to_smiles(self, tokens: list[str]) -> str:
+        return "".join(tokens)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        # One "?" where the unreadable token stood (the rest kept), as this tokenizer always
+        # wrote it: a record shows where a molecule broke.
+        out = []
+        for position, i in enumerate(ids):
+            i = int(i)
+            if i == self.eos_id:
+                break
+            if (i == self.bos_id and position == 0) or i in (self.pad_id, self.mask_id):
+                continue
+            out.append("?" if i in (self.bos_id, self.unk_id) else self.vocab[i])
         return "".join(out)
 
     def syntax(self) -> SmilesSyntax:
@@ -117,39 +209,27 @@ class SmilesTokenizer:
             classes.append(syntax.token_class[i])
         return syntax.reads(classes)
 
-    def decode_batch(self, ids: torch.Tensor) -> list[str]:
-        return [self.decode(row) for row in ids.tolist()]
 
-    def text_end(self, ids: list[int]) -> int:
-        """Where the text of `ids` ends: its first `<eos>` (nothing after it is read), or
-        `len(ids)` when there is none."""
-        return ids.index(self.eos_id) if self.eos_id in ids else len(ids)
+class SelfiesTokenizer(MoleculeTokenizer):
+    """SELFIES (Krenn et al. 2020, the `selfies` package): every string of its tokens that
+    holds an atom reads as a valid molecule, so a model over them writes valid molecules
+    whatever it draws (ring and branch tokens alone read as nothing; a special token out of
+    place as "?"); records still carry the SMILES the tokens read as. RDKit's canonical SMILES are written by
+    `selfies.encoder` in order, so a training molecule's tokens follow its SMILES."""
 
-    def canonical_ids(self, ids: list[int]) -> list[int]:
-        """The ids of the molecule `ids` decode to, laid out as training data is (`<bos>`,
-        tokens, `<eos>`, padding), e.g. an early `<eos>` pads everything after it; `ids`
-        unchanged when that layout does not fit their length.
+    kind = "selfies"
 
-        Computed on ids, not through the text (the search calls this for every candidate):
-        it equals `encode(decode(ids))` because every vocabulary token is one whole match of
-        the SMILES pattern and no two matches merge when written side by side (`B`/`C` take
-        an `r`/`l` that is never a token of its own; brackets and `%nn` are closed).
-        """
-        unreadable = self.index.get("?", self.unk_id)  # what decode's "?" encodes to
-        tokens = []
-        for position, i in enumerate(ids):
-            if i == self.eos_id:
-                break
-            if (i == self.bos_id and position == 0) or i in (self.pad_id, self.mask_id):
-                continue
-            tokens.append(unreadable if i in (self.bos_id, self.unk_id) else i)
-        if len(tokens) + 2 > len(ids):
-            return ids
-        return [self.bos_id, *tokens, self.eos_id] + [self.pad_id] * (len(ids) - len(tokens) - 2)
+    def split(self, smiles: str) -> list[str] | None:
+        try:
+            return list(selfies.split_selfies(selfies.encoder(smiles)))
+        except selfies.EncoderError:
+            return None  # e.g. a valence SELFIES' default constraints do not allow
 
-    def save(self, directory: Path) -> None:
-        payload = {"type": self.kind, "vocab": self.vocab}
-        (Path(directory) / "tokenizer.json").write_text(json.dumps(payload, indent=1) + "\n")
+    def tokens_to_smiles(self, tokens: list[str]) -> str:
+        try:
+            return selfies.decoder("".join(tokens))
+        except selfies.DecoderError:
+            return "?"
 
 
 class TextTokenizer:
@@ -305,7 +385,7 @@ class FileTokenizer(TextTokenizer):
         (Path(directory) / "tokenizer.json").write_bytes(self.path.read_bytes())
 
 
-Tokenizer = SmilesTokenizer | TextTokenizer
+Tokenizer = MoleculeTokenizer | TextTokenizer
 
 
 class Continuation:
@@ -314,13 +394,19 @@ class Continuation:
     def __init__(self, tokenizer: Tokenizer, keep: int):
         self.decode, self.keep = tokenizer.decode, keep
         # Where the language has a syntax (SMILES): whether the text can be read at all.
-        self.check = tokenizer.readable if isinstance(tokenizer, SmilesTokenizer) else None
+        self.check = tokenizer.readable if isinstance(tokenizer, MoleculeTokenizer) else None
 
     def __call__(self, ids: list[int]) -> str:
         return self.decode(ids[self.keep :])
 
     def readable(self, ids: list[int]) -> bool:
         return self.check is None or self.check(ids[self.keep :])
+
+
+MOLECULE_TOKENIZERS: dict[str, type[MoleculeTokenizer]] = {
+    SmilesTokenizer.kind: SmilesTokenizer,
+    SelfiesTokenizer.kind: SelfiesTokenizer,
+}
 
 
 def load_tokenizer(
@@ -347,7 +433,7 @@ def load_tokenizer(
         kind = payload["type"]
     except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise InputError(f"{path}: not a cdd tokenizer file ({exc})") from None
-    if kind == SmilesTokenizer.kind:
+    if kind in MOLECULE_TOKENIZERS:
         vocab = payload.get("vocab")
         if not isinstance(vocab, list) or not all(isinstance(t, str) and t for t in vocab):
             raise InputError(f"{path}: 'vocab' must be a list of token strings")
@@ -356,7 +442,7 @@ def load_tokenizer(
             raise InputError(f"{path}: 'vocab' lists {', '.join(twice[:4])} more than once")
         if list(vocab[:5]) != list(SPECIALS):
             raise InputError(f"{path}: the first five tokens must be {', '.join(SPECIALS)}")
-        return SmilesTokenizer(vocab[5:])
+        return MOLECULE_TOKENIZERS[kind](vocab[5:])
     if kind == Gpt2Tokenizer.kind:
         return Gpt2Tokenizer()
     raise InputError(f"{path}: unknown tokenizer type {kind!r}")

@@ -14,7 +14,7 @@ from cdd_cli.errors import InputError
 from cdd_cli.methods import METHODS, REPAIR_BY_MODEL
 from cdd_cli.models.families import FAMILIES
 from cdd_cli.models.registry import LoadedModel
-from cdd_cli.models.tokenizers import SmilesTokenizer
+from cdd_cli.models.tokenizers import MoleculeTokenizer
 from cdd_cli.settings import ALMSettings, SearchSettings
 from cdd_cli.spec.model import Spec
 
@@ -35,11 +35,14 @@ def fill_defaults(spec: Spec, loaded: LoadedModel) -> None:
     """Settings the spec leaves to the method and model, filled in place (once per compiled
     spec, which all its runs share) so that the resolved configuration names them."""
     spec.sampling.steps = spec.sampling.steps or loaded.default_steps
-    syntax = isinstance(loaded.tokenizer, SmilesTokenizer)  # text has none
+    tokenizer = loaded.tokenizer
+    # SMILES have a syntax; text has none, and SELFIES need none (every string reads).
+    syntax = isinstance(tokenizer, MoleculeTokenizer) and tokenizer.syntax() is not None
     if spec.sampling.decode == "well-formed" and not syntax:
+        what = "SELFIES" if isinstance(tokenizer, MoleculeTokenizer) else "text"
         raise InputError(
             f"{spec.source}: decode well-formed: model {loaded.name} has no syntax to decode "
-            "by (text is read plain)"
+            f"by ({what} is read plain)"
         )
     spec.sampling.decode = spec.sampling.decode or ("well-formed" if syntax else "plain")
     fill_sampler(spec, loaded)
@@ -71,7 +74,7 @@ def fill_sampler(spec: Spec, loaded: LoadedModel) -> None:
     """The sampler, block length, nucleus and weight precision: the model's own unless given."""
     sampling = spec.sampling
     if sampling.top_p is None:
-        smiles = isinstance(loaded.tokenizer, SmilesTokenizer)
+        smiles = isinstance(loaded.tokenizer, MoleculeTokenizer)
         sampling.top_p = 1.0 if smiles else TEXT_TOP_P
     family = FAMILIES.get(loaded.meta.get("family", ""))
     sampling.sampler = sampling.sampler or (family.sampler if family else "ancestral")

@@ -26,7 +26,7 @@ from cdd_cli.diffusion.sampler import Canvas, Sampler, sample_generator
 from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.methods import METHODS
 from cdd_cli.models.registry import LoadedModel
-from cdd_cli.models.tokenizers import Continuation, SmilesTokenizer
+from cdd_cli.models.tokenizers import Continuation, MoleculeTokenizer
 from cdd_cli.projection.engine import Job, Parts
 from cdd_cli.reporting import Reporter
 from cdd_cli.spec.model import Spec
@@ -140,7 +140,7 @@ class BatchDrawer:
             loaded.tokenizer.syntax() if sampling.decode == "well-formed" else None,
         )
         self.length = length or loaded.config.model_length  # tokens after the prompt
-        self.molecules = isinstance(loaded.tokenizer, SmilesTokenizer)
+        self.molecules = isinstance(loaded.tokenizer, MoleculeTokenizer)
         # Where the time went, summed over passes: each engine stage's wall seconds, and
         # "redraws": the redrawn samples' share of the passes (of their wall seconds).
         self.stage_seconds: dict[str, float] = {}
@@ -179,7 +179,7 @@ class BatchDrawer:
                     fixed_positions=KeptFixed(self.process, rows.kept.to(self.sampler.device)),
                     generators=generators[a:b],
                     decode=continuation,
-                    reader=tokenizer if isinstance(tokenizer, SmilesTokenizer) else None,
+                    reader=tokenizer if isinstance(tokenizer, MoleculeTokenizer) else None,
                     well_formed=self.well_formed(rows),
                     on_progress=self.reporter.alm,
                     on_stage=self.reporter.stage,

@@ -109,6 +109,12 @@ class MoleculesConfig(TrainConfig):
     eval_every: int = 500
     save_every: int = 100
     tie_embeddings: bool = fixed(False)
+    representation: str = setting(
+        "smiles",
+        "How molecules are written as tokens: smiles (regex tokens, read with the well-formed "
+        "decoding) or selfies (every string of tokens with an atom is a valid molecule).",
+        choices=("smiles", "selfies"),
+    )
 
 
 @dataclass

@@ -24,7 +24,7 @@ from cdd_cli.evaluate.molecules import parse
 from cdd_cli.evaluate.properties import QUANTITIES, computer
 from cdd_cli.evaluate.reference import read_smiles
 from cdd_cli.models.surrogate import SoftTokenRegressor
-from cdd_cli.models.tokenizers import SmilesTokenizer, load_tokenizer
+from cdd_cli.models.tokenizers import MoleculeTokenizer, load_tokenizer
 from cdd_cli.train.resume import TrainingState
 from cdd_cli.train.surrogate import Fit, fit, molecule_rows, predict, save_surrogate, spearman
 
@@ -46,7 +46,7 @@ def property_labels(texts: list[str]) -> torch.Tensor:
 
 def labelled_rows(
     smiles: list[str],
-    tokenizer: SmilesTokenizer,
+    tokenizer: MoleculeTokenizer,
     length: int,
     seed: int,
     log: Callable[[str], None],

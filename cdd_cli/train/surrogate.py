@@ -25,7 +25,7 @@ from cdd_cli.constraints.base import Constraint
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.reference import read_smiles
 from cdd_cli.models.surrogate import SoftTokenRegressor, SurrogateConfig, save_surrogate
-from cdd_cli.models.tokenizers import Gpt2Tokenizer, SmilesTokenizer, load_tokenizer
+from cdd_cli.models.tokenizers import Gpt2Tokenizer, MoleculeTokenizer, load_tokenizer
 from cdd_cli.train.resume import TrainingState
 
 INVALID_SCORE = 10.0
@@ -39,7 +39,7 @@ def sa_label(smiles: str) -> float:
 
 
 def corrupt_ids(
-    ids: torch.Tensor, tokenizer: SmilesTokenizer, gen: torch.Generator
+    ids: torch.Tensor, tokenizer: MoleculeTokenizer, gen: torch.Generator
 ) -> torch.Tensor:
     """1-3 substitutions by random SMILES tokens inside `<bos> ... <eos>` (inclusive of eos)."""
     out = ids.clone()
@@ -54,7 +54,7 @@ def corrupt_ids(
 
 def labelled_set(
     smiles: list[str],
-    tokenizer: SmilesTokenizer,
+    tokenizer: MoleculeTokenizer,
     length: int,
     seed: int,
     log: Callable[[str], None],
@@ -295,7 +295,7 @@ def corrupt_text(
 
 
 def molecule_rows(
-    smiles: list[str], tokenizer: SmilesTokenizer, length: int, gen: torch.Generator
+    smiles: list[str], tokenizer: MoleculeTokenizer, length: int, gen: torch.Generator
 ) -> tuple[torch.Tensor, None, torch.Tensor]:
     """Molecules as the model lays them out, and a corrupted copy of each (inside <eos>)."""
     rows = [ids for s in smiles if (ids := tokenizer.encode(s, length)) is not None]
@@ -361,7 +361,7 @@ def judge_metrics(
 def train_judge_surrogate(
     constraint: Constraint,
     worst: float | None,
-    tokenizer: SmilesTokenizer | Gpt2Tokenizer,
+    tokenizer: MoleculeTokenizer | Gpt2Tokenizer,
     train_rows: tuple[torch.Tensor, torch.Tensor | None, torch.Tensor],
     test_rows: tuple[torch.Tensor, torch.Tensor | None, torch.Tensor],
     out: Path,

@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from rdkit import Chem
 from typer.testing import CliRunner
 
 from cdd_cli.cli.app import app
@@ -122,3 +123,35 @@ def test_train_on_a_100_line_smiles_file_then_sample(tmp_path: Path):
     sampled = runner.invoke(app, ["molecules", "--model", str(out), "-n", "4", "--quiet"])
     assert sampled.exit_code == 0, sampled.stderr
     assert len(sampled.stdout.splitlines()) == 4
+
+
+@pytest.mark.slow
+def test_train_selfies_then_sample_and_refuse_what_needs_smiles(tmp_path: Path):
+    library = tmp_path / "library.smi"
+    library.write_text("\n".join(hundred_smiles()) + "\n")
+    out = tmp_path / "run"
+    args = ["train", "molecules", "--data", str(library), "--out", str(out), *TINY]
+    args += ["--batch-size", "16", "--eval-every", "10", "--save-every", "10"]
+    args += ["--sample-steps", "4", "--device", "cpu", "--quiet", "--noise", "masked"]
+    runner = CliRunner()
+    result = runner.invoke(app, [*args, "--max-steps", "20", "--representation", "selfies"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads((out / "tokenizer.json").read_text())["type"] == "selfies"
+    assert json.loads((out / "config.json").read_text())["tokenizer"] == "selfies"
+    # The run is resumed with its own representation only.
+    again = runner.invoke(app, [*args, "--max-steps", "22"])
+    assert again.exit_code == 2 and "resume it with its own --representation" in again.stderr
+    sampled = runner.invoke(
+        app, ["molecules", "--model", str(out), "-n", "6", "--quiet", "--method", "unconstrained"]
+    )
+    assert sampled.exit_code == 0, sampled.stderr
+    records = [json.loads(line) for line in sampled.stdout.splitlines()]
+    assert len(records) == 6
+    for record in records:  # what a record says of its SMILES, RDKit says too
+        assert record["valid"] == (Chem.MolFromSmiles(record["text"] or "?") is not None)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("sampling: {decode: well-formed}\n")
+    refused = runner.invoke(app, ["molecules", "--model", str(out), "--spec", str(spec)])
+    assert refused.exit_code == 2 and "SELFIES is read plain" in refused.stderr
+    design = runner.invoke(app, ["design", "--model", str(out), "--scaffold", "[*]C1CC1"])
+    assert design.exit_code == 2 and "parts are kept as SMILES tokens" in design.stderr

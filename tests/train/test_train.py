@@ -296,6 +296,7 @@ def test_the_train_commands_build_the_configs_they_always_did(tmp_path: Path, mo
         **molecules,
         "tie_embeddings": False,
         "lr": 0.01,
+        "representation": "smiles",
     }
 
 
