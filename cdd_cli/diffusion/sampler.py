@@ -235,6 +235,28 @@ class ReverseStep:
         )
 
 
+@dataclass(frozen=True)
+class Layout:
+    """Where a model's special tokens may stand, as its training rows place them: `start`
+    (`<bos>`) at position 0 alone, `never` (e.g. `<unk>`) nowhere. A prediction's mass on a
+    special out of its place is removed and the rest renormalised: drawn there, the special
+    would make the sequence unreadable, and no step after could take it back (a masked
+    process keeps what it decides)."""
+
+    start: int
+    never: tuple[int, ...] = ()
+
+    def restrict(self, probs: torch.Tensor) -> torch.Tensor:
+        """`probs` [B, L, V] restricted in place (a row with no other mass kept as it was)."""
+        given = probs.clone()
+        probs[:, 1:, self.start] = 0.0
+        if self.never:
+            probs[..., list(self.never)] = 0.0
+        total = probs.sum(-1, keepdim=True)
+        probs.copy_(torch.where(total > 0, probs / total.clamp_min(1e-30), given))
+        return probs
+
+
 class Sampler:
     def __init__(
         self,
@@ -243,11 +265,13 @@ class Sampler:
         steps: int,
         time_conditioning: bool,
         syntax: Syntax | None = None,
+        layout: Layout | None = None,
     ):
         self.model = floor_rows(model)  # a sample's prediction whoever shares its batch
         self.process = process
         self.steps = steps
         self.syntax = syntax
+        self.layout = layout
         # A model that ignores t gives the same p(x_0 | x_t) while x_t is unchanged (MDLM's cache).
         self.cacheable = isinstance(process, MaskedProcess) and not time_conditioning
 
@@ -260,7 +284,8 @@ class Sampler:
         """p(x_0 | x_t) [B, L, V]; written into `out` (an earlier prediction) where given."""
         sigma = self.process.schedule.sigma(torch.full((x.shape[0],), t, device=x.device))
         logits = self.model(x, sigma, where=self.process.predicted(x))
-        return self.process.x0_probs(logits, x, out)
+        probs = self.process.x0_probs(logits, x, out)
+        return probs if self.layout is None else self.layout.restrict(probs)
 
     def well_formed(self, probs: torch.Tensor, canvas: Canvas | None = None) -> torch.Tensor:
         """`well_formed` under the sampler's syntax; with a `canvas` (rows as `probs`), the

@@ -138,6 +138,7 @@ class BatchDrawer:
             sampling.steps,
             loaded.config.time_conditioning,
             loaded.tokenizer.syntax() if sampling.decode == "well-formed" else None,
+            loaded.tokenizer.layout() if isinstance(loaded.tokenizer, MoleculeTokenizer) else None,
         )
         self.length = length or loaded.config.model_length  # tokens after the prompt
         self.molecules = isinstance(loaded.tokenizer, MoleculeTokenizer)

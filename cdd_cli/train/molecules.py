@@ -85,7 +85,7 @@ def split_all(kind: str, smiles: list[str]) -> list[list[str] | None]:
 def encode_all(
     tokenizer: MoleculeTokenizer, tokens: list[list[str] | None], length: int
 ) -> torch.Tensor:
-    rows = [ids for t in tokens if (ids := tokenizer.layout(t, length)) is not None]
+    rows = [ids for t in tokens if (ids := tokenizer.row_of(t, length)) is not None]
     return torch.tensor(rows, dtype=torch.long).reshape(len(rows), length)
 
 
@@ -102,7 +102,7 @@ def validity_check(
     syntax = tokenizer.syntax()  # sampled as `cdd molecules` samples (SELFIES: none)
 
     def evaluate(model: DiffusionModel) -> dict:
-        sampler = Sampler(model, process, steps, time_conditioning, syntax)
+        sampler = Sampler(model, process, steps, time_conditioning, syntax, tokenizer.layout())
         generators = [sample_generator(12345, 0, i) for i in range(samples)]
         with torch.no_grad():
             ids = sampler.sample(generators, length)

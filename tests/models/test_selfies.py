@@ -68,3 +68,19 @@ def test_a_smiles_and_a_selfies_tokenizer_are_told_apart(tmp_path):
     SmilesTokenizer.from_corpus(DRUGS).save(tmp_path)
     assert isinstance(load_tokenizer(tmp_path), SmilesTokenizer)
     assert SelfiesTokenizer([]).syntax() is None  # nothing to decode by: every string reads
+
+
+def test_the_layout_keeps_specials_in_their_places():
+    import torch
+
+    tok = SelfiesTokenizer.from_corpus(DRUGS)
+    layout = tok.layout()
+    probs = torch.full((2, 4, len(tok)), 1.0 / len(tok))
+    probs[1, 2] = 0.0
+    probs[1, 2, tok.bos_id] = 1.0  # nothing but a stray <bos>: left as it is, not made NaN
+    out = layout.restrict(probs.clone())
+    assert torch.allclose(out[0].sum(-1), torch.ones(4))
+    assert out[0, 0, tok.bos_id] > 0 and (out[0, 1:, tok.bos_id] == 0).all()
+    assert (out[0, :, tok.unk_id] == 0).all()
+    assert torch.equal(out[1, 2], probs[1, 2])
+    assert SmilesTokenizer.from_corpus(DRUGS).layout() is None  # SMILES records as they were

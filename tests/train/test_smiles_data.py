@@ -149,6 +149,7 @@ def test_train_selfies_then_sample_and_refuse_what_needs_smiles(tmp_path: Path):
     assert len(records) == 6
     for record in records:  # what a record says of its SMILES, RDKit says too
         assert record["valid"] == (Chem.MolFromSmiles(record["text"] or "?") is not None)
+        assert record["text"] != "?"  # no special is drawn out of its place
     spec = tmp_path / "spec.yaml"
     spec.write_text("sampling: {decode: well-formed}\n")
     refused = runner.invoke(app, ["molecules", "--model", str(out), "--spec", str(spec)])
