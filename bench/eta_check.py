@@ -195,6 +195,8 @@ def replay(
                 pace.stepped(*args, at)
             elif name == "records_done":
                 pace.finished(args[0])
+            elif name == "alm":
+                pace.alm_round(args[0], args[4], at)
             i += 1
         least = pace.least(t) if pace is not None else None
         if least is not None and end - t >= 10:  # before the first pass is done: a bound

@@ -943,3 +943,52 @@ def test_passes_whose_costs_spread_are_told_as_a_range(width: int):
     row = rows(reporter)[0]
     assert text in row and len(row) <= width and "…" not in row, row
     assert f"about {text} left" in reporter.line()
+
+
+def alm(outer: int, most: int = 20) -> ALMProgress:
+    return ALMProgress(outer, 100, 1, (0.0, 0.0), (1.0, 1.0), samples=2, max_outer=most)
+
+
+@pytest.mark.parametrize("rounds", [18, 20, None])
+def test_a_last_step_under_way_is_bounded_by_its_alms_rounds_left_to_their_cap(rounds):
+    """The paper's method runs the ALM at its last step too, for up to its cap of rounds: a
+    pass's last step took 15.6 s (20 rounds at 0.8 s, a busy machine), the next one's 6.4 (18
+    at 0.35). While it runs, its rounds left to the cap at the latest rounds' pace bound it,
+    not what the passes done's last steps took. Once it has run to its cap (other work
+    follows) or where no round was heard, the passes done's last steps tell it."""
+    clock = FakeClock()
+    reporter = RichReporter(False, out=log_file(), clock=clock)
+    reporter.run_started("molecules", 6, 2)
+    reporter.draws_allowed(1)
+    for number in range(2):
+        reporter.pass_started(2, 0, 4)
+        for index in range(3):
+            clock.now += 0.5
+            reporter.step(StepInfo(index, 4, 0.0, 0.0))
+        if number == 0:  # its last step: 16 s
+            clock.now += 16.0
+            reporter.step(StepInfo(3, 4, 0.0, 0.0))
+            reporter.records_done(2, "valid 2/2")
+    for outer in range(1, (rounds or 0) + 1):  # the second pass's last step's rounds
+        clock.now += 0.3
+        reporter.alm(alm(outer))
+    pace = reporter.pace
+    spent = 0.3 * (rounds or 0)
+    if rounds == 18:
+        assert pace.step_eta(clock.now) == pytest.approx(2 * 0.3)
+        assert pace.here(clock.now, pace.speed(), 0.0) < 1.0
+    else:  # the passes done's last step (16 s), less what it took so far
+        assert pace.step_eta(clock.now) == pytest.approx(16.0 - spent, rel=0.05)
+    # A step's end ends its ALM: the bound does not carry over to the next pass's steps.
+    clock.now += 0.1
+    reporter.step(StepInfo(3, 4, 0.0, 0.0))
+    assert pace.alm_left(clock.now) is None
+
+
+def test_an_alm_without_a_cap_told_bounds_nothing():
+    """A caller's ALM progress without its cap (`max_outer` 0) says nothing of its end."""
+    pace = Pace(4, 2, 0.0)
+    pace.begin_pass(2, 0, 4, 0.0)
+    for outer in range(1, 4):
+        pace.alm_round(outer, 0, outer * 0.5)
+    assert pace.alm_left(2.0) is None

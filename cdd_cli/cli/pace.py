@@ -139,6 +139,7 @@ class Pace:
         self.step_cost: float | None = None  # lowest seconds of one regular step per row
         # The passes done's regular steps, each step's seconds per row, by their step count.
         self.profiles: dict[int, list[list[float]]] = {}
+        self.round_seconds: deque[float] = deque(maxlen=self.RECENT_STEPS)  # latest ALM rounds
         self.begin(0, 0, 0, now)
 
     def begin(self, samples: int, redraws: int, steps: int, now: float) -> None:
@@ -154,6 +155,8 @@ class Pace:
         # When its regular steps ended, and its last step (None: not yet).
         self.rest_started: float | None = None if steps > 1 else now
         self.final_ended: float | None = None
+        self.round_ended: float | None = None  # the step under way's latest ALM round
+        self.rounds_left = 0  # rounds its ALM may still run (its cap less those run)
 
     def begin_pass(self, samples: int, redraws: int, steps: int, now: float) -> None:
         if self.passes:  # the pass before is done: what it cost is measured
@@ -179,7 +182,23 @@ class Pace:
         self.begun += samples - redraws
         self.begin(samples, redraws, steps, now)
 
+    def alm_round(self, outer: int, most: int, now: float) -> None:
+        """An ALM round (outer iteration) of the step under way ended: its `outer`th, of at
+        most `most`."""
+        if outer > 1 and self.round_ended is not None:  # a first round also sets the ALM up
+            self.round_seconds.append(now - self.round_ended)
+        self.round_ended, self.rounds_left = now, max(most - outer, 0)
+
+    def alm_left(self, now: float) -> float | None:
+        """Seconds the ALM of the step under way needs at most: its rounds left to its cap
+        at the median of the latest rounds (None where none runs, or it has run to its cap:
+        what follows it is other work)."""
+        if self.round_ended is None or not self.rounds_left or not self.round_seconds:
+            return None
+        return max(self.rounds_left * median(self.round_seconds) - (now - self.round_ended), 0.0)
+
     def stepped(self, index: int, steps: int, now: float) -> None:
+        self.round_ended, self.rounds_left = None, 0
         previous = self.last_step
         self.steps, self.step, self.last_step = steps, min(index + 1, steps), now
         if index < steps - 1:
@@ -349,6 +368,8 @@ class Pace:
             return None
         finals, _ = self.scaled(self.speed(), self.fixed_share())
         left = median(finals) - (now - self.rest_started)
+        capped = self.alm_left(now)  # its ALM's rounds left to their cap bound it
+        left = left if capped is None or capped <= 0 else min(left, capped)
         return left if left > 0 else None  # overdue: unknown, not a stale zero
 
     def floor(self, now: float) -> float:
@@ -450,5 +471,8 @@ class Pace:
             regular = max(self.weight(self.step, regular_steps) * unit - current, 0.0)
             return regular + residual(finals, 0.0) + residual(afters, 0.0)
         if self.final_ended is None:
-            return residual(finals, now - self.rest_started) + residual(afters, 0.0)
+            final = residual(finals, now - self.rest_started)
+            capped = self.alm_left(now)
+            final = final if capped is None else min(final, capped)
+            return final + residual(afters, 0.0)
         return residual(afters, now - self.final_ended)
