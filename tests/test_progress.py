@@ -992,3 +992,26 @@ def test_an_alm_without_a_cap_told_bounds_nothing():
     for outer in range(1, 4):
         pace.alm_round(outer, 0, outer * 0.5)
     assert pace.alm_left(2.0) is None
+
+
+def test_steps_that_run_the_alm_are_shaped_by_their_rounds_not_by_the_load():
+    """A masked text model's toxicity runs the ALM at most steps: a pass's steps cost a part
+    each plus a part per round. A first pass run under a load three times heavier over its
+    first half says nothing of the next pass's shape; the rounds its steps ran do."""
+    rounds = [15 if index % 3 else 2 for index in range(31)]
+
+    def run_steps(pace: Pace, now: float, count: int, load: Callable[[int], float]) -> float:
+        for index in range(count):
+            for outer in range(1, (rounds[index] if index < 31 else 0) + 1):
+                pace.alm_round(outer, 50, now)
+            now += load(index) * (0.2 + 0.1 * rounds[index]) if index < 31 else 5.0
+            pace.stepped(index, 32, now)
+        return now
+
+    pace = Pace(64, 32, 0.0)
+    pace.begin_pass(32, 0, 32, 0.0)
+    now = run_steps(pace, 0.0, 32, lambda index: 3.0 if index < 16 else 1.0)
+    pace.begin_pass(32, 0, 32, now)
+    now = run_steps(pace, now, 10, lambda index: 1.0)  # an even load now
+    truth = sum(0.2 + 0.1 * r for r in rounds[10:])
+    assert pace.pass_left(now) == pytest.approx(truth, rel=0.1)  # by the seconds: 0.44x

@@ -6,49 +6,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
 from statistics import median
 
-
-@dataclass
-class Measured:
-    """A pass done, as it went (seconds): one measurement of what a pass costs."""
-
-    samples: int
-    rows: float  # what its steps cost, in samples (`Pace.rows`)
-    step: float  # one regular step per row: the median of its regular steps (its pace)
-    stepping: float  # its regular steps, summed (what they cost)
-    final: float  # its last step: the noise removal and the projection of the final prediction
-    after: float  # its judging and records, until the next pass began
-    regular: int = 0  # its regular steps
-
-    # How the last step and judging follow the machine's step speed: as its 0.75th power.
-    # On a busy two-core machine, torch's steps (every core, in lockstep) ran 8 to 11 times
-    # slower in some stretches of a run than in others, the last steps (RDKit, one core)
-    # about 6 times and the judging about 9 (bench/eta_check.py's traces): a step speed 8
-    # times slower scales them by 4.8.
-    REST_FOLLOWS = 0.75
-
-    def parts(self, speed: float) -> tuple[float, float, float]:
-        """Its steps, last step and what came after, had a regular step cost `speed` seconds
-        per row (bounded to 1/8..8 of its own: a burst of other work is not the machine's
-        pace)."""
-        ratio = min(max(speed / self.step, 1 / 8), 8.0) if self.step else 1.0
-        rest = ratio**self.REST_FOLLOWS
-        return self.stepping * ratio, self.final * rest, self.after * rest
-
-
-def residual(measured: list[float], elapsed: float) -> float:
-    """Seconds a part of the pass at hand (its last step, or its judging) still needs when
-    it has run `elapsed`, from what the passes done took for it (at its size and the speed
-    now): of those that ran longer, the median of what they had left then. A pass's last
-    step varies several-fold with which samples it must move, and nothing tells which before
-    it ends: the median is the typical pass, and one slowed by a burst of other work does
-    not move it. Once the part outlasts the shorter ones it follows the longer ones, never a
-    stale mean minus the time spent (0, and there it sits). Past all of them nothing measured
-    says how long it goes on: a quarter of what it took so far, which grows as it runs on."""
-    longer = [m - elapsed for m in measured if m > elapsed]
-    return median(longer) if longer else elapsed / 4
+from cdd_cli.cli.pass_costs import Measured, residual, worked
 
 
 class Pace:
@@ -149,6 +109,8 @@ class Pace:
         self.step = 0  # its steps done
         self.step_time: float | None = None  # seconds of one of its regular steps so far
         self.durations: list[float] = []  # each regular step's seconds
+        self.step_rounds: list[int] = []  # each regular step's ALM rounds
+        self.rounds_now = 0
         # Each regular step's cost against the pass's mean step, as the passes done of as
         # many steps had it (1 each where none did): see `shape`.
         self.relative = self.shape(steps)
@@ -167,7 +129,8 @@ class Pace:
             if self.passes == 1 and len(durations) > 1:  # the run's first step warms up
                 durations[0] = median(durations[1:])
             if durations:
-                self.profiles.setdefault(self.steps, []).append([d / rows for d in durations])
+                profile = worked(durations, self.step_rounds) or durations
+                self.profiles.setdefault(self.steps, []).append([d / rows for d in profile])
             step = median(durations) / rows if durations else 0.0
             final, after = final_ended - steps_ended, now - final_ended
             measured = Measured(
@@ -188,6 +151,7 @@ class Pace:
         if outer > 1 and self.round_ended is not None:  # a first round also sets the ALM up
             self.round_seconds.append(now - self.round_ended)
         self.round_ended, self.rounds_left = now, max(most - outer, 0)
+        self.rounds_now += 1
 
     def alm_left(self, now: float) -> float | None:
         """Seconds the ALM of the step under way needs at most: its rounds left to its cap
@@ -199,11 +163,13 @@ class Pace:
 
     def stepped(self, index: int, steps: int, now: float) -> None:
         self.round_ended, self.rounds_left = None, 0
+        rounds, self.rounds_now = self.rounds_now, 0
         previous = self.last_step
         self.steps, self.step, self.last_step = steps, min(index + 1, steps), now
         if index < steps - 1:
             rows = self.rows(self.samples)
             self.durations.append(now - previous)
+            self.step_rounds.append(rounds)
             self.latest.append((now - previous) / rows)
             self.step_time = (now - self.pass_started) / self.step
             per_row = self.step_time / rows
@@ -222,7 +188,9 @@ class Pace:
         of 1 (all 1 where none was done). A pass's steps need not cost alike: a masked text
         model's steps cost 2-2.6 s at a pass's start and 0.4 s at its end (the projection
         works on the positions a step decides), the same each pass, and the steps left of a
-        pass, taken at the mean of its steps so far, were said to need twice their time."""
+        pass, taken at the mean of its steps so far, were said to need twice their time. A
+        pass whose steps ran ALM rounds gives its cost as its rounds tell it (`worked`): its
+        seconds also carry the load of the moment."""
         done = self.profiles.get(steps)
         regular = max(steps - 1, 0)
         if not done:
