@@ -236,36 +236,49 @@ def replay(
     return held_lines, lines
 
 
+def pace_of(steps: list[tuple[float, int]]) -> str:
+    """Seconds per ALM round of the steps (seconds, rounds) that ran rounds ("-": none)."""
+    spent = sum(seconds for seconds, rounds in steps if rounds)
+    counted = sum(rounds for _, rounds in steps)
+    return f"{spent / counted:.3f}" if counted else "-"
+
+
 def passes(path: str) -> None:
     """Print each pass of a recorded run: when it began, its samples (redrawn ones), the
     median and the sum of its regular steps, its last step, what came after it until the
-    next pass (judging, records), and the projection's ALM rounds in it (outer iterations)
-    and seconds per round (the steps that ran rounds over their rounds: the machine's speed
-    at the ALM's work, apart from how much of it the samples needed)."""
+    next pass (judging, records), and the projection's ALM rounds in it (outer iterations),
+    seconds per round (the steps that ran rounds over their rounds: the machine's speed at
+    the ALM's work, apart from how much of it the samples needed; the pass's, then its first
+    and second half's steps') and how many times an ALM ran to its cap of rounds."""
     events = [json.loads(line) for line in Path(path).read_text().splitlines()]
     start = events[0][0]
     table = []  # per pass: began, samples, redraws, each step's end, each step's rounds
+    capped = []  # per pass: its steps whose ALM ran to its cap
     for at, name, *args in events:
         if name == "pass_started":
             table.append((at, args[0], args[1], [at], [0]))
+            capped.append(0)
         elif name == "step" and table:
             table[-1][3].append(at)
             table[-1][4].append(0)
         elif name == "alm" and table:
             table[-1][4][-1] += 1  # a round of the step under way
+            capped[-1] += args[0] == args[4]  # (outer, inner, violating, samples, max_outer)
     ends = [began for began, *_ in table[1:]] + [events[-1][0]]
-    print("  began  samples redrawn  step(median)  steps  last step  after  rounds  s/round")
-    for (began, samples, redraws, stamps, rounds), end in zip(table, ends, strict=True):
+    print("  began  samples redrawn  step(median)  steps  last step  after  rounds  "
+          "s/round (its halves)  capped")  # fmt: skip
+    rows = zip(table, ends, capped, strict=True)
+    for (began, samples, redraws, stamps, rounds), end, at_cap in rows:
         durations = [b - a for a, b in itertools.pairwise(stamps)]
         regular = durations[:-1]
         middle = sorted(regular)[len(regular) // 2] if regular else 0.0
         final = durations[-1] if durations else 0.0
-        projecting = [(d, r) for d, r in zip(durations, rounds, strict=False) if r]
-        spent, counted = sum(d for d, _ in projecting), sum(r for _, r in projecting)
-        per_round = f"{spent / counted:8.3f}" if counted else "       -"
+        steps = list(zip(durations, rounds, strict=False))
+        half = len(steps) // 2
+        per_round = " / ".join(pace_of(part) for part in (steps, steps[:half], steps[half:]))
         print(f"{began - start:7.1f}  {samples:7d} {redraws:7d}  {middle:12.3f}  "
               f"{sum(regular):5.1f}  {final:9.2f}  {end - stamps[-1]:5.2f}  "
-              f"{sum(rounds):6d} {per_round}")  # fmt: skip
+              f"{sum(rounds):6d}  {per_round:>20}  {at_cap:6d}")  # fmt: skip
 
 
 def main() -> None:
