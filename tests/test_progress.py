@@ -977,6 +977,9 @@ def test_a_last_step_under_way_is_bounded_by_its_alms_rounds_left_to_their_cap(r
     if rounds == 18:
         assert pace.step_eta(clock.now) == pytest.approx(2 * 0.3)
         assert pace.here(clock.now, pace.speed(), 0.0) < 1.0
+        clock.now += 1.0  # its rounds outrun that pace: bounded no more, never a stale 0
+        assert pace.alm_left(clock.now) is None
+        assert pace.step_eta(clock.now) == pytest.approx(16.0 - spent - 1.0, rel=0.05)
     else:  # the passes done's last step (16 s), less what it took so far
         assert pace.step_eta(clock.now) == pytest.approx(16.0 - spent, rel=0.05)
     # A step's end ends its ALM: the bound does not carry over to the next pass's steps.

@@ -155,11 +155,14 @@ class Pace:
 
     def alm_left(self, now: float) -> float | None:
         """Seconds the ALM of the step under way needs at most: its rounds left to its cap
-        at the median of the latest rounds (None where none runs, or it has run to its cap:
-        what follows it is other work)."""
+        at the median of the latest rounds. None where none runs, where it has run to its cap
+        (what follows it is other work), or its rounds have outrun that pace (a stale zero
+        would say it is done). A step that projects several runs of samples, each by its own
+        ALM (molecules of different draw counts), is bounded by the one under way alone."""
         if self.round_ended is None or not self.rounds_left or not self.round_seconds:
             return None
-        return max(self.rounds_left * median(self.round_seconds) - (now - self.round_ended), 0.0)
+        left = self.rounds_left * median(self.round_seconds) - (now - self.round_ended)
+        return left if left > 0 else None
 
     def stepped(self, index: int, steps: int, now: float) -> None:
         self.round_ended, self.rounds_left = None, 0
@@ -337,7 +340,7 @@ class Pace:
         finals, _ = self.scaled(self.speed(), self.fixed_share())
         left = median(finals) - (now - self.rest_started)
         capped = self.alm_left(now)  # its ALM's rounds left to their cap bound it
-        left = left if capped is None or capped <= 0 else min(left, capped)
+        left = left if capped is None else min(left, capped)
         return left if left > 0 else None  # overdue: unknown, not a stale zero
 
     def floor(self, now: float) -> float:
