@@ -96,7 +96,8 @@ class Pace:
         self.judged = draws
         self.passes_done: list[Measured] = []
         self.latest: deque[float] = deque(maxlen=self.RECENT_STEPS)  # seconds per row
-        self.step_cost: float | None = None  # lowest seconds of one regular step per row
+        # The lowest mean of a pass's regular steps so far per row, their ALM rounds apart.
+        self.step_cost: float | None = None
         # The passes done's regular steps, each step's seconds per row, by their step count.
         self.profiles: dict[int, list[list[float]]] = {}
         self.round_seconds: deque[float] = deque(maxlen=self.RECENT_STEPS)  # latest ALM rounds
@@ -110,6 +111,7 @@ class Pace:
         self.step_time: float | None = None  # seconds of one of its regular steps so far
         self.durations: list[float] = []  # each regular step's seconds
         self.step_rounds: list[int] = []  # each regular step's ALM rounds
+        self.denoised = 0.0  # its regular steps' seconds, their ALM rounds apart
         self.rounds_now = 0
         # Each regular step's cost against the pass's mean step, as the passes done of as
         # many steps had it (1 each where none did): see `shape`.
@@ -175,8 +177,14 @@ class Pace:
             self.step_rounds.append(rounds)
             self.latest.append((now - previous) / rows)
             self.step_time = (now - self.pass_started) / self.step
-            per_row = self.step_time / rows
-            self.step_cost = min(self.step_cost or per_row, per_row)
+            # Its denoising alone: its ALM rounds at their pace apart (see `least`); not the
+            # run's first step, which warms up.
+            warming = self.passes == 1
+            if index or not warming:
+                pace = median(self.round_seconds) if rounds and self.round_seconds else 0.0
+                self.denoised += max(now - previous - rounds * pace, 0.0)
+                per_row = self.denoised / (self.step - warming) / rows
+                self.step_cost = min(self.step_cost or per_row, per_row)
             if index == steps - 2:
                 self.rest_started = now
         else:
@@ -312,11 +320,18 @@ class Pace:
             return 0.0
         # Its mean step so far, in mean steps of its shape: the steps left at that pace.
         mean = (self.last_step - self.pass_started) / max(self.weight(0, self.step), 1e-9)
-        current = now - self.last_step
-        # The step under way overdue: every step left at least as slow.
-        unit = max(mean, current / max(self.weight(self.step, self.step + 1), 1e-9))
-        left = self.weight(self.step, regular) * unit - current
+        left = self.steps_left(now, mean)
         return left if left > 0 else None
+
+    def steps_left(self, now: float, unit: float) -> float:
+        """Seconds the pass at hand's regular steps left need at `unit` seconds a mean step
+        of its shape. The step under way costs at least what it took so far, and one that
+        overran makes every step left as slow (the paper's steps grow along a pass)."""
+        regular = max(self.steps - 1, 0)
+        current = now - self.last_step
+        this = self.weight(self.step, min(self.step + 1, regular))
+        unit = max(unit, current / max(this, 1e-9)) if this else unit
+        return self.weight(self.step, regular) * unit - current
 
     def scaled(self, speed: float, share: float) -> tuple[list[float], list[float]]:
         """Each pass done's last step, and what came after it, for the pass at hand's
@@ -355,8 +370,12 @@ class Pace:
     def least(self, now: float) -> float | None:
         """Before a pass is done (`left` says nothing yet), what the run needs at least: the
         denoising steps left, the pass at hand's and those of as few passes as the samples
-        not begun need, all at the lowest cost per row measured. Not at the pass's mean so
-        far (a masked text model's first steps cost 2-2.6 s and its last 0.4 s), nor its
+        not begun need, all at the lowest cost per row measured, each step's ALM rounds at
+        their pace apart: toxicity and the paper's method project at every step for as many
+        rounds as the samples need, and a pass's first steps ran more than its last (with
+        them, two runs' bounds said 1.1-2 times what the run took, at every line). Not at
+        the pass's mean so far (a masked text model's first steps cost 2-2.6 s and its last
+        0.4 s), nor its
         last steps: a first pass's can take several times a later one's (the run's first
         projection warms up; a burst of other work), so nothing sure is known of theirs. A
         first pass whose last step takes minutes (a toxicity bound deep in the model's
@@ -432,14 +451,10 @@ class Pace:
         (`residual`: once a part has run long, as the longer ones did)."""
         finals, afters = self.scaled(speed, share)
         if self.rest_started is None:
-            regular_steps = max(self.steps - 1, 0)
-            current = now - self.last_step
             # A mean step at the speed now (the median step, as the passes done's mean
             # steps stood to their median ones: `skew`).
             step = speed * self.rows(self.samples) * self.skew()
-            this = self.weight(self.step, min(self.step + 1, regular_steps))
-            unit = max(step, current / max(this, 1e-9)) if this else step
-            regular = max(self.weight(self.step, regular_steps) * unit - current, 0.0)
+            regular = max(self.steps_left(now, step), 0.0)
             return regular + residual(finals, 0.0) + residual(afters, 0.0)
         if self.final_ended is None:
             final = residual(finals, now - self.rest_started)
