@@ -154,16 +154,25 @@ def parent(trace: str, argv: list[str], hog: bool) -> None:
 
 
 def replay(
-    path: str, every: float = 1.0, pace_class=None, show: float = 0, cap: int | None = None
+    path: str,
+    every: float = 1.0,
+    pace_class=None,
+    show: float = 0,
+    cap: int | None = None,
+    why: bool = False,
 ) -> tuple[int, int]:
     """Rerun this checkout's Pace on a recorded timeline; query it every `every` seconds
     after the first pass (what a line then says), against the true time left. `cap`: the
-    draws a sample may take, for a trace recorded before runs told it (`draws_allowed`)."""
+    draws a sample may take, for a trace recorded before runs told it (`draws_allowed`).
+    `why`: each line off by over 2x, its estimate and the truth split into the pass at hand
+    and the passes after it (which of them the estimate missed)."""
     from cdd_cli.cli.pace import Pace
 
     pace_class = pace_class or Pace
     events = [json.loads(line) for line in Path(path).read_text().splitlines()]
     start, end = events[0][0], events[-1][0]
+    # When each pass ended: the next one's start, the last one's the run's end.
+    ends = [*[at for at, name, *_ in events if name == "pass_started"][1:], end]
     pace = None
     within = lines = blank = held = bounds = ranges = held_lines = 0
     worst = (1.0, 0.0, 0.0)
@@ -186,6 +195,8 @@ def replay(
                 pace.stepped(*args, at)
             elif name == "records_done":
                 pace.finished(args[0])
+            elif name == "alm":
+                pace.alm_round(args[0], args[4], at)
             i += 1
         least = pace.least(t) if pace is not None else None
         if least is not None and end - t >= 10:  # before the first pass is done: a bound
@@ -206,6 +217,13 @@ def replay(
             else:
                 ratio = left / (end - t)
                 within += 0.5 <= ratio <= 2.0
+                if why and not 0.5 <= ratio <= 2.0:
+                    here = pace.here(t, pace.speed(), pace.fixed_share())
+                    true_here = ends[pace.passes - 1] - t
+                    print(f"{t - start:6.0f} said {left:6.1f} true {end - t:6.1f} "
+                          f"({ratio:.2f}x): pass {pace.passes} said {here:6.1f} true "
+                          f"{true_here:6.1f}; the passes after it said {left - here:6.1f} "
+                          f"true {end - t - true_here:6.1f}")  # fmt: skip
                 held_lines += holds(shown, end - t)
                 ranges += isinstance(shown, tuple)
                 if abs(math.log(ratio)) > abs(math.log(worst[0])):
@@ -218,27 +236,49 @@ def replay(
     return held_lines, lines
 
 
+def pace_of(steps: list[tuple[float, int]]) -> str:
+    """Seconds per ALM round of the steps (seconds, rounds) that ran rounds ("-": none)."""
+    spent = sum(seconds for seconds, rounds in steps if rounds)
+    counted = sum(rounds for _, rounds in steps)
+    return f"{spent / counted:.3f}" if counted else "-"
+
+
 def passes(path: str) -> None:
     """Print each pass of a recorded run: when it began, its samples (redrawn ones), the
-    median and the sum of its regular steps, its last step, and what came after it until
-    the next pass (judging, records)."""
+    median and the sum of its regular steps, its last step, what came after it until the
+    next pass (judging, records), and the projection's ALM rounds in it (outer iterations),
+    seconds per round (the steps that ran rounds over their rounds: the machine's speed at
+    the ALM's work, apart from how much of it the samples needed; the pass's, then its first
+    and second half's steps') and how many times an ALM ran to its cap of rounds."""
     events = [json.loads(line) for line in Path(path).read_text().splitlines()]
     start = events[0][0]
-    table = []  # per pass: began, samples, redraws, each step's end
+    table = []  # per pass: began, samples, redraws, each step's end, each step's rounds
+    capped = []  # per pass: its steps whose ALM ran to its cap
     for at, name, *args in events:
         if name == "pass_started":
-            table.append((at, args[0], args[1], [at]))
+            table.append((at, args[0], args[1], [at], [0]))
+            capped.append(0)
         elif name == "step" and table:
             table[-1][3].append(at)
+            table[-1][4].append(0)
+        elif name == "alm" and table:
+            table[-1][4][-1] += 1  # a round of the step under way
+            capped[-1] += args[0] == args[4]  # (outer, inner, violating, samples, max_outer)
     ends = [began for began, *_ in table[1:]] + [events[-1][0]]
-    print("  began  samples redrawn  step(median)  steps  last step  after")
-    for (began, samples, redraws, stamps), end in zip(table, ends, strict=True):
+    print("  began  samples redrawn  step(median)  steps  last step  after  rounds  "
+          "s/round (its halves)  capped")  # fmt: skip
+    rows = zip(table, ends, capped, strict=True)
+    for (began, samples, redraws, stamps, rounds), end, at_cap in rows:
         durations = [b - a for a, b in itertools.pairwise(stamps)]
         regular = durations[:-1]
         middle = sorted(regular)[len(regular) // 2] if regular else 0.0
         final = durations[-1] if durations else 0.0
+        steps = list(zip(durations, rounds, strict=False))
+        half = len(steps) // 2
+        per_round = " / ".join(pace_of(part) for part in (steps, steps[:half], steps[half:]))
         print(f"{began - start:7.1f}  {samples:7d} {redraws:7d}  {middle:12.3f}  "
-              f"{sum(regular):5.1f}  {final:9.2f}  {end - stamps[-1]:5.2f}")  # fmt: skip
+              f"{sum(regular):5.1f}  {final:9.2f}  {end - stamps[-1]:5.2f}  "
+              f"{sum(rounds):6d}  {per_round:>20}  {at_cap:6d}")  # fmt: skip
 
 
 def main() -> None:
@@ -248,6 +288,8 @@ def main() -> None:
     parser.add_argument("--no-hog", action="store_true")
     parser.add_argument("--replay", nargs="*")
     parser.add_argument("--show", type=float, default=0, help="with --replay: every so many s")
+    parser.add_argument("--why", action="store_true", help="with --replay: each line off "
+                        "by over 2x, split into the pass at hand and those after it")  # fmt: skip
     parser.add_argument("--cap", type=int, help="with --replay: the draws a sample may take, "
                         "for traces recorded before runs told it")  # fmt: skip
     parser.add_argument("--passes", help="a trace's events: print each pass's size and times")
@@ -259,7 +301,7 @@ def main() -> None:
         passes(args.passes)
     elif args.replay:
         for path in args.replay:
-            replay(path, show=args.show, cap=args.cap)
+            replay(path, show=args.show, cap=args.cap, why=args.why)
     else:
         parent(args.trace, args.argv, not args.no_hog)
 

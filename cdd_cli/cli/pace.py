@@ -6,49 +6,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
 from statistics import median
 
-
-@dataclass
-class Measured:
-    """A pass done, as it went (seconds): one measurement of what a pass costs."""
-
-    samples: int
-    rows: float  # what its steps cost, in samples (`Pace.rows`)
-    step: float  # one regular step per row: the median of its regular steps (its pace)
-    stepping: float  # its regular steps, summed (what they cost)
-    final: float  # its last step: the noise removal and the projection of the final prediction
-    after: float  # its judging and records, until the next pass began
-    regular: int = 0  # its regular steps
-
-    # How the last step and judging follow the machine's step speed: as its 0.75th power.
-    # On a busy two-core machine, torch's steps (every core, in lockstep) ran 8 to 11 times
-    # slower in some stretches of a run than in others, the last steps (RDKit, one core)
-    # about 6 times and the judging about 9 (bench/eta_check.py's traces): a step speed 8
-    # times slower scales them by 4.8.
-    REST_FOLLOWS = 0.75
-
-    def parts(self, speed: float) -> tuple[float, float, float]:
-        """Its steps, last step and what came after, had a regular step cost `speed` seconds
-        per row (bounded to 1/8..8 of its own: a burst of other work is not the machine's
-        pace)."""
-        ratio = min(max(speed / self.step, 1 / 8), 8.0) if self.step else 1.0
-        rest = ratio**self.REST_FOLLOWS
-        return self.stepping * ratio, self.final * rest, self.after * rest
-
-
-def residual(measured: list[float], elapsed: float) -> float:
-    """Seconds a part of the pass at hand (its last step, or its judging) still needs when
-    it has run `elapsed`, from what the passes done took for it (at its size and the speed
-    now): of those that ran longer, the median of what they had left then. A pass's last
-    step varies several-fold with which samples it must move, and nothing tells which before
-    it ends: the median is the typical pass, and one slowed by a burst of other work does
-    not move it. Once the part outlasts the shorter ones it follows the longer ones, never a
-    stale mean minus the time spent (0, and there it sits). Past all of them nothing measured
-    says how long it goes on: a quarter of what it took so far, which grows as it runs on."""
-    longer = [m - elapsed for m in measured if m > elapsed]
-    return median(longer) if longer else elapsed / 4
+from cdd_cli.cli.pass_costs import Measured, residual, worked
 
 
 class Pace:
@@ -136,9 +96,11 @@ class Pace:
         self.judged = draws
         self.passes_done: list[Measured] = []
         self.latest: deque[float] = deque(maxlen=self.RECENT_STEPS)  # seconds per row
-        self.step_cost: float | None = None  # lowest seconds of one regular step per row
+        # The lowest mean of a pass's regular steps so far per row, their ALM rounds apart.
+        self.step_cost: float | None = None
         # The passes done's regular steps, each step's seconds per row, by their step count.
         self.profiles: dict[int, list[list[float]]] = {}
+        self.round_seconds: deque[float] = deque(maxlen=self.RECENT_STEPS)  # latest ALM rounds
         self.begin(0, 0, 0, now)
 
     def begin(self, samples: int, redraws: int, steps: int, now: float) -> None:
@@ -148,12 +110,17 @@ class Pace:
         self.step = 0  # its steps done
         self.step_time: float | None = None  # seconds of one of its regular steps so far
         self.durations: list[float] = []  # each regular step's seconds
+        self.step_rounds: list[int] = []  # each regular step's ALM rounds
+        self.denoised = 0.0  # its regular steps' seconds, their ALM rounds apart
+        self.rounds_now = 0
         # Each regular step's cost against the pass's mean step, as the passes done of as
         # many steps had it (1 each where none did): see `shape`.
         self.relative = self.shape(steps)
         # When its regular steps ended, and its last step (None: not yet).
         self.rest_started: float | None = None if steps > 1 else now
         self.final_ended: float | None = None
+        self.round_ended: float | None = None  # the step under way's latest ALM round
+        self.rounds_left = 0  # rounds its ALM may still run (its cap less those run)
 
     def begin_pass(self, samples: int, redraws: int, steps: int, now: float) -> None:
         if self.passes:  # the pass before is done: what it cost is measured
@@ -164,7 +131,8 @@ class Pace:
             if self.passes == 1 and len(durations) > 1:  # the run's first step warms up
                 durations[0] = median(durations[1:])
             if durations:
-                self.profiles.setdefault(self.steps, []).append([d / rows for d in durations])
+                profile = worked(durations, self.step_rounds) or durations
+                self.profiles.setdefault(self.steps, []).append([d / rows for d in profile])
             step = median(durations) / rows if durations else 0.0
             final, after = final_ended - steps_ended, now - final_ended
             measured = Measured(
@@ -179,16 +147,44 @@ class Pace:
         self.begun += samples - redraws
         self.begin(samples, redraws, steps, now)
 
+    def alm_round(self, outer: int, most: int, now: float) -> None:
+        """An ALM round (outer iteration) of the step under way ended: its `outer`th, of at
+        most `most`."""
+        if outer > 1 and self.round_ended is not None:  # a first round also sets the ALM up
+            self.round_seconds.append(now - self.round_ended)
+        self.round_ended, self.rounds_left = now, max(most - outer, 0)
+        self.rounds_now += 1
+
+    def alm_left(self, now: float) -> float | None:
+        """Seconds the ALM of the step under way needs at most: its rounds left to its cap
+        at the median of the latest rounds. None where none runs, where it has run to its cap
+        (what follows it is other work), or its rounds have outrun that pace (a stale zero
+        would say it is done). A step that projects several runs of samples, each by its own
+        ALM (molecules of different draw counts), is bounded by the one under way alone."""
+        if self.round_ended is None or not self.rounds_left or not self.round_seconds:
+            return None
+        left = self.rounds_left * median(self.round_seconds) - (now - self.round_ended)
+        return left if left > 0 else None
+
     def stepped(self, index: int, steps: int, now: float) -> None:
+        self.round_ended, self.rounds_left = None, 0
+        rounds, self.rounds_now = self.rounds_now, 0
         previous = self.last_step
         self.steps, self.step, self.last_step = steps, min(index + 1, steps), now
         if index < steps - 1:
             rows = self.rows(self.samples)
             self.durations.append(now - previous)
+            self.step_rounds.append(rounds)
             self.latest.append((now - previous) / rows)
             self.step_time = (now - self.pass_started) / self.step
-            per_row = self.step_time / rows
-            self.step_cost = min(self.step_cost or per_row, per_row)
+            # Its denoising alone: its ALM rounds at their pace apart (see `least`); not the
+            # run's first step, which warms up.
+            warming = self.passes == 1
+            if index or not warming:
+                pace = median(self.round_seconds) if rounds and self.round_seconds else 0.0
+                self.denoised += max(now - previous - rounds * pace, 0.0)
+                per_row = self.denoised / (self.step - warming) / rows
+                self.step_cost = min(self.step_cost or per_row, per_row)
             if index == steps - 2:
                 self.rest_started = now
         else:
@@ -203,7 +199,9 @@ class Pace:
         of 1 (all 1 where none was done). A pass's steps need not cost alike: a masked text
         model's steps cost 2-2.6 s at a pass's start and 0.4 s at its end (the projection
         works on the positions a step decides), the same each pass, and the steps left of a
-        pass, taken at the mean of its steps so far, were said to need twice their time."""
+        pass, taken at the mean of its steps so far, were said to need twice their time. A
+        pass whose steps ran ALM rounds gives its cost as its rounds tell it (`worked`): its
+        seconds also carry the load of the moment."""
         done = self.profiles.get(steps)
         regular = max(steps - 1, 0)
         if not done:
@@ -322,11 +320,18 @@ class Pace:
             return 0.0
         # Its mean step so far, in mean steps of its shape: the steps left at that pace.
         mean = (self.last_step - self.pass_started) / max(self.weight(0, self.step), 1e-9)
-        current = now - self.last_step
-        # The step under way overdue: every step left at least as slow.
-        unit = max(mean, current / max(self.weight(self.step, self.step + 1), 1e-9))
-        left = self.weight(self.step, regular) * unit - current
+        left = self.steps_left(now, mean)
         return left if left > 0 else None
+
+    def steps_left(self, now: float, unit: float) -> float:
+        """Seconds the pass at hand's regular steps left need at `unit` seconds a mean step
+        of its shape. The step under way costs at least what it took so far, and one that
+        overran makes every step left as slow (the paper's steps grow along a pass)."""
+        regular = max(self.steps - 1, 0)
+        current = now - self.last_step
+        this = self.weight(self.step, min(self.step + 1, regular))
+        unit = max(unit, current / max(this, 1e-9)) if this else unit
+        return self.weight(self.step, regular) * unit - current
 
     def scaled(self, speed: float, share: float) -> tuple[list[float], list[float]]:
         """Each pass done's last step, and what came after it, for the pass at hand's
@@ -349,6 +354,8 @@ class Pace:
             return None
         finals, _ = self.scaled(self.speed(), self.fixed_share())
         left = median(finals) - (now - self.rest_started)
+        capped = self.alm_left(now)  # its ALM's rounds left to their cap bound it
+        left = left if capped is None else min(left, capped)
         return left if left > 0 else None  # overdue: unknown, not a stale zero
 
     def floor(self, now: float) -> float:
@@ -363,8 +370,12 @@ class Pace:
     def least(self, now: float) -> float | None:
         """Before a pass is done (`left` says nothing yet), what the run needs at least: the
         denoising steps left, the pass at hand's and those of as few passes as the samples
-        not begun need, all at the lowest cost per row measured. Not at the pass's mean so
-        far (a masked text model's first steps cost 2-2.6 s and its last 0.4 s), nor its
+        not begun need, all at the lowest cost per row measured, each step's ALM rounds at
+        their pace apart: toxicity and the paper's method project at every step for as many
+        rounds as the samples need, and a pass's first steps ran more than its last (with
+        them, two runs' bounds said 1.1-2 times what the run took, at every line). Not at
+        the pass's mean so far (a masked text model's first steps cost 2-2.6 s and its last
+        0.4 s), nor its
         last steps: a first pass's can take several times a later one's (the run's first
         projection warms up; a burst of other work), so nothing sure is known of theirs. A
         first pass whose last step takes minutes (a toxicity bound deep in the model's
@@ -440,15 +451,14 @@ class Pace:
         (`residual`: once a part has run long, as the longer ones did)."""
         finals, afters = self.scaled(speed, share)
         if self.rest_started is None:
-            regular_steps = max(self.steps - 1, 0)
-            current = now - self.last_step
             # A mean step at the speed now (the median step, as the passes done's mean
             # steps stood to their median ones: `skew`).
             step = speed * self.rows(self.samples) * self.skew()
-            this = self.weight(self.step, min(self.step + 1, regular_steps))
-            unit = max(step, current / max(this, 1e-9)) if this else step
-            regular = max(self.weight(self.step, regular_steps) * unit - current, 0.0)
+            regular = max(self.steps_left(now, step), 0.0)
             return regular + residual(finals, 0.0) + residual(afters, 0.0)
         if self.final_ended is None:
-            return residual(finals, now - self.rest_started) + residual(afters, 0.0)
+            final = residual(finals, now - self.rest_started)
+            capped = self.alm_left(now)
+            final = final if capped is None else min(final, capped)
+            return final + residual(afters, 0.0)
         return residual(afters, now - self.final_ended)

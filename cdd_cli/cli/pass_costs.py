@@ -1,0 +1,70 @@
+"""What a pass of the sampler cost, as the time left reads it (`pace.Pace`): a pass done
+(`Measured`), what a part of the pass at hand still needs (`residual`), and its steps'
+costs as the ALM rounds they ran tell them (`worked`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import median
+
+
+@dataclass
+class Measured:
+    """A pass done, as it went (seconds): one measurement of what a pass costs."""
+
+    samples: int
+    rows: float  # what its steps cost, in samples (`Pace.rows`)
+    step: float  # one regular step per row: the median of its regular steps (its pace)
+    stepping: float  # its regular steps, summed (what they cost)
+    final: float  # its last step: the noise removal and the projection of the final prediction
+    after: float  # its judging and records, until the next pass began
+    regular: int = 0  # its regular steps
+
+    # How the last step and judging follow the machine's step speed: as its 0.75th power.
+    # On a busy two-core machine, torch's steps (every core, in lockstep) ran 8 to 11 times
+    # slower in some stretches of a run than in others, the last steps (RDKit, one core)
+    # about 6 times and the judging about 9 (bench/eta_check.py's traces): a step speed 8
+    # times slower scales them by 4.8.
+    REST_FOLLOWS = 0.75
+
+    def parts(self, speed: float) -> tuple[float, float, float]:
+        """Its steps, last step and what came after, had a regular step cost `speed` seconds
+        per row (bounded to 1/8..8 of its own: a burst of other work is not the machine's
+        pace)."""
+        ratio = min(max(speed / self.step, 1 / 8), 8.0) if self.step else 1.0
+        rest = ratio**self.REST_FOLLOWS
+        return self.stepping * ratio, self.final * rest, self.after * rest
+
+
+def residual(measured: list[float], elapsed: float) -> float:
+    """Seconds a part of the pass at hand (its last step, or its judging) still needs when
+    it has run `elapsed`, from what the passes done took for it (at its size and the speed
+    now): of those that ran longer, the median of what they had left then. A pass's last
+    step varies several-fold with which samples it must move, and nothing tells which before
+    it ends: the median is the typical pass, and one slowed by a burst of other work does
+    not move it. Once the part outlasts the shorter ones it follows the longer ones, never a
+    stale mean minus the time spent (0, and there it sits). Past all of them nothing measured
+    says how long it goes on: a quarter of what it took so far, which grows as it runs on."""
+    longer = [m - elapsed for m in measured if m > elapsed]
+    return median(longer) if longer else elapsed / 4
+
+
+def worked(durations: list[float], rounds: list[int]) -> list[float] | None:
+    """Each regular step's seconds as the ALM rounds it ran tell them: a part per step and a
+    part per round, fitted on the pass (least squares), so that a pass's shape is the work
+    its samples needed and not the load that came and went while it ran (toxicity on a busy
+    machine: a first pass's first 32 steps took 1.45 s a step, its last 31 0.81, for 13.5
+    and 11.7 rounds a step; the second pass's 1.22 and 2.05 s, for 15.8 and 13.3). Steps
+    that all ran as many rounds are alike. None where its steps ran no rounds, or their
+    seconds did not grow with them."""
+    n = len(durations)
+    if n < 2 or not any(rounds):
+        return None
+    mean_r, mean_d = sum(rounds) / n, sum(durations) / n
+    spread = sum((r - mean_r) ** 2 for r in rounds)
+    if spread <= 0:
+        return [mean_d] * n
+    per_round = sum((r - mean_r) * (d - mean_d) for r, d in zip(rounds, durations, strict=True))
+    per_round /= spread
+    base = max(mean_d - per_round * mean_r, 0.0)  # (noise can fit a step of no rounds below 0)
+    return [base + per_round * r for r in rounds] if per_round > 0 else None
