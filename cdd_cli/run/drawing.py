@@ -21,13 +21,15 @@ from dataclasses import dataclass, field
 import torch
 
 from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, closed_forms
-from cdd_cli.diffusion.processes import KeptFixed, TemperatureTopP, make_process
+from cdd_cli.diffusion.processes import KeptFixed, OrderedProcess, TemperatureTopP, make_process
 from cdd_cli.diffusion.sampler import Canvas, Sampler, sample_generator
+from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import canonical
-from cdd_cli.methods import METHODS
+from cdd_cli.methods import METHODS, exact_setting
 from cdd_cli.models.registry import LoadedModel
 from cdd_cli.models.tokenizers import Continuation, SmilesTokenizer
 from cdd_cli.projection.engine import Job, Parts
+from cdd_cli.projection.exact import ExactSetting
 from cdd_cli.reporting import Reporter
 from cdd_cli.spec.model import Spec
 from cdd_cli.templates import Layout, TemplateText
@@ -75,6 +77,18 @@ class Draw:
     satisfied: bool = False
     projection: dict = field(default_factory=no_projection)
     seconds: float = 0.0
+    # The exact method's (None under the others): the kept draw's log-weight log p/q of its
+    # trajectory, whether it was kept by weight (False: the attempts ran out), and every
+    # draw's importance weight w 1[satisfied], in order.
+    log_weight: float | None = None
+    accepted: bool | None = None
+    weights: list[float] = field(default_factory=list)
+    above_bound: float = 0.0  # the sum over its draws of max(0, w - M): the truncated mass
+
+    @property
+    def kept(self) -> bool:
+        """Whether this draw is final: accepted by weight (exact), else satisfied."""
+        return self.satisfied if self.accepted is None else self.accepted
 
 
 def judge(constraints: list[Constraint], texts: list[str]) -> list[dict[str, float | None]]:
@@ -144,6 +158,34 @@ class BatchDrawer:
         # Where the time went, summed over passes: each engine stage's wall seconds, and
         # "redraws": the redrawn samples' share of the passes (of their wall seconds).
         self.stage_seconds: dict[str, float] = {}
+        self.proposal = self.exact_proposal() if self.method.weighs and constraints else None
+
+    def exact_proposal(self) -> ExactSetting:
+        """The exact method's stored design for this model and these constraints (an input
+        error where there is none, or where the sampler's law is not one it can weigh)."""
+        sampling = self.spec.sampling
+        if isinstance(self.process, OrderedProcess):
+            raise InputError(
+                f"method exact: sampler {sampling.sampler} chooses positions by the prediction, "
+                "so a proposal would change which positions a step decides (use the ancestral "
+                "sampler)"
+            )
+        if sampling.top_p < 1.0:
+            raise InputError(
+                f"method exact: top_p {sampling.top_p:g} would cut tokens out of the proposal "
+                "that the model may draw (use top_p 1)",
+                cli=f"method exact: --top-p {sampling.top_p:g} would cut tokens out of the "
+                "proposal that the model may draw (use --top-p 1)",
+            )
+        labels = [c.label() for c in self.constraints]
+        setting = exact_setting(self.loaded.revision, labels)
+        if setting is None:
+            raise InputError(
+                f"method exact: no calibrated proposal for model {self.loaded.name} with "
+                f"{', '.join(labels)} (calibrate it with bench/exact.py; methods.py "
+                "EXACT_BY_SETTING lists those there are)"
+            )
+        return setting
 
     def draw(self, draws: list[Draw], prompt: Prompt) -> None:
         """One more draw for each of `draws` (in one pass, ordered by their draws so far),
@@ -167,7 +209,11 @@ class BatchDrawer:
         hook = None
         if self.constraints:
             parts = []
-            for a, b in runs(draws, lambda d: d.attempts):
+            # Exact: every draw is proposed alike (no margins), so one engine, and the
+            # model's prediction left as it is for the weights (parts copy theirs into it).
+            whole = [(0, len(draws))]
+            ranges = whole if self.method.weighs else runs(draws, lambda d: d.attempts)
+            for a, b in ranges:
                 # A redraw's surrogates aim further inside than a first draw's.
                 attempts = draws[a].attempts
                 margin = self.method.margin(spec.repair, attempts)
@@ -185,6 +231,8 @@ class BatchDrawer:
                     on_stage=self.reporter.stage,
                     final_surrogates=attempts + 1 >= (spec.repair.surrogates_from or 1),
                     readable=continuation.readable if continuation.check is not None else None,
+                    process=self.process,
+                    proposal=self.proposal,
                 )
                 parts.append((a, b, self.method.engine(job, spec.projection, spec.search)))
             hook = Parts(parts) if parts[0][2] is not None else None
@@ -213,8 +261,24 @@ class BatchDrawer:
                 for key, value in accounts[i].items():
                     # Costs add up over a sample's draws; who did the work is the last draw's.
                     d.projection[key] = value if key == "settled_by" else d.projection[key] + value
+        if self.proposal is not None and hook is not None:
+            self.weigh(draws, hook.parts[0][2].log_weights.tolist(), generators)
         for c in self.constraints:  # e.g. novelty: later samples must differ from these
-            c.remember([d.text for d in draws if d.satisfied])
+            c.remember([d.text for d in draws if d.kept])
+
+    def weigh(
+        self, draws: list[Draw], log_weights: list[float], generators: list[torch.Generator]
+    ) -> None:
+        """Exact: each draw kept with probability min(1, w / M), w = exp(log-weight) if the
+        judges accept it, else 0; the uniform from the draw's own stream, after its sampling."""
+        log_bound = self.proposal.log_bound
+        for d, log_weight, g in zip(draws, log_weights, generators, strict=True):
+            uniform = torch.rand((), generator=g, dtype=torch.float64).item()
+            d.log_weight = log_weight
+            weight = math.exp(log_weight) if d.satisfied else 0.0
+            d.weights.append(weight)
+            d.above_bound += max(0.0, weight - math.exp(log_bound))
+            d.accepted = d.satisfied and math.log(max(uniform, 1e-300)) < log_weight - log_bound
 
     def canvas(self, prompt: Prompt, draws: list[Draw]) -> Canvas:
         """What `draws` of `prompt` are drawn on, a row each where the prompt's canvas has
@@ -263,7 +327,7 @@ class BatchDrawer:
             if pending:  # the redraws' share of the pass (each sample pays an equal share)
                 share = (time.perf_counter() - started) * len(pending) / len(batch)
                 self.stage_seconds["redraws"] = self.stage_seconds.get("redraws", 0.0) + share
-            pending = [d for d in batch if not d.satisfied and d.attempts < cap]
+            pending = [d for d in batch if not d.kept and d.attempts < cap]
             again = {id(d) for d in pending}
             yield from sorted((d for d in batch if id(d) not in again), key=lambda d: d.index)
 

@@ -1,0 +1,190 @@
+"""The exact method: calibrating its proposal and bound, and its cost against rejection.
+
+    python bench/exact.py calibrate --setting sa3.5 [--tempering 0.25,0.5,1] [--steer-from 0.5,0.9]
+        [--samples 256] [--truncation 0.01]
+    python bench/exact.py cost --settings sa3.5,sa4.0 [--samples 256] [--batch-size 64]
+
+`calibrate` draws `--samples` single proposals per candidate design (tempering l, first steered
+share of the steps) with the stored bound left aside (one attempt each), and reads each draw's
+importance weight w 1[C] (`projection/exact.py`). For a bound M the acceptance per draw is the
+mean of min(1, w / M) and the truncated mass the weight above M over all the weight; M is the
+smallest whose truncated mass is at most `--truncation`, the design the one of highest
+acceptance per second of drawing. Also printed: the mean weight (P(C) under the model, with its
+standard error), the effective sample size, and the mean log-weight of the satisfying draws (a
+lower bound on KL(p(.|C) || q) less log P(C): the acceptance at M is at most P(C) / M).
+
+`cost` draws `--samples` per arm, `unconstrained`, `reject` and `exact`, interleaved batch by
+batch, and prints each arm's seconds per sample and per satisfying sample, its draws per sample,
+and for exact its acceptance, truncated mass and weight-based P(C) against the acceptance of
+`unconstrained` (with its 95% Wilson interval). Run with OMP_NUM_THREADS=1 and --threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+
+import torch
+
+from cdd_cli.constraints.descriptor import ConstraintSpec
+from cdd_cli.constraints.registry import build_constraints
+from cdd_cli.constraints.sa import rdkit_sa
+from cdd_cli.methods import EXACT_BY_SETTING
+from cdd_cli.models import registry
+from cdd_cli.models.registry import LoadedModel
+from cdd_cli.projection.exact import ExactSetting
+from cdd_cli.run.defaults import fill_defaults
+from cdd_cli.run.drawing import BatchDrawer, Draw
+from cdd_cli.spec.entries import check_constraint
+from cdd_cli.spec.model import Spec
+
+SETTINGS: dict[str, list[tuple[str, dict]]] = {
+    "sa4.0": [("sa", {"tau": 4.0})],
+    "sa3.5": [("sa", {"tau": 3.5})],
+    "sa3.0": [("sa", {"tau": 3.0})],
+}
+SEED = 21
+
+
+def drawer(
+    loaded: LoadedModel, name: str, method: str, batch: int, overrides: dict | None = None
+) -> BatchDrawer:
+    spec = Spec()
+    spec.model, spec.method = loaded.name, method
+    spec.constraints = [ConstraintSpec(t, dict(o), f"exact {name}") for t, o in SETTINGS[name]]
+    for s in spec.constraints:
+        check_constraint(s)
+    spec.sampling.batch_size = batch
+    spec.sampling.seed = SEED
+    fill_defaults(spec, loaded)
+    for key, value in (overrides or {}).items():
+        section, field = key.split(".")
+        setattr(getattr(spec, section), field, value)
+    return BatchDrawer(spec, loaded, build_constraints(spec.constraints, loaded, "cpu"))
+
+
+def key_of(loaded: LoadedModel, name: str) -> tuple[str, str]:
+    """The setting's key in EXACT_BY_SETTING."""
+    specs = [ConstraintSpec(t, dict(o), f"exact {name}") for t, o in SETTINGS[name]]
+    labels = sorted(c.label() for c in build_constraints(specs, loaded, "cpu"))
+    return loaded.revision, ", ".join(labels)
+
+
+def weight_summary(weights: list[float], truncation: float) -> dict:
+    """P(C) estimate, ESS, the bound M of truncated mass <= `truncation`, the acceptance."""
+    n, total = len(weights), sum(weights)
+    positive = sorted(w for w in weights if w > 0)
+    mean = total / n
+    sd = statistics.pstdev(weights) if n > 1 else 0.0
+    bound = positive[-1] if positive else 1.0
+    for candidate in positive:  # the smallest M whose truncated mass is small enough
+        if sum(max(0.0, w - candidate) for w in positive) <= truncation * total:
+            bound = candidate
+            break
+    accept = sum(min(1.0, w / bound) for w in weights) / n
+    truncated = sum(max(0.0, w - bound) for w in positive) / total if total else 0.0
+    return {
+        "p_c": round(mean, 4),
+        "p_c_se": round(sd / math.sqrt(max(n - 1, 1)), 4),
+        "ess": round(total**2 / sum(w * w for w in weights), 1) if total else 0.0,
+        "satisfied": len(positive),
+        "mean_log_w_satisfied": round(statistics.fmean(math.log(w) for w in positive), 3)
+        if positive
+        else None,
+        "max_w": round(positive[-1], 3) if positive else None,
+        "bound": round(bound, 4),
+        "acceptance": round(accept, 4),
+        "truncated": round(truncated, 4),
+    }
+
+
+def calibrate(args: argparse.Namespace) -> None:
+    loaded = registry.load(args.model, "molecules")
+    key = key_of(loaded, args.setting)
+    print(f"key: {key}", flush=True)
+    for tempering in [float(v) for v in args.tempering.split(",")]:
+        for steer_from in [float(v) for v in args.steer_from.split(",")]:
+            EXACT_BY_SETTING[key] = ExactSetting(tempering, steer_from, 0.0)
+            gen = drawer(loaded, args.setting, "exact", args.batch_size,
+                         {"reject.max_attempts": 1})  # fmt: skip
+            rdkit_sa.cache_clear()
+            started = time.perf_counter()
+            draws = gen.run(range(args.samples))
+            seconds = (time.perf_counter() - started) / args.samples
+            summary = weight_summary([d.weights[0] for d in draws], args.truncation)
+            per_satisfying = seconds / summary["acceptance"] if summary["acceptance"] else None
+            row = {"setting": args.setting, "tempering": tempering, "steer_from": steer_from,
+                   "n": args.samples, "s_per_draw": round(seconds, 4), **summary,
+                   "s_per_accepted": round(per_satisfying, 4) if per_satisfying else None}  # fmt: skip
+            print(json.dumps(row), flush=True)
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return round(centre - half, 4), round(centre + half, 4)
+
+
+def cost(args: argparse.Namespace) -> None:
+    loaded = registry.load(args.model, "molecules")
+    for name in args.settings.split(","):
+        arms = {m: drawer(loaded, name, m, args.batch_size) for m in args.arms.split(",")}
+        draws: dict[str, list[Draw]] = {m: [] for m in arms}
+        wall = dict.fromkeys(arms, 0.0)
+        for start in range(0, args.samples, args.batch_size):
+            indices = range(start, min(start + args.batch_size, args.samples))
+            for m, gen in arms.items():
+                rdkit_sa.cache_clear()  # each arm stands for a run of its own
+                started = time.perf_counter()
+                draws[m] += gen.run(indices)
+                wall[m] += time.perf_counter() - started
+        n = args.samples
+        base = wall["unconstrained"] / n
+        for m, ds in draws.items():
+            satisfied = sum(d.satisfied for d in ds)
+            row = {"setting": name, "arm": m, "n": n, "threads": args.threads,
+                   "s_per_sample": round(wall[m] / n, 4),
+                   "s_per_satisfying": round(wall[m] / satisfied, 4) if satisfied else None,
+                   "x_unconstrained_per_sample": round(wall[m] / n / base, 2),
+                   "satisfied": satisfied,
+                   "draws_per_sample": round(sum(d.attempts for d in ds) / n, 2)}  # fmt: skip
+            if m == "unconstrained":
+                row["acceptance_ci95"] = wilson(satisfied, n)
+            if m == "exact":
+                weights = [w for d in ds for w in d.weights]
+                total = sum(weights)
+                row.update({
+                    "accepted_by_weight": sum(bool(d.accepted) for d in ds),
+                    "acceptance": round(sum(bool(d.accepted) for d in ds) / len(weights), 4),
+                    "p_c_mean_weight": round(total / len(weights), 4),
+                    "p_c_se": round(statistics.pstdev(weights) / math.sqrt(len(weights) - 1), 4),
+                    "ess": round(total**2 / sum(w * w for w in weights), 1) if total else 0.0,
+                    "truncated": round(sum(d.above_bound for d in ds) / total, 4) if total else 0,
+                })  # fmt: skip
+            print(json.dumps(row), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=["calibrate", "cost"])
+    parser.add_argument("--model", default="default-molecules")
+    parser.add_argument("--setting", default="sa3.5")
+    parser.add_argument("--settings", default="sa3.5,sa4.0")
+    parser.add_argument("--arms", default="unconstrained,reject,exact")
+    parser.add_argument("--tempering", default="0.25,0.5,1")
+    parser.add_argument("--steer-from", default="0.5,0.9")
+    parser.add_argument("--samples", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--truncation", type=float, default=0.01)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    calibrate(args) if args.mode == "calibrate" else cost(args)
+
+
+if __name__ == "__main__":
+    main()
