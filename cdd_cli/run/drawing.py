@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import torch
 
 from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, closed_forms
-from cdd_cli.diffusion.processes import KeptFixed, OrderedProcess, TemperatureTopP, make_process
+from cdd_cli.diffusion.processes import KeptFixed, TemperatureTopP, make_process
 from cdd_cli.diffusion.sampler import Canvas, Sampler, sample_generator
 from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import canonical
@@ -115,6 +115,38 @@ def surrogate_scores(
     return [{k: v[i] for k, v in scores.items()} for i in range(len(ids))]
 
 
+def exact_design(
+    spec: Spec, loaded: LoadedModel, constraints: list[Constraint]
+) -> ExactSetting | None:
+    """The exact method's stored design for this model and these constraints (None without
+    constraints: the model's own draws); an input error where there is none, or where the
+    sampler's law is not one it can weigh."""
+    if not constraints:
+        return None
+    sampling = spec.sampling
+    if sampling.sampler not in (None, "ancestral"):
+        raise InputError(
+            f"method exact: sampler {sampling.sampler} chooses positions by the prediction, so "
+            "a proposal would change which positions a step decides (use the ancestral sampler)"
+        )
+    if sampling.top_p is not None and sampling.top_p < 1.0:
+        raise InputError(
+            f"method exact: top_p {sampling.top_p:g} would cut tokens the model may draw out of "
+            "the proposal (use top_p 1)",
+            cli=f"method exact: --top-p {sampling.top_p:g} would cut tokens the model may draw "
+            "out of the proposal (use --top-p 1)",
+        )
+    labels = [c.label() for c in constraints]
+    setting = exact_setting(loaded.revision, labels)
+    if setting is None:
+        raise InputError(
+            f"method exact: no calibrated proposal for model {loaded.name} with "
+            f"{', '.join(labels)} (calibrate one with bench/exact.py; methods.py "
+            "EXACT_BY_SETTING lists those there are)"
+        )
+    return setting
+
+
 def runs(items: Sequence[Draw], key: Callable[[Draw], int]) -> list[tuple[int, int]]:
     """The ranges a:b of neighbours in `items` with one `key`."""
     bounds = [0] + [i for i in range(1, len(items)) if key(items[i]) != key(items[i - 1])]
@@ -158,34 +190,7 @@ class BatchDrawer:
         # Where the time went, summed over passes: each engine stage's wall seconds, and
         # "redraws": the redrawn samples' share of the passes (of their wall seconds).
         self.stage_seconds: dict[str, float] = {}
-        self.proposal = self.exact_proposal() if self.method.weighs and constraints else None
-
-    def exact_proposal(self) -> ExactSetting:
-        """The exact method's stored design for this model and these constraints (an input
-        error where there is none, or where the sampler's law is not one it can weigh)."""
-        sampling = self.spec.sampling
-        if isinstance(self.process, OrderedProcess):
-            raise InputError(
-                f"method exact: sampler {sampling.sampler} chooses positions by the prediction, "
-                "so a proposal would change which positions a step decides (use the ancestral "
-                "sampler)"
-            )
-        if sampling.top_p < 1.0:
-            raise InputError(
-                f"method exact: top_p {sampling.top_p:g} would cut tokens out of the proposal "
-                "that the model may draw (use top_p 1)",
-                cli=f"method exact: --top-p {sampling.top_p:g} would cut tokens out of the "
-                "proposal that the model may draw (use --top-p 1)",
-            )
-        labels = [c.label() for c in self.constraints]
-        setting = exact_setting(self.loaded.revision, labels)
-        if setting is None:
-            raise InputError(
-                f"method exact: no calibrated proposal for model {self.loaded.name} with "
-                f"{', '.join(labels)} (calibrate it with bench/exact.py; methods.py "
-                "EXACT_BY_SETTING lists those there are)"
-            )
-        return setting
+        self.proposal = exact_design(spec, loaded, constraints) if self.method.weighs else None
 
     def draw(self, draws: list[Draw], prompt: Prompt) -> None:
         """One more draw for each of `draws` (in one pass, ordered by their draws so far),
