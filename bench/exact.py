@@ -107,7 +107,7 @@ def calibrate(args: argparse.Namespace) -> None:
     print(f"key: {key}", flush=True)
     for tempering in [float(v) for v in args.tempering.split(",")]:
         for steer_from in [float(v) for v in args.steer_from.split(",")]:
-            EXACT_BY_SETTING[key] = ExactSetting(tempering, steer_from, 0.0)
+            EXACT_BY_SETTING[key] = ExactSetting(tempering, steer_from, 0.0, args.steering)
             gen = drawer(loaded, args.setting, "exact", args.batch_size,
                          {"reject.max_attempts": 1})  # fmt: skip
             rdkit_sa.cache_clear()
@@ -115,10 +115,11 @@ def calibrate(args: argparse.Namespace) -> None:
             draws = gen.run(range(args.samples))
             seconds = (time.perf_counter() - started) / args.samples
             summary = weight_summary([d.weights[0] for d in draws], args.truncation)
-            per_satisfying = seconds / summary["acceptance"] if summary["acceptance"] else None
-            row = {"setting": args.setting, "tempering": tempering, "steer_from": steer_from,
-                   "n": args.samples, "s_per_draw": round(seconds, 4), **summary,
-                   "s_per_accepted": round(per_satisfying, 4) if per_satisfying else None}  # fmt: skip
+            accepted = seconds / summary["acceptance"] if summary["acceptance"] else None
+            row = {"setting": args.setting, "steering": args.steering, "tempering": tempering,
+                   "steer_from": steer_from, "n": args.samples,
+                   "s_per_draw": round(seconds, 4), **summary,
+                   "s_per_accepted": round(accepted, 4) if accepted else None}  # fmt: skip
             print(json.dumps(row), flush=True)
 
 
@@ -177,6 +178,7 @@ def main() -> None:
     parser.add_argument("--arms", default="unconstrained,reject,exact")
     parser.add_argument("--tempering", default="0.25,0.5,1")
     parser.add_argument("--steer-from", default="0.5,0.9")
+    parser.add_argument("--steering", default="alm", choices=["alm", "gradient"])
     parser.add_argument("--samples", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--truncation", type=float, default=0.01)

@@ -34,7 +34,7 @@ import torch
 from cdd_cli.constraints.base import DifferentiableConstraint
 from cdd_cli.diffusion.processes import MaskedProcess, UniformProcess
 from cdd_cli.diffusion.sampler import StepInfo
-from cdd_cli.projection.alm import project
+from cdd_cli.projection.alm import argmax_ids, project, surrogate_violations
 from cdd_cli.settings import ALMSettings
 
 # The share of the model's own prediction in every proposal: the support guarantee.
@@ -51,6 +51,9 @@ class ExactSetting:
     tempering: float  # l: 0 is the model itself (every weight 1), 1 the projection's y
     steer_from: float  # steps from this share of the run on are proposed by the projection
     log_bound: float  # log M
+    # What steers: "alm" (the projection's categorical y, tempered in by l) or "gradient"
+    # (the first-order tilt x' exp(-l grad_x' violation), one surrogate pass a step).
+    steering: str = "alm"
 
 
 def step_law(
@@ -106,6 +109,24 @@ def tempered(model: torch.Tensor, steered: torch.Tensor, tempering: float) -> to
     return (1 - MODEL_SHARE) * mix + MODEL_SHARE * model
 
 
+def gradient_tilt(
+    probs: torch.Tensor,
+    constraints: Sequence[DifferentiableConstraint],
+    strength: float,
+    movable: torch.Tensor,
+) -> torch.Tensor:
+    """The first-order proposal (Ou, Pani, Li 2025): x' exp(-l d violation / d x'), the
+    surrogates' summed violation read on the soft prediction, at `movable` [B, L] positions."""
+    soft = probs.detach().float().requires_grad_(True)
+    with torch.enable_grad():
+        violation = surrogate_violations(constraints, soft).sum()
+        (grad,) = torch.autograd.grad(violation, soft)
+    log_tilted = probs.clamp_min(1e-30).log() - strength * grad * movable[..., None]
+    tilted = log_tilted.softmax(-1) * (probs > 0)
+    tilted = tilted / tilted.sum(-1, keepdim=True)
+    return (1 - MODEL_SHARE) * tilted + MODEL_SHARE * probs
+
+
 class ExactHook:
     """The sampler's per-step hook for one batch: proposes each regular step and adds its
     log-ratio to each sample's log-weight; hands the final prediction back as it is."""
@@ -134,27 +155,47 @@ class ExactHook:
         proposal = probs
         steer = self.setting.tempering > 0 and self.constraints
         if steer and info.index >= self.setting.steer_from * info.steps:
-            masked = isinstance(self.process, MaskedProcess)
-            result = project(
-                probs,
-                self.constraints,
-                self.settings,
-                self.fixed_positions(x),
-                self.generators,
-                tokens=x if masked else None,
-            )
-            rows = result.projected.nonzero().squeeze(-1)
-            if len(rows):
-                proposal = probs.clone()
-                proposal[rows] = tempered(probs[rows], result.probs[rows], self.setting.tempering)
-                for i in rows.tolist():
-                    self.steered_steps[i] += 1
+            proposal = self.propose(probs, x)
         x_s = (info.decide or info.draw)(proposal)
         ratio = step_log_ratio(self.process, probs, proposal, x, x_s, info)
         self.log_weights += ratio.cpu()
         elapsed = time.perf_counter() - started
         self.stage_seconds["exact proposal"] += elapsed
         self.seconds = [s + elapsed / len(x) for s in self.seconds]
+        return proposal
+
+    def propose(self, probs: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """The proposal's prediction at a steered step: the model's for a sample whose
+        predicted argmax the surrogates already accept, steered for the others."""
+        fixed = self.fixed_positions(x)
+        masked = isinstance(self.process, MaskedProcess)
+        if self.setting.steering == "gradient":
+            hard = argmax_ids(probs, ~fixed, x if masked else None)
+            with torch.no_grad():
+                rows = surrogate_violations(self.constraints, hard).gt(0).any(-1).nonzero()
+            rows = rows.squeeze(-1)
+            steered = None
+        else:
+            result = project(
+                probs,
+                self.constraints,
+                self.settings,
+                fixed,
+                self.generators,
+                tokens=x if masked else None,
+            )
+            rows = result.projected.nonzero().squeeze(-1)
+            steered = result.probs
+        if not len(rows):
+            return probs
+        proposal = probs.clone()
+        if steered is None:
+            strength = self.setting.tempering
+            proposal[rows] = gradient_tilt(probs[rows], self.constraints, strength, ~fixed[rows])
+        else:
+            proposal[rows] = tempered(probs[rows], steered[rows], self.setting.tempering)
+        for i in rows.tolist():
+            self.steered_steps[i] += 1
         return proposal
 
     def reports(self) -> list[dict]:

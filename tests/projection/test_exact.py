@@ -121,7 +121,7 @@ def test_exact_records_are_the_same_at_batch_sizes_1_and_7(loaded, monkeypatch):
 
 
 def test_a_setting_without_a_calibrated_proposal_is_refused(loaded):
-    with pytest.raises(InputError, match="no calibrated proposal for model .* sa <= 3.5"):
+    with pytest.raises(InputError, match=r"no calibrated proposal for model .* sa <= 3\.5"):
         generation(exact_spec(4), loaded, sa(loaded), 6)
 
 
@@ -131,5 +131,5 @@ def test_a_nucleus_is_refused(loaded, monkeypatch):
     monkeypatch.setitem(EXACT_BY_SETTING, key, ExactSetting(0.5, 0.0, 0.0))
     spec = exact_spec(4)
     spec.sampling.top_p = 0.9
-    with pytest.raises(InputError, match="top_p 0.9 would cut tokens"):
+    with pytest.raises(InputError, match=r"top_p 0\.9 would cut tokens"):
         generation(spec, loaded, constraints, 6)
