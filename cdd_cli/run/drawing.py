@@ -132,9 +132,7 @@ def exact_design(
     if sampling.top_p is not None and sampling.top_p < 1.0:
         raise InputError(
             f"method exact: top_p {sampling.top_p:g} would cut tokens the model may draw out of "
-            "the proposal (use top_p 1)",
-            cli=f"method exact: --top-p {sampling.top_p:g} would cut tokens the model may draw "
-            "out of the proposal (use --top-p 1)",
+            "the proposal (use top_p 1, --top-p 1)"
         )
     labels = [c.label() for c in constraints]
     setting = exact_setting(loaded.revision, labels)
