@@ -1,22 +1,18 @@
-"""The exact method: calibrating its proposal and bound, and its cost against rejection.
+"""The exact method's calibration: its proposal's design and the bound M, once per setting.
 
-    python bench/exact.py calibrate --setting sa3.5 [--tempering 0.25,0.5,1] [--steer-from 0.5,0.9]
-        [--samples 256] [--truncation 0.01]
-    python bench/exact.py cost --settings sa3.5,sa4.0 [--samples 256] [--batch-size 64]
+    python bench/exact.py --setting sa3.5 [--steering gradient] [--tempering 0.5,1,2]
+        [--steer-from 0.5,0.85] [--samples 128] [--truncation 0.01]
 
-`calibrate` draws `--samples` single proposals per candidate design (tempering l, first steered
+It draws `--samples` single proposals per candidate design (tempering l, first steered
 share of the steps) with the stored bound left aside (one attempt each), and reads each draw's
 importance weight w 1[C] (`projection/exact.py`). For a bound M the acceptance per draw is the
 mean of min(1, w / M) and the truncated mass the weight above M over all the weight; M is the
 smallest whose truncated mass is at most `--truncation`, the design the one of highest
 acceptance per second of drawing. Also printed: the mean weight (P(C) under the model, with its
-standard error), the effective sample size, and the mean log-weight of the satisfying draws (a
-lower bound on KL(p(.|C) || q) less log P(C): the acceptance at M is at most P(C) / M).
-
-`cost` draws `--samples` per arm, `unconstrained`, `reject` and `exact`, interleaved batch by
-batch, and prints each arm's seconds per sample and per satisfying sample, its draws per sample,
-and for exact its acceptance, truncated mass and weight-based P(C) against the acceptance of
-`unconstrained` (with its 95% Wilson interval). Run with OMP_NUM_THREADS=1 and --threads.
+standard error), the effective sample size, and the mean log-weight of the satisfying draws (how
+much less likely the model makes the proposal's own satisfying trajectories). Whatever the
+proposal, the acceptance is E_q[min(1, w 1[C] / M)] <= E_q[w 1[C]] / M = P(C) / M: it beats
+rejection's P(C) only with M < 1, a proposal likelier than the model on every satisfying path.
 """
 
 from __future__ import annotations
@@ -27,8 +23,6 @@ import math
 import statistics
 import time
 
-import torch
-
 from cdd_cli.constraints.descriptor import ConstraintSpec
 from cdd_cli.constraints.registry import build_constraints
 from cdd_cli.constraints.sa import rdkit_sa
@@ -37,7 +31,7 @@ from cdd_cli.models import registry
 from cdd_cli.models.registry import LoadedModel
 from cdd_cli.projection.exact import ExactSetting
 from cdd_cli.run.defaults import fill_defaults
-from cdd_cli.run.drawing import BatchDrawer, Draw
+from cdd_cli.run.drawing import BatchDrawer
 from cdd_cli.spec.entries import check_constraint
 from cdd_cli.spec.model import Spec
 
@@ -123,69 +117,18 @@ def calibrate(args: argparse.Namespace) -> None:
             print(json.dumps(row), flush=True)
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return round(centre - half, 4), round(centre + half, 4)
-
-
-def cost(args: argparse.Namespace) -> None:
-    loaded = registry.load(args.model, "molecules")
-    for name in args.settings.split(","):
-        arms = {m: drawer(loaded, name, m, args.batch_size) for m in args.arms.split(",")}
-        draws: dict[str, list[Draw]] = {m: [] for m in arms}
-        wall = dict.fromkeys(arms, 0.0)
-        for start in range(0, args.samples, args.batch_size):
-            indices = range(start, min(start + args.batch_size, args.samples))
-            for m, gen in arms.items():
-                rdkit_sa.cache_clear()  # each arm stands for a run of its own
-                started = time.perf_counter()
-                draws[m] += gen.run(indices)
-                wall[m] += time.perf_counter() - started
-        n = args.samples
-        base = wall["unconstrained"] / n
-        for m, ds in draws.items():
-            satisfied = sum(d.satisfied for d in ds)
-            row = {"setting": name, "arm": m, "n": n, "threads": args.threads,
-                   "s_per_sample": round(wall[m] / n, 4),
-                   "s_per_satisfying": round(wall[m] / satisfied, 4) if satisfied else None,
-                   "x_unconstrained_per_sample": round(wall[m] / n / base, 2),
-                   "satisfied": satisfied,
-                   "draws_per_sample": round(sum(d.attempts for d in ds) / n, 2)}  # fmt: skip
-            if m == "unconstrained":
-                row["acceptance_ci95"] = wilson(satisfied, n)
-            if m == "exact":
-                weights = [w for d in ds for w in d.weights]
-                total = sum(weights)
-                row.update({
-                    "accepted_by_weight": sum(bool(d.accepted) for d in ds),
-                    "acceptance": round(sum(bool(d.accepted) for d in ds) / len(weights), 4),
-                    "p_c_mean_weight": round(total / len(weights), 4),
-                    "p_c_se": round(statistics.pstdev(weights) / math.sqrt(len(weights) - 1), 4),
-                    "ess": round(total**2 / sum(w * w for w in weights), 1) if total else 0.0,
-                    "truncated": round(sum(d.above_bound for d in ds) / total, 4) if total else 0,
-                })  # fmt: skip
-            print(json.dumps(row), flush=True)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["calibrate", "cost"])
     parser.add_argument("--model", default="default-molecules")
     parser.add_argument("--setting", default="sa3.5")
-    parser.add_argument("--settings", default="sa3.5,sa4.0")
-    parser.add_argument("--arms", default="unconstrained,reject,exact")
-    parser.add_argument("--tempering", default="0.25,0.5,1")
-    parser.add_argument("--steer-from", default="0.5,0.9")
-    parser.add_argument("--steering", default="alm", choices=["alm", "gradient"])
-    parser.add_argument("--samples", type=int, default=256)
+    parser.add_argument("--tempering", default="0.5,1,2")
+    parser.add_argument("--steer-from", default="0.5,0.85")
+    parser.add_argument("--steering", default="gradient", choices=["alm", "gradient"])
+    parser.add_argument("--samples", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--truncation", type=float, default=0.01)
-    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    calibrate(args) if args.mode == "calibrate" else cost(args)
+    calibrate(args)
 
 
 if __name__ == "__main__":
