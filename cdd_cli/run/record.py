@@ -82,7 +82,7 @@ def exact_fields(draw: Draw) -> dict:
     was kept by weight (False: the attempts ran out first), and every draw's importance
     weight w 1[satisfied] (their mean estimates P(constraints) under the model)."""
     return {
-        "log_weight": round(draw.log_weight, 6),
+        "log_weight": round(draw.log_weight, 6) + 0.0,  # never -0.0
         "accepted": draw.accepted,
         "weights": [float(f"{w:.6g}") for w in draw.weights],
         "above_bound": float(f"{draw.above_bound:.6g}"),
