@@ -121,8 +121,8 @@ def test_exact_records_are_the_same_at_batch_sizes_1_and_7(loaded, monkeypatch):
 
 
 def test_a_setting_without_a_calibrated_proposal_is_refused(loaded):
-    with pytest.raises(InputError, match=r"no calibrated proposal for model .* sa <= 3\.5"):
-        generation(exact_spec(4), loaded, sa(loaded), 6)
+    with pytest.raises(InputError, match=r"no calibrated proposal for model .* sa <= 3\.3"):
+        generation(exact_spec(4), loaded, sa(loaded, 3.3), 6)
 
 
 def test_a_nucleus_is_refused(loaded, monkeypatch):
