@@ -5,6 +5,7 @@ not depend on the batch."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -133,3 +134,26 @@ def test_a_nucleus_is_refused(loaded, monkeypatch):
     spec.sampling.top_p = 0.9
     with pytest.raises(InputError, match=r"top_p 0\.9 would cut tokens"):
         generation(spec, loaded, constraints, 6)
+
+
+@pytest.mark.slow
+def test_exact_records_are_the_same_resumed_or_in_two_shards(tmp_path):
+    from typer.testing import CliRunner
+
+    from cdd_cli.cli.app import app
+    from tests.test_runs import same_records
+
+    runner = CliRunner()
+    args = ["molecules", "-q", "-n", "6", "--method", "exact", "-c", "sa", "--tau", "4",
+            "--seed", "9", "--batch-size", "4"]  # fmt: skip
+    whole, part, shards = tmp_path / "w.jsonl", tmp_path / "p.jsonl", tmp_path / "s.jsonl"
+    assert runner.invoke(app, [*args, "-o", str(whole)]).exit_code == 0
+    assert runner.invoke(app, [*args[:3], "3", *args[4:], "-o", str(part)]).exit_code == 0
+    assert runner.invoke(app, [*args, "-o", str(part), "--resume"]).exit_code == 0
+    assert same_records(whole, part)
+    for index in range(2):
+        shard = ["--shard", f"{index}/2", "-o", f"{shards}.{index}"]
+        assert runner.invoke(app, [*args, *shard]).exit_code == 0
+    shards.write_text("".join(Path(f"{shards}.{i}").read_text() for i in range(2)))
+    assert same_records(whole, shards)
+    assert all('"exact": {"log_weight"' in line for line in whole.read_text().splitlines())
