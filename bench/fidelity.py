@@ -11,7 +11,9 @@ the setting's exact judges (validity included; novelty remembers what it accepte
 does), the accepted ones split into two reference sets A and B of `--samples` each. Each arm
 (`unconstrained`, each variant of `--variants`, a JSON object of label -> settings, cdd's
 unless "method" names another, e.g. '{"cdd": {}, "surrogates first":
-{"repair.surrogates_from": 1}, "reject": {"method": "reject", "reject.max_attempts": 64}}',
+{"repair.surrogates_from": 1}, "reject": {"method": "reject", "reject.max_attempts": 64},
+"exact": {"method": "exact", "reject.max_attempts": 64}}' (an exact arm's row adds its draws
+per sample, how many were accepted by weight, the mean weight and the truncated mass),
 and optionally `paper`
 on its first `--paper-samples`) draws `--samples` with another seed, and is compared with A;
 B against A is the noise floor at the same size.
@@ -316,6 +318,16 @@ def main() -> None:
                 "seconds_per_sample": round(arm.wall / max(len(arm.draws), 1), 4),
             }
             row["over_2x_floor"] = [k for k in d if d[k] > 2 * floor[k] + 1e-12]
+            weights = [w for x in arm.draws for w in x.weights]  # the exact method's draws
+            if weights:
+                row["exact"] = {
+                    "draws_per_sample": round(len(weights) / len(arm.draws), 2),
+                    "accepted_by_weight": sum(bool(x.accepted) for x in arm.draws),
+                    "p_c_mean_weight": round(statistics.fmean(weights), 4),
+                    "truncated": round(sum(x.above_bound for x in arm.draws) / sum(weights), 4)
+                    if sum(weights)
+                    else 0.0,
+                }
             if label != "unconstrained":
                 row["by_stage"] = stage_split(arm.draws, molecules, ref_a)
             rows.append(row)

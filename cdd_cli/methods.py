@@ -19,6 +19,12 @@ notes and in git history). A value a spec gives always wins: only None is filled
 - `reject`: best-of-N rejection sampling, redrawing a sample until every judge accepts it or
   `reject.max_attempts` draws are spent.
 - `unconstrained`: one draw per sample, judged and reported.
+- `exact`: the model's own conditional law, p(x | C): each draw proposed by the projection
+  tempered into the model's step, weighed by how much likelier the model makes it, and kept
+  with probability min(1, w / M) (`projection/exact.py`), else drawn again up to
+  `reject.max_attempts` times. Its proposal and M are stored per model and constraint
+  setting (`EXACT_BY_SETTING`, calibrated by bench/exact.py); a setting not calibrated is
+  refused.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import Any
 
 from cdd_cli.constraints.base import DifferentiableConstraint, ExactConstraint
 from cdd_cli.projection.engine import Engine, Job
+from cdd_cli.projection.exact import ExactHook, ExactSetting
 from cdd_cli.projection.judges import Judges
 from cdd_cli.projection.stages import (
     ALM,
@@ -148,6 +155,28 @@ PAPER_DEFAULT_FAMILY = "sa"  # the settings a constraint the paper did not run t
 PAPER_SEARCH: dict[str, Any] = {"project_from": 0.0, "max_nodes": 2000}
 
 
+# The exact method's design by (model revision, the constraints' labels joined by ", "): the
+# proposal and the bound M, calibrated once by bench/exact.py (bench/README.md, "How close to
+# the model"). A setting not listed is refused: an M adapted within a run would bias it.
+EXACT_BY_SETTING: dict[tuple[str, str], ExactSetting] = {
+    # The shipped QM9 model (qm9-udlm, revision 846ef2a2056e). 128 proposals a design, seed 21:
+    # the gradient tilt of strength 0.5 from 85% of the steps on accepted the most, 0.152 at
+    # SA <= 3.5 (M 1, truncated mass 0.9%; P(C) 0.154 by the mean weight) and 0.302 at
+    # SA <= 4.0 (truncated 0.4%); strength 1 and 2: 0.114 and 0.053 at 3.5, 0.307 and 0.293
+    # at 4.0 (the same as 0.5 within noise); the ALM's categorical tempered in by 0.15 from
+    # 85%: 0.140 at 3.5, by 0.05-0.3 from 50%: 0.03-0.05. None beats rejection's P(C): see
+    # bench/README.md, "How close to the model", for why. (In 256 molecules a setting the
+    # truncated mass measured 4.2% and 3.7%, not the 128 calibration draws' 0.9% and 0.4%.)
+    ("846ef2a2056e", "sa <= 3.5"): ExactSetting(0.5, 0.85, 0.0, "gradient"),
+    ("846ef2a2056e", "sa <= 4"): ExactSetting(0.5, 0.85, 0.0, "gradient"),
+}
+
+
+def exact_setting(revision: str, labels: list[str]) -> ExactSetting | None:
+    """The stored exact design for a model revision and its constraints' labels."""
+    return EXACT_BY_SETTING.get((revision, ", ".join(sorted(labels))))
+
+
 @dataclass(frozen=True)
 class Method:
     """What every method answers; this base draws each sample once and projects nothing."""
@@ -155,8 +184,13 @@ class Method:
     name: str
     description: str
     projects = False  # whether its records carry a `projection` account
+    # Whether its draws carry importance weights and are kept by weight (exact): then a pass
+    # is one engine (no margins to tell draws apart) and its records say their weights.
+    weighs = False
 
-    def engine(self, job: Job, projection: ALMSettings, search: SearchSettings) -> Engine | None:
+    def engine(
+        self, job: Job, projection: ALMSettings, search: SearchSettings
+    ) -> Engine | ExactHook | None:
         """The per-step hook for one batch (None: the model's own draws)."""
         return None
 
@@ -244,6 +278,28 @@ class Paper(Method):
         return PAPER_SEARCH
 
 
+@dataclass(frozen=True)
+class Exact(Method):
+    projects = True
+    weighs = True
+
+    def engine(self, job: Job, projection: ALMSettings, search: SearchSettings) -> ExactHook:
+        if job.process is None or job.proposal is None:
+            raise ValueError("the exact method needs the job's process and stored proposal")
+        differentiable = [c for c in job.constraints if isinstance(c, DifferentiableConstraint)]
+        return ExactHook(
+            differentiable,
+            projection,
+            job.proposal,
+            job.process,
+            job.generators,
+            job.fixed_positions,
+        )
+
+    def attempts(self, repair: RepairSettings, reject: RejectSettings) -> int:
+        return reject.max_attempts
+
+
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
@@ -251,5 +307,6 @@ METHODS: dict[str, Method] = {
         Paper("paper", "the paper's algorithm as published"),
         Unconstrained("unconstrained", "the model's own samples, judged"),
         Reject("reject", "best-of-N rejection sampling"),
+        Exact("exact", "the model's own conditional law: proposed, weighed, kept by weight"),
     )
 }

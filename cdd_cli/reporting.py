@@ -95,6 +95,7 @@ class Tally:
         self.count = self.violating = 0
         self.seconds = 0.0  # the records' own seconds, summed
         self.held: dict[str, int] = {}  # per constraint name, the records that satisfy it
+        self.weighed = WeightTally()  # the exact method's draws
 
     def add(self, row: dict) -> None:
         self.count += 1
@@ -102,11 +103,53 @@ class Tally:
         self.seconds += row["seconds"]
         for name, verdict in (row.get("constraints") or {}).items():
             self.held[name] = self.held.get(name, 0) + bool(verdict["satisfied"])
+        if row.get("exact"):
+            self.weighed.add(row["exact"])
 
     def progress(self) -> str:
-        return f"violating {self.violating}" if self.constraints else ""
+        tally = f"violating {self.violating}" if self.constraints else ""
+        return tally + (f", {self.weighed.progress()}" if self.weighed.draws else "")
 
     def note(self) -> str:
-        return satisfaction_note(
+        note = satisfaction_note(
             self.constraints, self.count, self.violating, self.method, self.held
+        )
+        return note + (f"; {self.weighed.note()}" if self.weighed.draws else "")
+
+
+class WeightTally:
+    """The exact method's draws as its records tell them: acceptance, the effective sample
+    size of the importance weights w 1[C], their mean (an unbiased estimate of P(C) under
+    the model, with its standard error) and the truncated mass, the weight above M over all
+    the weight (the one bias of the method)."""
+
+    def __init__(self) -> None:
+        self.draws = self.accepted = 0
+        self.total = self.squares = self.above = 0.0
+
+    def add(self, exact: dict) -> None:
+        self.draws += len(exact["weights"])
+        self.accepted += bool(exact["accepted"])
+        self.total += sum(exact["weights"])
+        self.squares += sum(w * w for w in exact["weights"])
+        self.above += exact["above_bound"]
+
+    def estimate(self) -> tuple[float, float]:
+        """P(C) estimated by the mean weight, and its standard error."""
+        mean = self.total / self.draws
+        variance = max(self.squares / self.draws - mean * mean, 0.0)
+        return mean, (variance / max(self.draws - 1, 1)) ** 0.5
+
+    def progress(self) -> str:
+        return f"acceptance {self.accepted / self.draws:.3f}"
+
+    def note(self) -> str:
+        mean, error = self.estimate()
+        ess = self.total**2 / self.squares if self.squares else 0.0
+        truncated = self.above / self.total if self.total else 0.0
+        return (
+            f"exact: {self.accepted} accepted by weight in {self.draws} draws (acceptance "
+            f"{self.accepted / self.draws:.3f}), effective sample size {ess:.1f}, P(constraints) "
+            f"under the model {mean:.3f} ± {error:.3f} (mean weight), truncated mass "
+            f"{truncated:.2%}"
         )

@@ -319,6 +319,7 @@ class Spy:
 
     def __init__(self, method, make=lambda job: None):
         self.method, self.make, self.jobs = method, make, []
+        self.weighs = method.weighs
 
     def margin(self, repair, attempt):
         return self.method.margin(repair, attempt)

@@ -118,7 +118,7 @@ def test_the_models_group_says_it_lists_surrogates_too():
 
 def test_a_choice_shows_its_values_and_a_flag_nothing():
     molecules = help_of("molecules")
-    assert "--method [cdd|paper|unconstrained|reject]" in molecules
+    assert "--method [cdd|paper|unconstrained|reject|exact]" in molecules
     assert "--decode [well-formed|plain]" in molecules
     assert re.search(r"--novel Only molecules", molecules)
     generate = help_of("generate")

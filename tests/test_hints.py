@@ -32,7 +32,7 @@ def test_the_suggestion_is_the_close_name_or_nothing():
     [
         (
             ["molecules", "--method", "rejct"],
-            "--method must be one of cdd, paper, unconstrained, reject, got 'rejct'; "
+            "--method must be one of cdd, paper, unconstrained, reject, exact, got 'rejct'; "
             "did you mean 'reject'?",
         ),
         (

@@ -299,7 +299,8 @@ def test_overlay_names_problems_as_keys_or_as_flags():
     from cdd_cli.spec.overlay import overlay
 
     with pytest.raises(
-        InputError, match=r"^method must be one of cdd, paper, unconstrained, reject, got 'bogus'$"
+        InputError,
+        match=r"^method must be one of cdd, paper, unconstrained, reject, exact, got 'bogus'$",
     ):
         overlay(Spec(), [], method="bogus")
     with pytest.raises(InputError, match=r"^--method must be one of"):
@@ -796,12 +797,13 @@ def test_mu_init_may_equal_mu_max_but_not_pass_it():
         # Choices and unknown keys list what is known, in order; a close name is suggested.
         (
             "method: magic\n",
-            "spec.yaml:1: key 'method': 'magic' is not one of cdd, paper, unconstrained, reject",
+            "spec.yaml:1: key 'method': 'magic' is not one of cdd, paper, unconstrained, reject, "
+            "exact",
         ),
         (
             "method: rejct\n",
-            "spec.yaml:1: key 'method': 'rejct' is not one of cdd, paper, unconstrained, reject; "
-            "did you mean 'reject'?",
+            "spec.yaml:1: key 'method': 'rejct' is not one of cdd, paper, unconstrained, reject, "
+            "exact; did you mean 'reject'?",
         ),
         ("words: magic\n", "spec.yaml:1: key 'words': 'magic' is not one of plain, collie"),
         (

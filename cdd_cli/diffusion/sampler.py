@@ -133,6 +133,11 @@ class StepInfo:
     # step's time (a forward of N rows), for a hook that weighs what a decision leads to;
     # None at the final prediction.
     predict: Callable[[torch.Tensor], torch.Tensor] | None = None
+    # The step's draw x_s [B, L] from given probabilities, under any process (`decide` is
+    # the masked processes' remembered one): a hook that weighs the step it proposes
+    # (`projection/exact.py`) reads the token the sampler will draw. None at the final
+    # prediction.
+    draw: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     def rows(self, a: int, b: int) -> StepInfo:
         """This step as rows a:b of the batch see it."""
@@ -232,6 +237,7 @@ class ReverseStep:
             decide=decide,
             cut=self.rows,
             predict=self.predict_at_s,
+            draw=draw,
         )
 
 

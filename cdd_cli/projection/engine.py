@@ -51,8 +51,10 @@ from cdd_cli.constraints.base import (
     ClosedFormProjection,
     Constraint,
 )
+from cdd_cli.diffusion.processes import MaskedProcess, UniformProcess
 from cdd_cli.diffusion.sampler import StepInfo
 from cdd_cli.projection.alm import ALMProgress
+from cdd_cli.projection.exact import ExactSetting
 from cdd_cli.projection.search import Reader
 from cdd_cli.projection.step import Accounts, Step
 
@@ -205,6 +207,10 @@ class Job:
     final_surrogates: bool = True
     # Whether the language's syntax can read a sequence at all (SMILES; None: no syntax).
     readable: Callable[[list[int]], bool] | None = None
+    # The reverse process the sampler draws with, for a method that weighs its steps (exact).
+    process: MaskedProcess | UniformProcess | None = None
+    # The exact method's stored proposal and bound for this model and constraints.
+    proposal: ExactSetting | None = None
 
 
 def check_order(stages: Sequence[Stage]) -> None:

@@ -23,11 +23,13 @@ import torch
 from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, closed_forms
 from cdd_cli.diffusion.processes import KeptFixed, TemperatureTopP, make_process
 from cdd_cli.diffusion.sampler import Canvas, Sampler, sample_generator
+from cdd_cli.errors import InputError
 from cdd_cli.evaluate.molecules import canonical
-from cdd_cli.methods import METHODS
+from cdd_cli.methods import METHODS, exact_setting
 from cdd_cli.models.registry import LoadedModel
 from cdd_cli.models.tokenizers import Continuation, MoleculeTokenizer
 from cdd_cli.projection.engine import Job, Parts
+from cdd_cli.projection.exact import ExactSetting
 from cdd_cli.reporting import Reporter
 from cdd_cli.spec.model import Spec
 from cdd_cli.templates import Layout, TemplateText
@@ -75,6 +77,18 @@ class Draw:
     satisfied: bool = False
     projection: dict = field(default_factory=no_projection)
     seconds: float = 0.0
+    # The exact method's (None under the others): the kept draw's log-weight log p/q of its
+    # trajectory, whether it was kept by weight (False: the attempts ran out), and every
+    # draw's importance weight w 1[satisfied], in order.
+    log_weight: float | None = None
+    accepted: bool | None = None
+    weights: list[float] = field(default_factory=list)
+    above_bound: float = 0.0  # the sum over its draws of max(0, w - M): the truncated mass
+
+    @property
+    def kept(self) -> bool:
+        """Whether this draw is final: accepted by weight (exact), else satisfied."""
+        return self.satisfied if self.accepted is None else self.accepted
 
 
 def judge(constraints: list[Constraint], texts: list[str]) -> list[dict[str, float | None]]:
@@ -99,6 +113,36 @@ def surrogate_scores(
             else:
                 scores[c.name] = [None] * len(ids)
     return [{k: v[i] for k, v in scores.items()} for i in range(len(ids))]
+
+
+def exact_design(
+    spec: Spec, loaded: LoadedModel, constraints: list[Constraint]
+) -> ExactSetting | None:
+    """The exact method's stored design for this model and these constraints (None without
+    constraints: the model's own draws); an input error where there is none, or where the
+    sampler's law is not one it can weigh."""
+    if not constraints:
+        return None
+    sampling = spec.sampling
+    if sampling.sampler not in (None, "ancestral"):
+        raise InputError(
+            f"method exact: sampler {sampling.sampler} chooses positions by the prediction, so "
+            "a proposal would change which positions a step decides (use the ancestral sampler)"
+        )
+    if sampling.top_p is not None and sampling.top_p < 1.0:
+        raise InputError(
+            f"method exact: top_p {sampling.top_p:g} would cut tokens the model may draw out of "
+            "the proposal (use top_p 1, --top-p 1)"
+        )
+    labels = [c.label() for c in constraints]
+    setting = exact_setting(loaded.revision, labels)
+    if setting is None:
+        raise InputError(
+            f"method exact: no calibrated proposal for model {loaded.name} with "
+            f"{', '.join(labels)} (calibrate one with bench/exact.py; methods.py "
+            "EXACT_BY_SETTING lists those there are)"
+        )
+    return setting
 
 
 def runs(items: Sequence[Draw], key: Callable[[Draw], int]) -> list[tuple[int, int]]:
@@ -145,6 +189,7 @@ class BatchDrawer:
         # Where the time went, summed over passes: each engine stage's wall seconds, and
         # "redraws": the redrawn samples' share of the passes (of their wall seconds).
         self.stage_seconds: dict[str, float] = {}
+        self.proposal = exact_design(spec, loaded, constraints) if self.method.weighs else None
 
     def draw(self, draws: list[Draw], prompt: Prompt) -> None:
         """One more draw for each of `draws` (in one pass, ordered by their draws so far),
@@ -168,7 +213,11 @@ class BatchDrawer:
         hook = None
         if self.constraints:
             parts = []
-            for a, b in runs(draws, lambda d: d.attempts):
+            # Exact: every draw is proposed alike (no margins), so one engine, and the
+            # model's prediction left as it is for the weights (parts copy theirs into it).
+            whole = [(0, len(draws))]
+            ranges = whole if self.method.weighs else runs(draws, lambda d: d.attempts)
+            for a, b in ranges:
                 # A redraw's surrogates aim further inside than a first draw's.
                 attempts = draws[a].attempts
                 margin = self.method.margin(spec.repair, attempts)
@@ -186,6 +235,8 @@ class BatchDrawer:
                     on_stage=self.reporter.stage,
                     final_surrogates=attempts + 1 >= (spec.repair.surrogates_from or 1),
                     readable=continuation.readable if continuation.check is not None else None,
+                    process=self.process,
+                    proposal=self.proposal,
                 )
                 parts.append((a, b, self.method.engine(job, spec.projection, spec.search)))
             hook = Parts(parts) if parts[0][2] is not None else None
@@ -214,8 +265,24 @@ class BatchDrawer:
                 for key, value in accounts[i].items():
                     # Costs add up over a sample's draws; who did the work is the last draw's.
                     d.projection[key] = value if key == "settled_by" else d.projection[key] + value
+        if self.proposal is not None and hook is not None:
+            self.weigh(draws, hook.parts[0][2].log_weights.tolist(), generators)
         for c in self.constraints:  # e.g. novelty: later samples must differ from these
-            c.remember([d.text for d in draws if d.satisfied])
+            c.remember([d.text for d in draws if d.kept])
+
+    def weigh(
+        self, draws: list[Draw], log_weights: list[float], generators: list[torch.Generator]
+    ) -> None:
+        """Exact: each draw kept with probability min(1, w / M), w = exp(log-weight) if the
+        judges accept it, else 0; the uniform from the draw's own stream, after its sampling."""
+        log_bound = self.proposal.log_bound
+        for d, log_weight, g in zip(draws, log_weights, generators, strict=True):
+            uniform = torch.rand((), generator=g, dtype=torch.float64).item()
+            d.log_weight = log_weight
+            weight = math.exp(log_weight) if d.satisfied else 0.0
+            d.weights.append(weight)
+            d.above_bound += max(0.0, weight - math.exp(log_bound))
+            d.accepted = d.satisfied and math.log(max(uniform, 1e-300)) < log_weight - log_bound
 
     def canvas(self, prompt: Prompt, draws: list[Draw]) -> Canvas:
         """What `draws` of `prompt` are drawn on, a row each where the prompt's canvas has
@@ -264,7 +331,7 @@ class BatchDrawer:
             if pending:  # the redraws' share of the pass (each sample pays an equal share)
                 share = (time.perf_counter() - started) * len(pending) / len(batch)
                 self.stage_seconds["redraws"] = self.stage_seconds.get("redraws", 0.0) + share
-            pending = [d for d in batch if not d.satisfied and d.attempts < cap]
+            pending = [d for d in batch if not d.kept and d.attempts < cap]
             again = {id(d) for d in pending}
             yield from sorted((d for d in batch if id(d) not in again), key=lambda d: d.index)
 

@@ -69,10 +69,23 @@ def record(
         if METHODS[spec.method].projects and constraints
         else None,
         "attempts": draw.attempts,
+        **({"exact": exact_fields(draw)} if draw.accepted is not None else {}),
         **(extra or {}),
         "seconds": round(draw.seconds, 4),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "cdd_version": __version__,
+    }
+
+
+def exact_fields(draw: Draw) -> dict:
+    """The exact method's account of a sample: its kept draw's log-weight log p/q, whether it
+    was kept by weight (False: the attempts ran out first), and every draw's importance
+    weight w 1[satisfied] (their mean estimates P(constraints) under the model)."""
+    return {
+        "log_weight": round(draw.log_weight, 6) + 0.0,  # never -0.0
+        "accepted": draw.accepted,
+        "weights": [float(f"{w:.6g}") for w in draw.weights],
+        "above_bound": float(f"{draw.above_bound:.6g}"),
     }
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from cdd_cli.constraints.base import Constraint, closed_forms
 from cdd_cli.errors import InputError
+from cdd_cli.methods import METHODS
 from cdd_cli.models import registry
 from cdd_cli.models.registry import LoadedModel
 from cdd_cli.output.config import INPUTS, check_resolved_config, earlier_config, holds_records
@@ -34,7 +35,7 @@ from cdd_cli.run.defaults import (
     fill_defaults,
 )
 from cdd_cli.run.domains import Domain, Shape
-from cdd_cli.run.drawing import BatchDrawer, Prompt
+from cdd_cli.run.drawing import BatchDrawer, Prompt, exact_design
 from cdd_cli.run.record import record
 from cdd_cli.run.templated import bind, build_scoped, run_prompts
 from cdd_cli.spec.model import Spec
@@ -87,6 +88,8 @@ def compile_spec(
         spec.method = "unconstrained"  # nothing to project or reject against
     given = frozenset(key for key in FILE_DEFAULTS if setting(spec, key) is not None)
     fill_defaults(spec, loaded)
+    if METHODS[spec.method].weighs:
+        exact_design(spec, loaded, constraints)  # refused here, before any output
     return Compiled(spec, loaded, constraints, domain, device, given)
 
 

@@ -150,10 +150,11 @@ def test_each_method_says_how_often_a_sample_is_drawn_and_how_far_inside():
     spec = Spec()
     spec.repair.max_redraws, spec.repair.margin_step, spec.reject.max_attempts = 3, 0.5, 7
     draws = {name: m.attempts(spec.repair, spec.reject) for name, m in METHODS.items()}
-    assert draws == {"cdd": 4, "paper": 1, "unconstrained": 1, "reject": 7}
+    assert draws == {"cdd": 4, "paper": 1, "unconstrained": 1, "reject": 7, "exact": 7}
     assert METHODS["cdd"].margin(spec.repair, 2) == 1.0
     assert METHODS["reject"].margin(spec.repair, 2) == METHODS["paper"].margin(spec.repair, 2) == 0
-    assert [m.projects for m in METHODS.values()] == [True, True, False, False]
+    assert [m.projects for m in METHODS.values()] == [True, True, False, False, True]
+    assert [m.weighs for m in METHODS.values()] == [False, False, False, False, True]
 
 
 def test_paper_settings_fill_by_family_and_keep_what_the_spec_gives(uniform_model_dir: Path):
