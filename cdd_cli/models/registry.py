@@ -36,6 +36,7 @@ SHIPPED = {
     "default-text": "text-mdlm",
     "smollm2-a2d": "smollm2-a2d",
     "moses-mdlm": "moses-mdlm",  # drug-sized (MOSES); not a default: slower, under-trained
+    "moses-selfies": "moses-selfies",  # the same as SELFIES: valid whatever it draws
 }
 DEFAULT_FOR = {"molecules": "default-molecules", "text": "default-text"}
 

@@ -1,5 +1,6 @@
-"""The shipped drug-sized model, `moses-mdlm`: listed, not a default, its files within the
-size limit, and its own SA and property surrogates chosen for it (they read its tokens)."""
+"""The shipped drug-sized models, `moses-mdlm` (SMILES) and `moses-selfies`: listed, not a
+default, their files within the size limit, and each its own SA and property surrogates chosen
+for it (they read its tokens)."""
 
 from __future__ import annotations
 
@@ -16,18 +17,24 @@ from cdd_cli.models.tokenizers import load_tokenizer
 
 runner = CliRunner()
 ASSETS = registry.ASSETS
-FOLDERS = ("moses-mdlm", "moses-sa-surrogate", "moses-property-surrogate")
+# Each drug-sized model -> its SA and property surrogates.
+MODELS = {
+    "moses-mdlm": ("moses-sa-surrogate", "moses-property-surrogate"),
+    "moses-selfies": ("moses-selfies-sa-surrogate", "moses-selfies-property-surrogate"),
+}
+FOLDERS = tuple(folder for model, both in MODELS.items() for folder in (model, *both))
 LIMIT_MB = 30
 
 
-def test_moses_mdlm_is_shipped_but_is_no_default():
-    assert registry.SHIPPED["moses-mdlm"] == "moses-mdlm"
+@pytest.mark.parametrize("model", MODELS)
+def test_the_drug_sized_models_are_shipped_but_are_no_default(model: str):
+    assert registry.SHIPPED[model] == model
     assert registry.resolve_directory(registry.DEFAULT_FOR["molecules"]).name == "qm9-udlm"
     listed = json.loads(runner.invoke(app, ["models", "ls", "--json"]).stdout)
     rows = {row["name"]: row for row in listed}
-    assert rows["moses-mdlm"]["kind"] == "diffusion model"
-    assert rows["moses-sa-surrogate"]["kind"] == rows["moses-property-surrogate"]["kind"]
-    assert rows["moses-sa-surrogate"]["kind"] == "surrogate"
+    assert rows[model]["kind"] == "diffusion model"
+    for surrogate in MODELS[model]:
+        assert rows[surrogate]["kind"] == "surrogate"
 
 
 @pytest.mark.parametrize("folder", FOLDERS)
@@ -37,27 +44,29 @@ def test_every_drug_sized_asset_file_is_within_the_limit_and_has_a_card(folder: 
     assert [f.name for f in files if f.stat().st_size > LIMIT_MB * 1_000_000] == []
 
 
-def test_the_models_config_names_surrogates_that_read_its_tokens_and_length():
+@pytest.mark.parametrize("model", MODELS)
+def test_the_models_config_names_surrogates_that_read_its_tokens_and_length(model: str):
     # The config is the trainer's export plus `surrogates`: a newer export copied over it
     # must keep that key, or `-c sa` falls back to the QM9 surrogate and is refused.
-    config = json.loads((ASSETS / "moses-mdlm" / "config.json").read_text())
-    assert config["surrogates"] == {
-        "sa": "../moses-sa-surrogate",
-        "properties": "../moses-property-surrogate",
-    }
-    vocab = load_tokenizer(ASSETS / "moses-mdlm").vocab
+    config = json.loads((ASSETS / model / "config.json").read_text())
+    sa, properties = MODELS[model]
+    assert config["surrogates"] == {"sa": f"../{sa}", "properties": f"../{properties}"}
+    tokenizer = load_tokenizer(ASSETS / model)
     for folder in config["surrogates"].values():
-        surrogate = ASSETS / "moses-mdlm" / folder
-        assert load_tokenizer(surrogate).vocab == vocab
+        surrogate = ASSETS / model / folder
+        theirs = load_tokenizer(surrogate)
+        assert (theirs.kind, theirs.vocab) == (tokenizer.kind, tokenizer.vocab)
         surrogate_config = json.loads((surrogate / "config.json").read_text())
         assert surrogate_config["max_length"] >= config["model_length"]
-        assert surrogate_config["trained_for"] == "moses-mdlm"
+        assert surrogate_config["trained_for"] == model
 
 
-def test_constraints_on_moses_mdlm_default_to_its_own_surrogates():
-    loaded = registry.load("moses-mdlm", "molecules", weights=False)
-    assert default_surrogate("sa", loaded) == ASSETS / "moses-sa-surrogate"
-    assert default_surrogate("properties", loaded) == ASSETS / "moses-property-surrogate"
+@pytest.mark.parametrize("model", MODELS)
+def test_constraints_on_a_drug_sized_model_default_to_its_own_surrogates(model: str):
+    loaded = registry.load(model, "molecules", weights=False)
+    sa, properties = MODELS[model]
+    assert default_surrogate("sa", loaded) == ASSETS / sa
+    assert default_surrogate("properties", loaded) == ASSETS / properties
     qm9 = registry.load(None, "molecules", weights=False)
     assert default_surrogate("sa", qm9) == ASSETS / "qm9-sa-surrogate"
 
