@@ -102,19 +102,23 @@ class MoleculeTokenizer:
         A `<bos>` in the middle or an `<unk>` makes the molecule unreadable, so they decode to
         a character RDKit rejects rather than silently vanishing.
         """
+        text = self.text_ids(ids)
+        if any(i in (self.bos_id, self.unk_id) for i in text):
+            return "?"
+        return self.tokens_to_smiles([self.vocab[i] for i in text])
+
+    def text_ids(self, ids: Iterable[int]) -> list[int]:
+        """The ids a molecule is read from: those before the first `<eos>`, less a leading
+        `<bos>`, padding and masks (a stray `<bos>` or `<unk>` stays: it is unreadable)."""
         out = []
         for position, i in enumerate(ids):
             i = int(i)
             if i == self.eos_id:
                 break
-            if i == self.bos_id and position == 0:
+            if (i == self.bos_id and position == 0) or i in (self.pad_id, self.mask_id):
                 continue
-            if i in (self.pad_id, self.mask_id):
-                continue
-            if i in (self.bos_id, self.unk_id):
-                return "?"
-            out.append(self.vocab[i])
-        return self.tokens_to_smiles(out)
+            out.append(i)
+        return out
 
     def syntax(self) -> SmilesSyntax | None:
         """The automaton of this language's well-formed strings, where it has one."""
@@ -151,13 +155,8 @@ class MoleculeTokenizer:
         one; equal layouts always read the same, which is all the search needs.
         """
         unreadable = self.index.get("?", self.unk_id)  # what decode's "?" encodes to
-        tokens = []
-        for position, i in enumerate(ids):
-            if i == self.eos_id:
-                break
-            if (i == self.bos_id and position == 0) or i in (self.pad_id, self.mask_id):
-                continue
-            tokens.append(unreadable if i in (self.bos_id, self.unk_id) else i)
+        stray = (self.bos_id, self.unk_id)
+        tokens = [unreadable if i in stray else i for i in self.text_ids(ids)]
         if len(tokens) + 2 > len(ids):
             return ids
         return [self.bos_id, *tokens, self.eos_id] + [self.pad_id] * (len(ids) - len(tokens) - 2)
@@ -183,15 +182,8 @@ class SmilesTokenizer(MoleculeTokenizer):
     def decode(self, ids: Iterable[int]) -> str:
         # One "?" where the unreadable token stood (the rest kept), as this tokenizer always
         # wrote it: a record shows where a molecule broke.
-        out = []
-        for position, i in enumerate(ids):
-            i = int(i)
-            if i == self.eos_id:
-                break
-            if (i == self.bos_id and position == 0) or i in (self.pad_id, self.mask_id):
-                continue
-            out.append("?" if i in (self.bos_id, self.unk_id) else self.vocab[i])
-        return "".join(out)
+        unreadable = (self.bos_id, self.unk_id)
+        return "".join("?" if i in unreadable else self.vocab[i] for i in self.text_ids(ids))
 
     def syntax(self) -> SmilesSyntax:
         """The automaton of well-formed SMILES over this vocabulary (for the sampler and
@@ -204,16 +196,10 @@ class SmilesTokenizer(MoleculeTokenizer):
         """Whether `decode(ids)` is well-formed SMILES (`SmilesSyntax.reads`): False means
         RDKit cannot parse it, so no judge of a molecule can accept it."""
         syntax = self.syntax()
-        classes = []
-        for position, i in enumerate(ids):
-            i = int(i)
-            if i == self.eos_id:
-                break
-            if (i == self.bos_id and position == 0) or i in (self.pad_id, self.mask_id):
-                continue
-            if i in (self.bos_id, self.unk_id):
-                return False  # decoded as "?"
-            classes.append(syntax.token_class[i])
+        text = self.text_ids(ids)
+        if any(i in (self.bos_id, self.unk_id) for i in text):
+            return False  # decoded as "?"
+        classes = [syntax.token_class[i] for i in text]
         return syntax.reads(classes)
 
 
