@@ -176,16 +176,16 @@ class BatchDrawer:
             sampling.block_length,
             TemperatureTopP(sampling.temperature, sampling.top_p),
         )
+        self.molecules = isinstance(loaded.tokenizer, MoleculeTokenizer)
         self.sampler = Sampler(
             loaded.model,
             self.process,
             sampling.steps,
             loaded.config.time_conditioning,
             loaded.tokenizer.syntax() if sampling.decode == "well-formed" else None,
-            loaded.tokenizer.layout() if isinstance(loaded.tokenizer, MoleculeTokenizer) else None,
+            loaded.tokenizer.layout() if self.molecules else None,
         )
         self.length = length or loaded.config.model_length  # tokens after the prompt
-        self.molecules = isinstance(loaded.tokenizer, MoleculeTokenizer)
         # Where the time went, summed over passes: each engine stage's wall seconds, and
         # "redraws": the redrawn samples' share of the passes (of their wall seconds).
         self.stage_seconds: dict[str, float] = {}
@@ -229,7 +229,7 @@ class BatchDrawer:
                     fixed_positions=KeptFixed(self.process, rows.kept.to(self.sampler.device)),
                     generators=generators[a:b],
                     decode=continuation,
-                    reader=tokenizer if isinstance(tokenizer, MoleculeTokenizer) else None,
+                    reader=tokenizer if self.molecules else None,
                     well_formed=self.well_formed(rows),
                     on_progress=self.reporter.alm,
                     on_stage=self.reporter.stage,
