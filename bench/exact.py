@@ -101,7 +101,9 @@ def calibrate(args: argparse.Namespace) -> None:
     print(f"key: {key}", flush=True)
     for tempering in [float(v) for v in args.tempering.split(",")]:
         for steer_from in [float(v) for v in args.steer_from.split(",")]:
-            EXACT_BY_SETTING[key] = ExactSetting(tempering, steer_from, 0.0, args.steering)
+            EXACT_BY_SETTING[key] = ExactSetting(
+                tempering, steer_from, 0.0, args.steering, args.twist
+            )
             gen = drawer(loaded, args.setting, "exact", args.batch_size,
                          {"reject.max_attempts": 1})  # fmt: skip
             rdkit_sa.cache_clear()
@@ -110,7 +112,8 @@ def calibrate(args: argparse.Namespace) -> None:
             seconds = (time.perf_counter() - started) / args.samples
             summary = weight_summary([d.weights[0] for d in draws], args.truncation)
             accepted = seconds / summary["acceptance"] if summary["acceptance"] else None
-            row = {"setting": args.setting, "steering": args.steering, "tempering": tempering,
+            row = {"setting": args.setting, "steering": args.steering, "twist": args.twist,
+                   "tempering": tempering,
                    "steer_from": steer_from, "n": args.samples,
                    "s_per_draw": round(seconds, 4), **summary,
                    "s_per_accepted": round(accepted, 4) if accepted else None}  # fmt: skip
@@ -123,7 +126,9 @@ def main() -> None:
     parser.add_argument("--setting", default="sa3.5")
     parser.add_argument("--tempering", default="0.5,1,2")
     parser.add_argument("--steer-from", default="0.5,0.85")
-    parser.add_argument("--steering", default="gradient", choices=["alm", "gradient"])
+    parser.add_argument("--steering", default="gradient", choices=["alm", "gradient", "twist"])
+    # A folder under cdd_cli/assets, or any folder by its absolute path (`cdd train twist`).
+    parser.add_argument("--twist", default=None)
     parser.add_argument("--samples", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--truncation", type=float, default=0.01)

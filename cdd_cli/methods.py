@@ -29,10 +29,13 @@ notes and in git history). A value a spec gives always wins: only None is filled
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 from cdd_cli.constraints.base import DifferentiableConstraint, ExactConstraint
+from cdd_cli.models.registry import ASSETS
+from cdd_cli.models.twist import Twist, load_twist
 from cdd_cli.projection.engine import Engine, Job
 from cdd_cli.projection.exact import ExactHook, ExactSetting
 from cdd_cli.projection.judges import Judges
@@ -172,6 +175,12 @@ EXACT_BY_SETTING: dict[tuple[str, str], ExactSetting] = {
 }
 
 
+@functools.cache
+def shipped_twist(name: str) -> Twist:
+    """A shipped twist (a folder under cdd_cli/assets), loaded once per process."""
+    return load_twist(ASSETS / name)
+
+
 def exact_setting(revision: str, labels: list[str]) -> ExactSetting | None:
     """The stored exact design for a model revision and its constraints' labels."""
     return EXACT_BY_SETTING.get((revision, ", ".join(sorted(labels))))
@@ -287,6 +296,16 @@ class Exact(Method):
         if job.process is None or job.proposal is None:
             raise ValueError("the exact method needs the job's process and stored proposal")
         differentiable = [c for c in job.constraints if isinstance(c, DifferentiableConstraint)]
+        twist = shipped_twist(job.proposal.twist) if job.proposal.twist else None
+        served = (
+            []
+            if twist is None
+            else [
+                c.tau
+                for c in job.constraints
+                if c.name == twist.config.constraint and c.upper_bound == twist.config.upper_bound
+            ]
+        )
         return ExactHook(
             differentiable,
             projection,
@@ -294,6 +313,8 @@ class Exact(Method):
             job.process,
             job.generators,
             job.fixed_positions,
+            twist,
+            served,
         )
 
     def attempts(self, repair: RepairSettings, reject: RejectSettings) -> int:

@@ -39,11 +39,13 @@ from cdd_cli.train.configs import (
     MoleculeSurrogateConfig,
     TextConfig,
     ToxicityConfig,
+    TwistTrainConfig,
 )
 from cdd_cli.train.judged import train_surrogate_for
 from cdd_cli.train.properties import train_property_surrogate
 from cdd_cli.train.surrogate import train_sa_surrogate
 from cdd_cli.train.toxicity import train_toxicity_surrogate
+from cdd_cli.train.twist import parse_bounds, train_twist
 
 train_app = ClickStyleTyper(
     no_args_is_help=True,
@@ -322,3 +324,42 @@ def train_surrogate_command(
     progress, on_step = training_progress(quiet, "surrogate", cfg.steps, 500)
     with progress:
         train_surrogate_for(spec, data, cfg, out, told(quiet), on_step)
+
+
+@train_command("twist")
+def train_twist_command(
+    *,
+    out: Annotated[Path, typer.Option(help="Folder for the twist and its recorded rollouts.")],
+    constraint: Annotated[
+        Optional[str],
+        typer.Option("--constraint", "-c", help="The constraint type whose judge labels."),
+    ] = None,
+    taus: Annotated[
+        str, typer.Option(help="The bounds it estimates at once, e.g. 2.5,3,3.5,4,4.5,5.")
+    ] = "",
+    spec_file: Annotated[
+        Optional[Path],
+        typer.Option("--spec", help="A spec holding the one constraint, with its options."),
+    ] = None,
+    model: Annotated[
+        Optional[str],
+        typer.Option(help="Molecule model whose rollouts to judge. \\[default: the shipped]"),
+    ] = None,
+    cfg: TwistTrainConfig,
+    threads: ThreadsOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Fit a twist for `--method exact`: P(constraint | x_t) estimated from the model's own
+    rollouts judged exactly, for a grid of bounds (any constraint with a judge, plugins' too)."""
+    prepare_run(out, threads)
+    bounds = parse_bounds(taus)
+    spec = build_spec(
+        spec_file, model, [constraint] if constraint else [], [bounds[0]] if constraint else [],
+        None, None, None, None, None,
+    )  # fmt: skip
+    if len(spec.constraints) != 1:
+        raise InputError(
+            f"give one constraint (--constraint TYPE, or a --spec with one entry); "
+            f"got {len(spec.constraints)}"
+        )
+    train_twist(spec, bounds, cfg, out, told(quiet))

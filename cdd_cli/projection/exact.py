@@ -34,6 +34,7 @@ import torch
 from cdd_cli.constraints.base import DifferentiableConstraint
 from cdd_cli.diffusion.processes import MaskedProcess, UniformProcess
 from cdd_cli.diffusion.sampler import StepInfo
+from cdd_cli.models.twist import Twist
 from cdd_cli.projection.alm import argmax_ids, project, surrogate_violations
 from cdd_cli.settings import ALMSettings
 
@@ -52,8 +53,10 @@ class ExactSetting:
     steer_from: float  # steps from this share of the run on are proposed by the projection
     log_bound: float  # log M
     # What steers: "alm" (the projection's categorical y, tempered in by l) or "gradient"
-    # (the first-order tilt x' exp(-l grad_x' violation), one surrogate pass a step).
+    # (the first-order tilt x' exp(-l grad_x' violation), one surrogate pass a step) or
+    # "twist" (x' exp(l grad_x' log P(C | x_t)) on every sample, the twist named below).
     steering: str = "alm"
+    twist: str | None = None  # a folder under cdd_cli/assets (`cdd train twist`)
 
 
 def step_law(
@@ -109,6 +112,16 @@ def tempered(model: torch.Tensor, steered: torch.Tensor, tempering: float) -> to
     return (1 - MODEL_SHARE) * mix + MODEL_SHARE * model
 
 
+def tilt(
+    probs: torch.Tensor, gradient: torch.Tensor, strength: float, movable: torch.Tensor
+) -> torch.Tensor:
+    """x' exp(strength * gradient) at `movable` [B, L] positions, with the model's share."""
+    log_tilted = probs.clamp_min(1e-30).log() + strength * gradient * movable[..., None]
+    tilted = log_tilted.softmax(-1) * (probs > 0)
+    tilted = tilted / tilted.sum(-1, keepdim=True)
+    return (1 - MODEL_SHARE) * tilted + MODEL_SHARE * probs
+
+
 def gradient_tilt(
     probs: torch.Tensor,
     constraints: Sequence[DifferentiableConstraint],
@@ -121,10 +134,25 @@ def gradient_tilt(
     with torch.enable_grad():
         violation = surrogate_violations(constraints, soft).sum()
         (grad,) = torch.autograd.grad(violation, soft)
-    log_tilted = probs.clamp_min(1e-30).log() - strength * grad * movable[..., None]
-    tilted = log_tilted.softmax(-1) * (probs > 0)
-    tilted = tilted / tilted.sum(-1, keepdim=True)
-    return (1 - MODEL_SHARE) * tilted + MODEL_SHARE * probs
+    return tilt(probs, -grad, strength, movable)
+
+
+def twist_tilt(
+    probs: torch.Tensor,
+    twist: Twist,
+    bounds: Sequence[float],
+    t: float,
+    strength: float,
+    movable: torch.Tensor,
+) -> torch.Tensor:
+    """The twisted proposal: x' exp(l d log P(C | x_t) / d x'), the twist's estimate at each
+    of `bounds` (one per constraint it serves) summed, read on the prediction at time t."""
+    soft = probs.detach().float().requires_grad_(True)
+    times = torch.full((len(probs),), t, device=probs.device)
+    with torch.enable_grad():
+        log_value = sum(twist.log_value(soft, times, tau).sum() for tau in bounds)
+        (grad,) = torch.autograd.grad(log_value, soft)
+    return tilt(probs, grad, strength, movable)
 
 
 class ExactHook:
@@ -139,8 +167,11 @@ class ExactHook:
         process: MaskedProcess | UniformProcess,
         generators: Sequence[torch.Generator],
         fixed_positions: Callable[[torch.Tensor], torch.Tensor],
+        twist: Twist | None = None,
+        twist_bounds: Sequence[float] = (),
     ):
         self.constraints, self.settings, self.setting = list(constraints), settings, setting
+        self.twist, self.twist_bounds = twist, list(twist_bounds)
         self.process, self.generators = process, generators
         self.fixed_positions = fixed_positions
         self.log_weights = torch.zeros(len(generators), dtype=torch.float64)
@@ -153,9 +184,9 @@ class ExactHook:
             return probs
         started = time.perf_counter()
         proposal = probs
-        steer = self.setting.tempering > 0 and self.constraints
+        steer = self.setting.tempering > 0 and (self.constraints or self.twist is not None)
         if steer and info.index >= self.setting.steer_from * info.steps:
-            proposal = self.propose(probs, x)
+            proposal = self.propose(probs, x, info.t)
         x_s = (info.decide or info.draw)(proposal)
         ratio = step_log_ratio(self.process, probs, proposal, x, x_s, info)
         self.log_weights += ratio.cpu()
@@ -164,11 +195,19 @@ class ExactHook:
         self.seconds = [s + elapsed / len(x) for s in self.seconds]
         return proposal
 
-    def propose(self, probs: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """The proposal's prediction at a steered step: the model's for a sample whose
-        predicted argmax the surrogates already accept, steered for the others."""
+    def propose(self, probs: torch.Tensor, x: torch.Tensor, t: float) -> torch.Tensor:
+        """The proposal's prediction at a steered step: twisted, every sample (a path the
+        model already writes inside the bound must be lifted too, or M >= 1); by the
+        surrogates, the model's for a sample whose predicted argmax they already accept,
+        steered for the others."""
         fixed = self.fixed_positions(x)
         masked = isinstance(self.process, MaskedProcess)
+        if self.setting.steering == "twist":
+            strength = self.setting.tempering
+            proposal = twist_tilt(probs, self.twist, self.twist_bounds, t, strength, ~fixed)
+            for i in range(len(probs)):
+                self.steered_steps[i] += 1
+            return proposal
         if self.setting.steering == "gradient":
             hard = argmax_ids(probs, ~fixed, x if masked else None)
             with torch.no_grad():

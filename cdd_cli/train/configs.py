@@ -214,3 +214,23 @@ class JudgeSurrogateConfig(SurrogateFit):
     unscorable_as: float | None = setting(
         None, "Score of an output the judge cannot score. \\[default: the plugin's worst=]"
     )
+
+
+@dataclass
+class TwistTrainConfig:
+    """`cdd train twist`: the model's rollouts judged exactly, and the twist's fit."""
+
+    rollouts: int = setting(
+        49152, "The model's own rollouts to judge (a rerun reuses those recorded).", min=64
+    )
+    kept_steps: int = setting(8, "Steps of each rollout kept as examples.", min=1)
+    steps: int = setting(6000, "Fit steps.", min=1)
+    batch_size: int = setting(256, "Examples per fit step.", min=1)
+    lr: float = setting(1e-3, "Peak AdamW learning rate (cosine decay).", positive=True)
+    hidden_dim: int = setting(64, "Width of the twist (split into 4 attention heads).", min=4)
+    n_layers: int = setting(2, "Transformer layers.", min=1)
+    seed: int = setting(1000, "Random seed of the rollouts (the sampling seed) and the fit.")
+
+    def check(self) -> None:
+        if self.hidden_dim % 4:
+            raise InputError(f"--hidden-dim must split into 4 heads: {self.hidden_dim}")
