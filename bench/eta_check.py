@@ -63,6 +63,20 @@ def child(trace: str, argv: list[str]) -> None:
     wrap("records_done", lambda done, info: [done])
     wrap("stage", lambda p: [p.stage, p.step, p.steps, p.samples, p.settled, p.touched, p.ended])
     wrap("alm", lambda p: [p.outer, p.inner, p.violating, p.samples, p.max_outer])
+    planned = cls.projection_planned
+
+    def told(self, plan, round_seconds):
+        sink.write(json.dumps([time.monotonic(), "projection_planned", plan.surrogates_from,
+                               plan.max_outer, plan.inner_iters, plan.project_from]) + "\n")
+
+        def measured():  # the round measured before the first pass, if the reporter asks
+            seconds = round_seconds()
+            sink.write(json.dumps([time.monotonic(), "round_measured", seconds]) + "\n")
+            return seconds
+
+        return planned(self, plan, measured)
+
+    cls.projection_planned = told
     sys.argv = ["cdd", *argv]
     cdd_cli.__main__.main()
 
@@ -186,9 +200,15 @@ def replay(
                 pace.cap = cap
             elif name == "draws_allowed":
                 pace.cap = cap = args[0]
+            elif name == "projection_planned":
+                pace.surrogates_from, pace.alm_cap = args[0], args[1]
+            elif name == "round_measured":
+                pace.round_told = args[0]
             elif name == "resumed":
+                told = pace
                 pace = pace_class(pace.total, pace.batch_size, at, *args)
-                pace.cap = cap
+                pace.cap, pace.surrogates_from = cap, told.surrogates_from
+                pace.alm_cap, pace.round_told = told.alm_cap, told.round_told
             elif name == "pass_started":
                 pace.begin_pass(*args, at)
             elif name == "step":

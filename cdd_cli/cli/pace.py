@@ -8,7 +8,7 @@ import math
 from collections import deque
 from statistics import median
 
-from cdd_cli.cli.pass_costs import Measured, residual, worked
+from cdd_cli.cli.pass_costs import Measured, aged, due, residual, worked
 
 
 class Pace:
@@ -63,8 +63,7 @@ class Pace:
     ended, e.g. a burst of other work during the first pass, all that the typical pace knows
     then). The estimate never falls below the time the denoising steps left need alone
     (`floor`). What it cannot foresee: a load that changes after it spoke, and judges that
-    reject a larger or smaller share from now on than so far. Pure bookkeeping: every event
-    passes the clock's reading `now`."""
+    reject a larger or smaller share from now on than so far."""
 
     RECENT_STEPS = 9  # the latest regular steps, whose median is the machine's speed now
     # A step costs a part per sample and a part whatever the size (Python, torch's calls,
@@ -101,6 +100,12 @@ class Pace:
         # The passes done's regular steps, each step's seconds per row, by their step count.
         self.profiles: dict[int, list[list[float]]] = {}
         self.round_seconds: deque[float] = deque(maxlen=self.RECENT_STEPS)  # latest ALM rounds
+        # The draw from which a final prediction runs the ALM, its cap of rounds, a round's
+        # seconds measured before the first pass (`ProjectionPlan`; None: untold).
+        self.surrogates_from: int | None = None
+        self.alm_cap, self.round_told = 0, None
+        self.ages: list[float] = []  # the pass at hand's samples by their draws before (`aged`)
+        self.alm_rounds: list[int] = []  # the rounds of each last step done that ran the ALM
         self.begin(0, 0, 0, now)
 
     def begin(self, samples: int, redraws: int, steps: int, now: float) -> None:
@@ -121,6 +126,7 @@ class Pace:
         self.final_ended: float | None = None
         self.round_ended: float | None = None  # the step under way's latest ALM round
         self.rounds_left = 0  # rounds its ALM may still run (its cap less those run)
+        self.final_rounds = 0  # the ALM rounds of its last step
 
     def begin_pass(self, samples: int, redraws: int, steps: int, now: float) -> None:
         if self.passes:  # the pass before is done: what it cost is measured
@@ -135,6 +141,9 @@ class Pace:
                 self.profiles.setdefault(self.steps, []).append([d / rows for d in profile])
             step = median(durations) / rows if durations else 0.0
             final, after = final_ended - steps_ended, now - final_ended
+            if self.alm_later and self.final_rounds:  # its ALM apart: see `alm_seconds`
+                self.alm_rounds.append(self.final_rounds)
+                final = max(final - self.final_rounds * self.round_cost(), final / 8)
             measured = Measured(
                 self.samples, rows, step, sum(durations), final, after, len(durations)
             )
@@ -145,6 +154,7 @@ class Pace:
             self.last_fresh = self.passes
         self.redrawn += redraws
         self.begun += samples - redraws
+        self.ages = aged(self.ages, redraws, samples - redraws)
         self.begin(samples, redraws, steps, now)
 
     def alm_round(self, outer: int, most: int, now: float) -> None:
@@ -188,7 +198,7 @@ class Pace:
             if index == steps - 2:
                 self.rest_started = now
         else:
-            self.final_ended = now
+            self.final_ended, self.final_rounds = now, rounds
 
     def finished(self, done: int) -> None:
         self.done = done
@@ -226,8 +236,7 @@ class Pace:
 
     @property
     def in_final_step(self) -> bool:
-        """The pass at hand's regular steps are done: its last step (with the projection of
-        the final prediction) is under way."""
+        """The pass at hand's last step (the final prediction's projection) is under way."""
         return self.passes > 0 and self.steps - 1 <= self.step < self.steps
 
     def rate(self, now: float) -> float | None:
@@ -245,12 +254,13 @@ class Pace:
         the passes before them."""
         return min(self.redrawn / self.judged, self.MOST_REJECTED) if self.judged else 0.0
 
-    def forecast(self) -> list[tuple[float, float]]:
+    def forecast(self) -> list[tuple[float, float, float]]:
         """The passes after the one at hand, the pool run forward (see the class): each one's
-        samples and its chance of coming. No sample is drawn more than `cap` times: the tail
-        ends at the latest `cap` - 1 passes after the last that began fresh samples."""
+        samples, chance of coming and last step's ALM (`alm_seconds`). No sample is drawn
+        over `cap` times: the tail ends `cap` - 1 passes after the last with fresh ones."""
         share = self.rejected()
         pending, fresh = self.samples * share, float(self.fresh())
+        pending_ages = [n * share for n in self.ages]  # (by their draws so far)
         since = self.passes - self.last_fresh  # passes of redraws alone, the one at hand's too
         passes = []
         for _ in range(self.MOST_PASSES):
@@ -261,15 +271,44 @@ class Pace:
             size = min(self.batch_size, pending + fresh)
             since = 0 if size > pending else since + 1
             fresh -= size - pending
-            passes.append((size, 1 - math.exp(-size)))
-            pending = size * share
+            ages = aged(pending_ages, pending, size - pending)
+            passes.append((size, 1 - math.exp(-size), self.alm_seconds(ages)))
+            pending, pending_ages = size * share, [n * share for n in ages]
         return passes
 
-    def ahead(self, passes: list[tuple[float, float]] | None = None) -> tuple[float, float]:
+    def ahead(self, passes: list[tuple[float, float, float]] | None = None) -> tuple[float, float]:
         """The rows and the samples of the passes after the one at hand (`forecast`)."""
         passes = self.forecast() if passes is None else passes
-        rows = sum(size + self.FIXED_ROWS * chance for size, chance in passes)
-        return rows, sum(size for size, _ in passes)
+        rows = sum(size + self.FIXED_ROWS * chance for size, chance, _ in passes)
+        return rows, sum(size for size, _, _ in passes)
+
+    @property
+    def alm_later(self) -> bool:
+        """The ALM moves a final prediction only from a later draw on (cdd's molecules)."""
+        return (self.surrogates_from or 1) > 1
+
+    def round_cost(self) -> float:
+        """An ALM round's seconds: the latest rounds' median, else `round_told` at the speed
+        now against the first pass's, measured beside it (a busy machine's load moves: a
+        round told 1.06 s beside a first pass's steps of 0.52 s ran 0.05-0.09 s beside
+        later ones of 0.005-0.04), else 0."""
+        if self.round_seconds:
+            return median(self.round_seconds)
+        if not self.round_told or not self.passes_done or not self.passes_done[0].step:
+            return self.round_told or 0.0
+        return self.round_told * self.speed() / self.passes_done[0].step
+
+    def alm_seconds(self, ages: list[float]) -> float:
+        """What the ALM of a pass's last step should take (0 where passes done show it):
+        one with m samples expected at their `surrogates_from`th draw or later (`due`) runs
+        it with the chance 1 - e^-m, for the median rounds of the last steps done that ran
+        it (before any: its cap), each at `round_cost`. (Seven constraints: from 39 s on,
+        13-20 rounds of 0.07-0.1 s a pass, which no pass before showed.)"""
+        if not self.alm_later or self.surrogates_from is None:
+            return 0.0
+        expected = due(ages, self.surrogates_from)
+        rounds = median(self.alm_rounds) if self.alm_rounds else self.alm_cap / 2
+        return (1 - math.exp(-expected)) * rounds * self.round_cost()
 
     def size_weight(self, samples: float, share: float) -> float:
         """What the last step and judging of a pass of `samples` cost, in full passes, where
@@ -335,12 +374,14 @@ class Pace:
 
     def scaled(self, speed: float, share: float) -> tuple[list[float], list[float]]:
         """Each pass done's last step, and what came after it, for the pass at hand's
-        samples at the speed now, `share` of them fixed (`fixed_share`)."""
+        samples at the speed now, `share` of them fixed (`fixed_share`), with its own last
+        step's ALM (`alm_seconds`)."""
         finals, afters = [], []
+        alm = self.alm_seconds(self.ages)
         for m in self.passes_done:
             _, final, after = m.parts(speed)
             ratio = self.size_weight(self.samples, share) / self.size_weight(m.samples, share)
-            finals.append(final * ratio)
+            finals.append(final * ratio + alm)
             afters.append(after * ratio)
         return finals, afters
 
@@ -375,12 +416,11 @@ class Pace:
         rounds as the samples need, and a pass's first steps ran more than its last (with
         them, two runs' bounds said 1.1-2 times what the run took, at every line). Not at
         the pass's mean so far (a masked text model's first steps cost 2-2.6 s and its last
-        0.4 s), nor its
-        last steps: a first pass's can take several times a later one's (the run's first
-        projection warms up; a burst of other work), so nothing sure is known of theirs. A
-        first pass whose last step takes minutes (a toxicity bound deep in the model's
-        tail) shows that much left at least, not nothing. None before a step is measured,
-        and once a pass is done."""
+        0.4 s), nor its last steps: a first pass's can take several times a later one's (the
+        run's first projection warms up; a burst of other work), so nothing sure is known of
+        theirs. A first pass whose last step takes minutes (a toxicity bound deep in the
+        model's tail) shows that much left at least, not nothing. None before a step is
+        measured, and once a pass is done."""
         if self.passes_done or self.step_cost is None:
             return None
         here = max(self.steps - 1 - self.step, 0) * self.rows(self.samples) * self.step_cost
@@ -427,8 +467,11 @@ class Pace:
         passes = self.forecast()
         rows, _ = self.ahead(passes)
         rest = sum(share * chance + (1 - share) * size / self.batch_size
-                   for size, chance in passes)  # fmt: skip
-        here, later = self.here(now, speed, share), rows * per_row + rest * full
+                   for size, chance, _ in passes)  # fmt: skip
+        # The pass at hand, and (added to it) the last steps' ALM of the passes to come,
+        # which no pass done's rate says (`alm_seconds`); their other parts at those rates.
+        here = self.here(now, speed, share) + sum(alm for _, _, alm in passes)
+        later = rows * per_row + rest * full
         # Each pass done's cost against what its size costs at the rate of them all.
         done = zip(parts, self.passes_done, weights, strict=True)
         ratios = [sum(p) / cost if (cost := per_row * m.rows + full * w) > 0 else 1.0

@@ -68,3 +68,18 @@ def worked(durations: list[float], rounds: list[int]) -> list[float] | None:
     per_round /= spread
     base = max(mean_d - per_round * mean_r, 0.0)  # (noise can fit a step of no rounds below 0)
     return [base + per_round * r for r in rounds] if per_round > 0 else None
+
+
+def aged(before: list[float], redraws: float, fresh: float) -> list[float]:
+    """A pass's samples by the draws each had before this one (index: draws, value: expected
+    samples): the pass before's (`before`), each one draw older and scaled down to the
+    `redraws` its judges left (which of its samples they rejected is not told: each of them
+    alike), and `fresh` samples not drawn before."""
+    kept = sum(before)
+    scale = redraws / kept if kept > 0 else 0.0
+    return [fresh, *(n * scale for n in before)]
+
+
+def due(ages: list[float], surrogates_from: int) -> float:
+    """Expected samples of a pass (`aged`) at their `surrogates_from`th draw or later."""
+    return sum(ages[max(surrogates_from - 1, 0) :])
