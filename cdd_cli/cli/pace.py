@@ -8,7 +8,7 @@ import math
 from collections import deque
 from statistics import median
 
-from cdd_cli.cli.pass_costs import Measured, aged, due, residual, worked
+from cdd_cli.cli.pass_costs import LateALM, Measured, aged, residual, worked
 
 
 class Pace:
@@ -100,12 +100,8 @@ class Pace:
         # The passes done's regular steps, each step's seconds per row, by their step count.
         self.profiles: dict[int, list[list[float]]] = {}
         self.round_seconds: deque[float] = deque(maxlen=self.RECENT_STEPS)  # latest ALM rounds
-        # The draw from which a final prediction runs the ALM, its cap of rounds, a round's
-        # seconds measured before the first pass (`ProjectionPlan`; None: untold).
-        self.surrogates_from: int | None = None
-        self.alm_cap, self.round_told = 0, None
+        self.late = LateALM()  # an ALM from a later draw on (told by the run)
         self.ages: list[float] = []  # the pass at hand's samples by their draws before (`aged`)
-        self.alm_rounds: list[int] = []  # the rounds of each last step done that ran the ALM
         self.begin(0, 0, 0, now)
 
     def begin(self, samples: int, redraws: int, steps: int, now: float) -> None:
@@ -141,8 +137,8 @@ class Pace:
                 self.profiles.setdefault(self.steps, []).append([d / rows for d in profile])
             step = median(durations) / rows if durations else 0.0
             final, after = final_ended - steps_ended, now - final_ended
-            if self.alm_later and self.final_rounds:  # its ALM apart: see `alm_seconds`
-                self.alm_rounds.append(self.final_rounds)
+            if self.late.later and self.final_rounds:  # its ALM apart: see `alm_seconds`
+                self.late.rounds.append(self.final_rounds)
                 final = max(final - self.final_rounds * self.round_cost(), final / 8)
             measured = Measured(
                 self.samples, rows, step, sum(durations), final, after, len(durations)
@@ -282,33 +278,13 @@ class Pace:
         rows = sum(size + self.FIXED_ROWS * chance for size, chance, _ in passes)
         return rows, sum(size for size, _, _ in passes)
 
-    @property
-    def alm_later(self) -> bool:
-        """The ALM moves a final prediction only from a later draw on (cdd's molecules)."""
-        return (self.surrogates_from or 1) > 1
-
     def round_cost(self) -> float:
-        """An ALM round's seconds: the latest rounds' median, else `round_told` at the speed
-        now against the first pass's, measured beside it (a busy machine's load moves: a
-        round told 1.06 s beside a first pass's steps of 0.52 s ran 0.05-0.09 s beside
-        later ones of 0.005-0.04), else 0."""
-        if self.round_seconds:
-            return median(self.round_seconds)
-        if not self.round_told or not self.passes_done or not self.passes_done[0].step:
-            return self.round_told or 0.0
-        return self.round_told * self.speed() / self.passes_done[0].step
+        first = self.passes_done[0].step if self.passes_done else 0.0
+        return self.late.round_cost(list(self.round_seconds), self.speed(), first)
 
     def alm_seconds(self, ages: list[float]) -> float:
-        """What the ALM of a pass's last step should take (0 where passes done show it):
-        one with m samples expected at their `surrogates_from`th draw or later (`due`) runs
-        it with the chance 1 - e^-m, for the median rounds of the last steps done that ran
-        it (before any: its cap), each at `round_cost`. (Seven constraints: from 39 s on,
-        13-20 rounds of 0.07-0.1 s a pass, which no pass before showed.)"""
-        if not self.alm_later or self.surrogates_from is None:
-            return 0.0
-        expected = due(ages, self.surrogates_from)
-        rounds = median(self.alm_rounds) if self.alm_rounds else self.alm_cap / 2
-        return (1 - math.exp(-expected)) * rounds * self.round_cost()
+        """What the ALM of a pass's last step should take (`LateALM.seconds`)."""
+        return self.late.seconds(ages, self.round_cost()) if self.late.later else 0.0
 
     def size_weight(self, samples: float, share: float) -> float:
         """What the last step and judging of a pass of `samples` cost, in full passes, where
@@ -468,15 +444,18 @@ class Pace:
         rows, _ = self.ahead(passes)
         rest = sum(share * chance + (1 - share) * size / self.batch_size
                    for size, chance, _ in passes)  # fmt: skip
-        # The pass at hand, and (added to it) the last steps' ALM of the passes to come,
-        # which no pass done's rate says (`alm_seconds`); their other parts at those rates.
-        here = self.here(now, speed, share) + sum(alm for _, _, alm in passes)
-        later = rows * per_row + rest * full
+        here, later = self.here(now, speed, share), rows * per_row + rest * full
+        # The last steps' ALM of the passes to come, which no pass done's rate says
+        # (`alm_seconds`): whether the surrogates reject a sample from its 8th draw on
+        # nothing tells (seven constraints: 5 of 8 such passes), so the rest is taken at the
+        # geometric middle of none and all of it, off by the same factor either way.
+        alm = sum(seconds for _, _, seconds in passes)
         # Each pass done's cost against what its size costs at the rate of them all.
         done = zip(parts, self.passes_done, weights, strict=True)
         ratios = [sum(p) / cost if (cost := per_row * m.rows + full * w) > 0 else 1.0
                   for p, m, w in done]  # fmt: skip
         floor = self.floor(now)
+        here += math.sqrt((here + later) * (here + later + alm)) - here - later
         low, high = here + later * min(ratios), here + later * max(ratios)
         return max(here + later, floor), max(low, floor), max(high, floor)
 

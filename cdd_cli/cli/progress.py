@@ -25,6 +25,7 @@ from rich.table import Column
 from rich.text import Text
 
 from cdd_cli.cli.pace import Pace
+from cdd_cli.cli.pass_costs import LateALM
 from cdd_cli.cli.projection_news import STAGE_WORDS, Clause, ProjectionNews, fittings, joined
 from cdd_cli.cli.terminal import console, log
 from cdd_cli.reporting import Display, ProjectionPlan
@@ -244,16 +245,14 @@ class RichReporter(Display):
         measured = round_seconds() if plan.surrogates_from > 1 else None
         with self.lock:
             assert self.pace is not None
-            self.pace.surrogates_from, self.pace.alm_cap = plan.surrogates_from, plan.max_outer
-            self.pace.round_told = measured
+            self.pace.late = LateALM(plan.surrogates_from, plan.max_outer, measured)
 
     def resumed(self, present: int, draws: int) -> None:
         with self.lock:
             assert self.pace is not None
             told = self.pace
             self.pace = Pace(told.total, told.batch_size, self.clock(), present, draws)
-            self.pace.cap, self.pace.surrogates_from = told.cap, told.surrogates_from
-            self.pace.alm_cap, self.pace.round_told = told.alm_cap, told.round_told
+            self.pace.cap, self.pace.late = told.cap, told.late
         self.progress.update(self.overall, completed=present)
 
     def pass_started(self, samples: int, redraws: int, steps: int) -> None:
