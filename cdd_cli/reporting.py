@@ -31,9 +31,9 @@ class Reporter:
     """Every method does nothing here: the CLI's live display overrides them
     (`cli.progress.RichReporter`), and so may any caller of the Python API. A run calls
     `run_started`, `draws_allowed`, `projection_planned` (a method that projects on
-    surrogates), then `resumed` (only where records were already
-    written), then per pass of the sampler `pass_started`, its steps, stages and ALM
-    iterations, and `records_done` as each record is final."""
+    surrogates), then `resumed` (only where records were already written), then per pass of
+    the sampler `pass_started`, its steps, stages and ALM iterations, and `records_done` as
+    each record is final."""
 
     def run_started(self, label: str, total: int, batch_size: int) -> None:
         """A run of `total` records of `label` ("molecules", "samples") begins; its passes

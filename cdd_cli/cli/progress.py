@@ -241,7 +241,8 @@ class RichReporter(Display):
         self, plan: ProjectionPlan, round_seconds: Callable[[], float | None]
     ) -> None:
         # Where the ALM first runs only at a later draw (cdd's molecules: the 8th), no pass
-        # before shows what a round costs: one is measured now (0.1-0.5 s).
+        # before shows what a round costs: one is measured now (0.1-3 s on a busy 2-core
+        # machine, before the first pass).
         measured = round_seconds() if plan.surrogates_from > 1 else None
         with self.lock:
             assert self.pace is not None
