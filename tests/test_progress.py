@@ -1130,3 +1130,16 @@ def test_a_run_tells_its_reporter_its_projection_plan_and_measures_a_round(
     assert told("paper", cdd.SA(tau=2.5))[0].plans[0].surrogates_from == 1
     assert told("reject", cdd.SA(tau=2.5))[0].plans == []
     assert told("cdd", cdd.constraint("pains"))[0].plans == []
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_the_live_view_measures_a_round_only_where_it_shows_the_time_left(quiet: bool):
+    """The ALM from the 8th draw on: the live view asks for a round's seconds (a quiet one,
+    which shows no time left, does not); from the first draw on, the passes show it."""
+    asked = []
+    reporter = RichReporter(quiet, out=log_file(), clock=FakeClock())
+    reporter.run_started("molecules", 8, 8)
+    reporter.projection_planned(ProjectionPlan(8, 20, 3, 0.95), lambda: asked.append(1) or 0.2)
+    assert (reporter.pace.late.told, asked) == ((None, []) if quiet else (0.2, [1]))
+    reporter.projection_planned(ProjectionPlan(1, 20, 3, 0.0), lambda: asked.append(1) or 0.2)
+    assert reporter.pace.late.told is None and len(asked) == (0 if quiet else 1)

@@ -242,8 +242,8 @@ class RichReporter(Display):
     ) -> None:
         # Where the ALM first runs only at a later draw (cdd's molecules: the 8th), no pass
         # before shows what a round costs: one is measured now (0.1-3 s on a busy 2-core
-        # machine, before the first pass).
-        measured = round_seconds() if plan.surrogates_from > 1 else None
+        # machine, before the first pass), unless no time left is shown.
+        measured = round_seconds() if plan.surrogates_from > 1 and not self.quiet else None
         with self.lock:
             assert self.pace is not None
             self.pace.late = LateALM(plan.surrogates_from, plan.max_outer, measured)
