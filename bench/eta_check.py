@@ -63,6 +63,20 @@ def child(trace: str, argv: list[str]) -> None:
     wrap("records_done", lambda done, info: [done])
     wrap("stage", lambda p: [p.stage, p.step, p.steps, p.samples, p.settled, p.touched, p.ended])
     wrap("alm", lambda p: [p.outer, p.inner, p.violating, p.samples, p.max_outer])
+    planned = cls.projection_planned
+
+    def told(self, plan, round_seconds):
+        sink.write(json.dumps([time.monotonic(), "projection_planned", plan.surrogates_from,
+                               plan.max_outer, plan.inner_iters, plan.project_from]) + "\n")
+
+        def measured():  # the round measured before the first pass, if the reporter asks
+            seconds = round_seconds()
+            sink.write(json.dumps([time.monotonic(), "round_measured", seconds]) + "\n")
+            return seconds
+
+        return planned(self, plan, measured)
+
+    cls.projection_planned = told
     sys.argv = ["cdd", *argv]
     cdd_cli.__main__.main()
 
@@ -160,16 +174,21 @@ def replay(
     show: float = 0,
     cap: int | None = None,
     why: bool = False,
+    untold: bool = False,
 ) -> tuple[int, int]:
     """Rerun this checkout's Pace on a recorded timeline; query it every `every` seconds
     after the first pass (what a line then says), against the true time left. `cap`: the
     draws a sample may take, for a trace recorded before runs told it (`draws_allowed`).
     `why`: each line off by over 2x, its estimate and the truth split into the pass at hand
-    and the passes after it (which of them the estimate missed)."""
+    and the passes after it (which of them the estimate missed). `untold`: as if the run had
+    not told its projection plan (`projection_planned`) nor measured an ALM round."""
     from cdd_cli.cli.pace import Pace
+    from cdd_cli.cli.pass_costs import LateALM
 
     pace_class = pace_class or Pace
     events = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    if untold:
+        events = [e for e in events if e[1] not in ("projection_planned", "round_measured")]
     start, end = events[0][0], events[-1][0]
     # When each pass ended: the next one's start, the last one's the run's end.
     ends = [*[at for at, name, *_ in events if name == "pass_started"][1:], end]
@@ -186,9 +205,14 @@ def replay(
                 pace.cap = cap
             elif name == "draws_allowed":
                 pace.cap = cap = args[0]
+            elif name == "projection_planned":
+                pace.late = LateALM(args[0], args[1])
+            elif name == "round_measured":
+                pace.late.told = args[0]
             elif name == "resumed":
+                told = pace
                 pace = pace_class(pace.total, pace.batch_size, at, *args)
-                pace.cap = cap
+                pace.cap, pace.late = cap, told.late
             elif name == "pass_started":
                 pace.begin_pass(*args, at)
             elif name == "step":
@@ -292,6 +316,8 @@ def main() -> None:
                         "by over 2x, split into the pass at hand and those after it")  # fmt: skip
     parser.add_argument("--cap", type=int, help="with --replay: the draws a sample may take, "
                         "for traces recorded before runs told it")  # fmt: skip
+    parser.add_argument("--untold", action="store_true", help="with --replay: as if the run "
+                        "had not told its projection plan")  # fmt: skip
     parser.add_argument("--passes", help="a trace's events: print each pass's size and times")
     parser.add_argument("argv", nargs="*")
     args = parser.parse_args()
@@ -301,7 +327,7 @@ def main() -> None:
         passes(args.passes)
     elif args.replay:
         for path in args.replay:
-            replay(path, show=args.show, cap=args.cap, why=args.why)
+            replay(path, show=args.show, cap=args.cap, why=args.why, untold=args.untold)
     else:
         parent(args.trace, args.argv, not args.no_hog)
 

@@ -5,6 +5,8 @@ long its rest should take, is the display's: `cli/pace.py`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -13,12 +15,25 @@ if TYPE_CHECKING:
     from cdd_cli.projection.engine import StageProgress
 
 
+@dataclass(frozen=True)
+class ProjectionPlan:
+    """What a run's projection will do, as its method and settings say, before it does it:
+    from which draw of a sample its final prediction runs the ALM on the surrogates, and how
+    many rounds (outer iterations) the ALM may run at a step."""
+
+    surrogates_from: int  # the draw (1: the first) from which the ALM projects the final step
+    max_outer: int  # ALM rounds at most at a step, each of `inner_iters` gradient steps
+    inner_iters: int
+    project_from: float  # the share of a pass's steps after which the ALM projects
+
+
 class Reporter:
     """Every method does nothing here: the CLI's live display overrides them
     (`cli.progress.RichReporter`), and so may any caller of the Python API. A run calls
-    `run_started`, `draws_allowed`, then `resumed` (only where records were already
-    written), then per pass of the sampler `pass_started`, its steps, stages and ALM
-    iterations, and `records_done` as each record is final."""
+    `run_started`, `draws_allowed`, `projection_planned` (a method that projects on
+    surrogates), then `resumed` (only where records were already written), then per pass of
+    the sampler `pass_started`, its steps, stages and ALM iterations, and `records_done` as
+    each record is final."""
 
     def run_started(self, label: str, total: int, batch_size: int) -> None:
         """A run of `total` records of `label` ("molecules", "samples") begins; its passes
@@ -26,6 +41,14 @@ class Reporter:
 
     def draws_allowed(self, cap: int) -> None:
         """No sample of the run is drawn more than `cap` times (its method's attempts)."""
+
+    def projection_planned(
+        self, plan: ProjectionPlan, round_seconds: Callable[[], float | None]
+    ) -> None:
+        """The run's projection will work as `plan` says. `round_seconds()` measures one ALM
+        round of the run's own surrogates on one sample (under a second on a CPU), for a
+        reporter that must foresee what the ALM costs before it first runs; not called, it
+        costs nothing."""
 
     def resumed(self, present: int, draws: int) -> None:
         """`present` of the `total` records were already written (--resume), after `draws`

@@ -26,7 +26,7 @@ from cdd_cli.errors import Interrupted
 from cdd_cli.output.resume import written_records
 from cdd_cli.projection.alm import ALMProgress
 from cdd_cli.projection.engine import StageProgress
-from cdd_cli.reporting import Display
+from cdd_cli.reporting import Display, ProjectionPlan
 from cdd_cli.run.runner import Output
 
 runner = CliRunner()
@@ -77,6 +77,11 @@ class Pooled:
     warmup: float = 0.0  # added to the run's first step
     prompts: int = 1  # streams one after the other, of total / prompts samples each
     seed: int = 0  # which draws the judges reject
+    # cdd's molecules: a last step whose pass holds a sample at its `surrogates_from`th draw
+    # or later runs `alm_rounds` ALM rounds of `alm_round` seconds first (0: never).
+    surrogates_from: int = 0
+    alm_rounds: int = 15
+    alm_round: float = 0.5
 
     def timeline(self) -> list[tuple[float, tuple, float]]:
         """(seconds before, event, seconds of a regular step) in order. A step costs a part
@@ -100,6 +105,9 @@ class Pooled:
                 for i in range(self.steps - 1):
                     cost = step + self.warmup * (number == 1 and i == 0)
                     events.append((cost, ("step", i, self.steps), cost))
+                if self.surrogates_from and max(drawn) >= self.surrogates_from:
+                    for outer in range(1, self.alm_rounds + 1):
+                        events.append((self.alm_round * rest, ("alm", outer, 20), 0.0))
                 final = self.final(number) * size / self.batch * rest
                 events.append((final, ("step", self.steps - 1, self.steps), 0.0))
                 pending = [a for a in drawn if a < 16 and rng.random() < self.rejected]
@@ -120,10 +128,14 @@ class Pooled:
         return max([*passes, seconds])
 
 
-def simulate(reporter: RichReporter, clock: FakeClock, run: Pooled, tick: float = 5.0):
+def simulate(
+    reporter: RichReporter, clock: FakeClock, run: Pooled, tick: float = 5.0, told: float = 1.0
+):
     """Drive `reporter` through `run` as the sampler would, the clock moving by each part's
     cost; yields after each event (and every `tick` s of a long last step or judging) with
-    the run's true seconds left and those its denoising steps alone still need."""
+    the run's true seconds left and those its denoising steps alone still need. A run whose
+    ALM first runs at a later draw tells its plan, an ALM round measured `told` times its
+    true cost (0: not told)."""
     timeline: list[tuple[float, tuple, float]] = []
     for cost, event, regular in run.timeline():
         if not regular:  # a last step or judging: lines come while it runs
@@ -133,6 +145,10 @@ def simulate(reporter: RichReporter, clock: FakeClock, run: Pooled, tick: float 
     end = clock.now + sum(cost for cost, _, _ in timeline)
     stepping = sum(regular for _, _, regular in timeline)
     reporter.run_started("molecules", run.total, run.batch)
+    reporter.draws_allowed(16)
+    if run.surrogates_from and told:
+        plan = ProjectionPlan(run.surrogates_from, 20, 3, 0.95)
+        reporter.projection_planned(plan, lambda: run.alm_round * told)
     for cost, event, regular in timeline:
         clock.now += cost
         stepping -= regular
@@ -143,6 +159,8 @@ def simulate(reporter: RichReporter, clock: FakeClock, run: Pooled, tick: float 
             reporter.step(StepInfo(args[0], args[1], 0.0, 0.0))
         elif kind == "records":
             reporter.records_done(args[0], "valid 8/8")
+        elif kind == "alm":
+            reporter.alm(ALMProgress(args[0], 3, 1, (0.0, 0.0), (1.0, 1.0), 1, args[1]))
         yield end - clock.now, stepping
 
 
@@ -895,7 +913,7 @@ def test_the_forecast_tail_ends_at_the_methods_cap_on_draws():
         pace.begin_pass(8, 0, 4, 0.0)  # 8 fresh samples, all rejected
         pace.begin_pass(8, 8, 4, 10.0)  # their second draws: one more may come
     assert len(uncapped.forecast()) > 100
-    assert [size for size, _ in capped.forecast()] == [pytest.approx(8 * Pace.MOST_REJECTED)]
+    assert [size for size, _, _ in capped.forecast()] == [pytest.approx(8 * Pace.MOST_REJECTED)]
     # A run tells its reporter the cap: molecules under cdd draw a sample 16 times at most.
     reporter = RichReporter(False, out=log_file(), clock=FakeClock())
     reporter.run_started("molecules", 8, 8)
@@ -1050,3 +1068,78 @@ def test_the_first_passs_bound_leaves_out_the_alms_rounds():
         now = a_step(pace, now, index, rounds[index])
     assert bound is not None and bound <= now - said_at
     assert bound == pytest.approx((6 + 9) * 0.1)  # the steps left, 0.1 s of denoising each
+
+
+# As seven constraints on QM9 (bench/README.md "Time left"), a tail whose last steps run the
+# ALM, which no pass before showed: the judges reject half the draws, and from a sample's 4th
+# draw on its pass's last step runs 15 ALM rounds (of at most 20) first.
+LATE_ALM = Pooled(total=64, batch=32, rejected=0.5, steps=32, step=0.1, final=by_pass(2.5),
+                  judging=0.2, surrogates_from=4, alm_rounds=15, alm_round=0.2)  # fmt: skip
+
+
+@pytest.mark.parametrize("told", [1.0, 2.0, 0.0])
+def test_the_alms_rounds_from_a_later_draw_are_foreseen_before_they_first_run(told: float):
+    """A run tells its reporter from which draw the ALM moves a final prediction and an ALM
+    round's cost measured before the first pass: every line from the first pass on, before
+    the ALM first ran, is then within 2x of the truth (0.56-0.73 of it: every pass that may
+    run the ALM does here, and the estimate takes the geometric middle of none and all),
+    the round measured at twice its cost too; untold (0), some said under half of it."""
+    clock = FakeClock()
+    reporter = RichReporter(False, out=log_file(), clock=clock)
+    ratios = []
+    for truth, _ in simulate(reporter, clock, LATE_ALM, told=told):
+        pace = reporter.pace
+        if pace.passes_done and not pace.late.rounds and not pace.round_seconds and truth > 10:
+            ratios.append(reporter.eta() / truth)
+    assert len(ratios) > 20
+    if told:
+        assert all(0.5 <= r <= 2.0 for r in ratios), [round(r, 2) for r in ratios]
+    else:
+        assert min(ratios) < 0.5, [round(r, 2) for r in ratios]
+
+
+def test_a_run_tells_its_reporter_its_projection_plan_and_measures_a_round(
+    shipped_vocab_model_dir: Path,
+):
+    """cdd on molecules: the ALM moves a final prediction from the 8th draw on, at most 20
+    rounds of 3 inner steps; asked, the run times a round of its own surrogates (its draws
+    the same as without). The paper's method projects every draw; a method that does not
+    project, or no surrogate, tells nothing."""
+
+    class Told(Display):
+        def __init__(self, measure: bool) -> None:
+            self.plans: list[ProjectionPlan] = []
+            self.rounds: list[float | None] = []
+            self.measure = measure
+
+        def projection_planned(self, plan, round_seconds) -> None:
+            self.plans.append(plan)
+            self.rounds.append(round_seconds() if self.measure else None)
+
+    def told(method: str, *constraints, measure: bool = True) -> tuple[Told, list[str]]:
+        display = Told(measure)
+        generator = cdd.Generator(str(shipped_vocab_model_dir), list(constraints), method=method,
+                                  steps=2, batch_size=2, seed=1)  # fmt: skip
+        records = list(generator.molecules(n=2, reporter=display))
+        return display, [r["text"] for r in records]
+
+    display, texts = told("cdd", cdd.SA(tau=2.5))
+    assert display.plans == [ProjectionPlan(8, 20, 3, 0.95)]
+    assert display.rounds[0] is not None and 0 < display.rounds[0] < 10
+    assert told("cdd", cdd.SA(tau=2.5), measure=False)[1] == texts  # the same draws
+    assert told("paper", cdd.SA(tau=2.5))[0].plans[0].surrogates_from == 1
+    assert told("reject", cdd.SA(tau=2.5))[0].plans == []
+    assert told("cdd", cdd.constraint("pains"))[0].plans == []
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_the_live_view_measures_a_round_only_where_it_shows_the_time_left(quiet: bool):
+    """The ALM from the 8th draw on: the live view asks for a round's seconds (a quiet one,
+    which shows no time left, does not); from the first draw on, the passes show it."""
+    asked = []
+    reporter = RichReporter(quiet, out=log_file(), clock=FakeClock())
+    reporter.run_started("molecules", 8, 8)
+    reporter.projection_planned(ProjectionPlan(8, 20, 3, 0.95), lambda: asked.append(1) or 0.2)
+    assert (reporter.pace.late.told, asked) == ((None, []) if quiet else (0.2, [1]))
+    reporter.projection_planned(ProjectionPlan(1, 20, 3, 0.0), lambda: asked.append(1) or 0.2)
+    assert reporter.pace.late.told is None and len(asked) == (0 if quiet else 1)

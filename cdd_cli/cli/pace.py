@@ -8,7 +8,7 @@ import math
 from collections import deque
 from statistics import median
 
-from cdd_cli.cli.pass_costs import Measured, residual, worked
+from cdd_cli.cli.pass_costs import LateALM, Measured, aged, residual, worked
 
 
 class Pace:
@@ -63,8 +63,7 @@ class Pace:
     ended, e.g. a burst of other work during the first pass, all that the typical pace knows
     then). The estimate never falls below the time the denoising steps left need alone
     (`floor`). What it cannot foresee: a load that changes after it spoke, and judges that
-    reject a larger or smaller share from now on than so far. Pure bookkeeping: every event
-    passes the clock's reading `now`."""
+    reject a larger or smaller share from now on than so far."""
 
     RECENT_STEPS = 9  # the latest regular steps, whose median is the machine's speed now
     # A step costs a part per sample and a part whatever the size (Python, torch's calls,
@@ -101,6 +100,8 @@ class Pace:
         # The passes done's regular steps, each step's seconds per row, by their step count.
         self.profiles: dict[int, list[list[float]]] = {}
         self.round_seconds: deque[float] = deque(maxlen=self.RECENT_STEPS)  # latest ALM rounds
+        self.late = LateALM()  # an ALM from a later draw on (told by the run)
+        self.ages: list[float] = []  # the pass at hand's samples by their draws before (`aged`)
         self.begin(0, 0, 0, now)
 
     def begin(self, samples: int, redraws: int, steps: int, now: float) -> None:
@@ -121,6 +122,7 @@ class Pace:
         self.final_ended: float | None = None
         self.round_ended: float | None = None  # the step under way's latest ALM round
         self.rounds_left = 0  # rounds its ALM may still run (its cap less those run)
+        self.final_rounds = 0  # the ALM rounds of its last step
 
     def begin_pass(self, samples: int, redraws: int, steps: int, now: float) -> None:
         if self.passes:  # the pass before is done: what it cost is measured
@@ -135,6 +137,9 @@ class Pace:
                 self.profiles.setdefault(self.steps, []).append([d / rows for d in profile])
             step = median(durations) / rows if durations else 0.0
             final, after = final_ended - steps_ended, now - final_ended
+            if self.late.later and self.final_rounds:  # its ALM apart: see `alm_seconds`
+                self.late.rounds.append(self.final_rounds)
+                final = max(final - self.final_rounds * self.round_cost(), final / 8)
             measured = Measured(
                 self.samples, rows, step, sum(durations), final, after, len(durations)
             )
@@ -145,6 +150,7 @@ class Pace:
             self.last_fresh = self.passes
         self.redrawn += redraws
         self.begun += samples - redraws
+        self.ages = aged(self.ages, redraws, samples - redraws)
         self.begin(samples, redraws, steps, now)
 
     def alm_round(self, outer: int, most: int, now: float) -> None:
@@ -188,7 +194,7 @@ class Pace:
             if index == steps - 2:
                 self.rest_started = now
         else:
-            self.final_ended = now
+            self.final_ended, self.final_rounds = now, rounds
 
     def finished(self, done: int) -> None:
         self.done = done
@@ -226,8 +232,7 @@ class Pace:
 
     @property
     def in_final_step(self) -> bool:
-        """The pass at hand's regular steps are done: its last step (with the projection of
-        the final prediction) is under way."""
+        """The pass at hand's last step (the final prediction's projection) is under way."""
         return self.passes > 0 and self.steps - 1 <= self.step < self.steps
 
     def rate(self, now: float) -> float | None:
@@ -245,12 +250,13 @@ class Pace:
         the passes before them."""
         return min(self.redrawn / self.judged, self.MOST_REJECTED) if self.judged else 0.0
 
-    def forecast(self) -> list[tuple[float, float]]:
+    def forecast(self) -> list[tuple[float, float, float]]:
         """The passes after the one at hand, the pool run forward (see the class): each one's
-        samples and its chance of coming. No sample is drawn more than `cap` times: the tail
-        ends at the latest `cap` - 1 passes after the last that began fresh samples."""
+        samples, chance of coming and last step's ALM (`alm_seconds`). No sample is drawn
+        over `cap` times: the tail ends `cap` - 1 passes after the last with fresh ones."""
         share = self.rejected()
         pending, fresh = self.samples * share, float(self.fresh())
+        pending_ages = [n * share for n in self.ages]  # (by their draws so far)
         since = self.passes - self.last_fresh  # passes of redraws alone, the one at hand's too
         passes = []
         for _ in range(self.MOST_PASSES):
@@ -261,15 +267,24 @@ class Pace:
             size = min(self.batch_size, pending + fresh)
             since = 0 if size > pending else since + 1
             fresh -= size - pending
-            passes.append((size, 1 - math.exp(-size)))
-            pending = size * share
+            ages = aged(pending_ages, pending, size - pending)
+            passes.append((size, 1 - math.exp(-size), self.alm_seconds(ages)))
+            pending, pending_ages = size * share, [n * share for n in ages]
         return passes
 
-    def ahead(self, passes: list[tuple[float, float]] | None = None) -> tuple[float, float]:
+    def ahead(self, passes: list[tuple[float, float, float]] | None = None) -> tuple[float, float]:
         """The rows and the samples of the passes after the one at hand (`forecast`)."""
         passes = self.forecast() if passes is None else passes
-        rows = sum(size + self.FIXED_ROWS * chance for size, chance in passes)
-        return rows, sum(size for size, _ in passes)
+        rows = sum(size + self.FIXED_ROWS * chance for size, chance, _ in passes)
+        return rows, sum(size for size, _, _ in passes)
+
+    def round_cost(self) -> float:
+        first = self.passes_done[0].step if self.passes_done else 0.0
+        return self.late.round_cost(list(self.round_seconds), self.speed(), first)
+
+    def alm_seconds(self, ages: list[float]) -> float:
+        """What the ALM of a pass's last step should take (`LateALM.seconds`)."""
+        return self.late.seconds(ages, self.round_cost()) if self.late.later else 0.0
 
     def size_weight(self, samples: float, share: float) -> float:
         """What the last step and judging of a pass of `samples` cost, in full passes, where
@@ -335,12 +350,14 @@ class Pace:
 
     def scaled(self, speed: float, share: float) -> tuple[list[float], list[float]]:
         """Each pass done's last step, and what came after it, for the pass at hand's
-        samples at the speed now, `share` of them fixed (`fixed_share`)."""
+        samples at the speed now, `share` of them fixed (`fixed_share`), with its own last
+        step's ALM (`alm_seconds`)."""
         finals, afters = [], []
+        alm = self.alm_seconds(self.ages)
         for m in self.passes_done:
             _, final, after = m.parts(speed)
             ratio = self.size_weight(self.samples, share) / self.size_weight(m.samples, share)
-            finals.append(final * ratio)
+            finals.append(final * ratio + alm)
             afters.append(after * ratio)
         return finals, afters
 
@@ -375,12 +392,11 @@ class Pace:
         rounds as the samples need, and a pass's first steps ran more than its last (with
         them, two runs' bounds said 1.1-2 times what the run took, at every line). Not at
         the pass's mean so far (a masked text model's first steps cost 2-2.6 s and its last
-        0.4 s), nor its
-        last steps: a first pass's can take several times a later one's (the run's first
-        projection warms up; a burst of other work), so nothing sure is known of theirs. A
-        first pass whose last step takes minutes (a toxicity bound deep in the model's
-        tail) shows that much left at least, not nothing. None before a step is measured,
-        and once a pass is done."""
+        0.4 s), nor its last steps: a first pass's can take several times a later one's (the
+        run's first projection warms up; a burst of other work), so nothing sure is known of
+        theirs. A first pass whose last step takes minutes (a toxicity bound deep in the
+        model's tail) shows that much left at least, not nothing. None before a step is
+        measured, and once a pass is done."""
         if self.passes_done or self.step_cost is None:
             return None
         here = max(self.steps - 1 - self.step, 0) * self.rows(self.samples) * self.step_cost
@@ -427,13 +443,19 @@ class Pace:
         passes = self.forecast()
         rows, _ = self.ahead(passes)
         rest = sum(share * chance + (1 - share) * size / self.batch_size
-                   for size, chance in passes)  # fmt: skip
+                   for size, chance, _ in passes)  # fmt: skip
         here, later = self.here(now, speed, share), rows * per_row + rest * full
+        # The last steps' ALM of the passes to come, which no pass done's rate says
+        # (`alm_seconds`): whether the surrogates reject a sample from its 8th draw on
+        # nothing tells (seven constraints: 5 of 8 such passes), so the rest is taken at the
+        # geometric middle of none and all of it, off by the same factor either way.
+        alm = sum(seconds for _, _, seconds in passes)
         # Each pass done's cost against what its size costs at the rate of them all.
         done = zip(parts, self.passes_done, weights, strict=True)
         ratios = [sum(p) / cost if (cost := per_row * m.rows + full * w) > 0 else 1.0
                   for p, m, w in done]  # fmt: skip
         floor = self.floor(now)
+        here += math.sqrt((here + later) * (here + later + alm)) - here - later
         low, high = here + later * min(ratios), here + later * max(ratios)
         return max(here + later, floor), max(low, floor), max(high, floor)
 

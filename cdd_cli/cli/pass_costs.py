@@ -4,7 +4,8 @@ costs as the ALM rounds they ran tell them (`worked`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from statistics import median
 
 
@@ -68,3 +69,50 @@ def worked(durations: list[float], rounds: list[int]) -> list[float] | None:
     per_round /= spread
     base = max(mean_d - per_round * mean_r, 0.0)  # (noise can fit a step of no rounds below 0)
     return [base + per_round * r for r in rounds] if per_round > 0 else None
+
+
+def aged(before: list[float], redraws: float, fresh: float) -> list[float]:
+    """A pass's samples by the draws each had before this one (index: draws, value: expected
+    samples): the pass before's (`before`), each one draw older and scaled down to the
+    `redraws` its judges left (which of its samples they rejected is not told: each of them
+    alike), and `fresh` samples not drawn before."""
+    kept = sum(before)
+    scale = redraws / kept if kept > 0 else 0.0
+    return [fresh, *(n * scale for n in before)]
+
+
+@dataclass
+class LateALM:
+    """cdd's molecules: the ALM moves a rejected sample's final prediction only from its
+    `surrogates_from`th draw on (`repair.surrogates_from`, 8), so no pass before shows what
+    it costs; the run tells it (`ProjectionPlan`) with a round's seconds measured before its
+    first pass (`told`). Seven constraints: from 39 s on, 13-20 rounds of 0.05-0.1 s a
+    pass, 37-40 in two, which no pass before showed."""
+
+    surrogates_from: int = 1
+    cap: int = 0  # its rounds at most
+    told: float | None = None
+    rounds: list[int] = field(default_factory=list)  # of each last step done that ran some
+
+    @property
+    def later(self) -> bool:
+        return self.surrogates_from > 1
+
+    def round_cost(self, latest: list[float], speed: float, first: float) -> float:
+        """A round's seconds: the `latest` rounds' median, else `told` at the step `speed`
+        now against the `first` pass's, measured beside it (a busy machine's load moves: a
+        round told 1.06 s beside a first pass's steps of 0.52 s ran 0.05-0.09 s beside later
+        ones of 0.005-0.04), else 0."""
+        if latest:
+            return median(latest)
+        return (self.told or 0.0) * (speed / first if self.told and first else 1.0)
+
+    def seconds(self, ages: list[float], round_cost: float) -> float:
+        """What the ALM of a pass's last step should take (0 where passes done show it): it
+        runs with the chance that the pass (`aged`) holds a sample at its `surrogates_from`th
+        draw or later, m expected: 1 - e^-m, as a Poisson count of that mean is not 0; for
+        the median rounds of the last steps done that ran it (before any: half its cap)."""
+        if not self.later:
+            return 0.0
+        chance = 1 - math.exp(-sum(ages[self.surrogates_from - 1 :]))
+        return chance * (median(self.rounds) if self.rounds else self.cap / 2) * round_cost

@@ -25,9 +25,10 @@ from rich.table import Column
 from rich.text import Text
 
 from cdd_cli.cli.pace import Pace
+from cdd_cli.cli.pass_costs import LateALM
 from cdd_cli.cli.projection_news import STAGE_WORDS, Clause, ProjectionNews, fittings, joined
 from cdd_cli.cli.terminal import console, log
-from cdd_cli.reporting import Display
+from cdd_cli.reporting import Display, ProjectionPlan
 
 if TYPE_CHECKING:
     from cdd_cli.diffusion.sampler import StepInfo
@@ -236,12 +237,23 @@ class RichReporter(Display):
             assert self.pace is not None
             self.pace.cap = cap
 
+    def projection_planned(
+        self, plan: ProjectionPlan, round_seconds: Callable[[], float | None]
+    ) -> None:
+        # Where the ALM first runs only at a later draw (cdd's molecules: the 8th), no pass
+        # before shows what a round costs: one is measured now (0.1-3 s on a busy 2-core
+        # machine, before the first pass), unless no time left is shown.
+        measured = round_seconds() if plan.surrogates_from > 1 and not self.quiet else None
+        with self.lock:
+            assert self.pace is not None
+            self.pace.late = LateALM(plan.surrogates_from, plan.max_outer, measured)
+
     def resumed(self, present: int, draws: int) -> None:
         with self.lock:
             assert self.pace is not None
-            cap = self.pace.cap
-            self.pace = Pace(self.pace.total, self.pace.batch_size, self.clock(), present, draws)
-            self.pace.cap = cap
+            told = self.pace
+            self.pace = Pace(told.total, told.batch_size, self.clock(), present, draws)
+            self.pace.cap, self.pace.late = told.cap, told.late
         self.progress.update(self.overall, completed=present)
 
     def pass_started(self, samples: int, redraws: int, steps: int) -> None:

@@ -15,19 +15,25 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import itertools
 import json
+import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from statistics import median
 
-from cdd_cli.constraints.base import Constraint, closed_forms
+import torch
+
+from cdd_cli.constraints.base import Constraint, DifferentiableConstraint, closed_forms
 from cdd_cli.errors import InputError
 from cdd_cli.methods import METHODS
 from cdd_cli.models import registry
 from cdd_cli.models.registry import LoadedModel
 from cdd_cli.output.config import INPUTS, check_resolved_config, earlier_config, holds_records
 from cdd_cli.output.resume import Share, resume_from, written_records
+from cdd_cli.projection.alm import project
 from cdd_cli.prompts import PromptInput
-from cdd_cli.reporting import Display, Reporter, Tally
+from cdd_cli.reporting import Display, ProjectionPlan, Reporter, Tally
 from cdd_cli.run.defaults import (
     check_batch_fits,
     check_blocks,
@@ -121,6 +127,14 @@ class Run:
         total = share.count(0, n * len(self.prompts))
         reporter.run_started(domain.label, total, spec.sampling.batch_size)
         reporter.draws_allowed(drawer.method.attempts(spec.repair, spec.reject))
+        if drawer.method.projects and self.surrogates():
+            # The paper's method projects every draw's every step; cdd a draw's final
+            # prediction from its `surrogates_from`th draw on.
+            first = (spec.repair.surrogates_from or 1) if spec.method == "cdd" else 1
+            settings = spec.projection
+            plan = ProjectionPlan(first, settings.max_outer_iters or 1, settings.inner_iters or 1,
+                                  settings.project_from or 0.0)  # fmt: skip
+            reporter.projection_planned(plan, self.alm_round_seconds)
         self.resumed = written = len(share.ids)
         if written:
             reporter.resumed(written, share.draws)
@@ -135,6 +149,30 @@ class Run:
                 written += 1
                 yield row
                 reporter.records_done(written, tally.progress())  # resumed ones counted
+
+    def surrogates(self) -> list[DifferentiableConstraint]:
+        return [c for c in self.constraints if isinstance(c, DifferentiableConstraint)]
+
+    def alm_round_seconds(self, rounds: int = 3) -> float | None:
+        """Seconds of one ALM round of the run's own surrogates and settings on one sample of
+        its first prompt, measured: `rounds` rounds on a random prediction, their aims put
+        far out of reach so that every round runs, the median of those after the first (which
+        also sets the ALM up). Its own generator: the run's draws are the same with it."""
+        prompt, generator = self.prompts[0], torch.Generator().manual_seed(0)
+        kept = len(prompt.ids)
+        told = [c.with_prompt(prompt.text or "", kept) for c in self.surrogates()]
+        unreachable = [c.tightened(1e6) for c in told]
+        shape = (1, kept + self.length, self.compiled.loaded.config.vocab_size)
+        probs = torch.rand(shape, generator=generator).softmax(-1).to(self.compiled.device)
+        fixed = torch.zeros(shape[:2], dtype=torch.bool, device=probs.device)
+        fixed[:, :kept] = True
+        settings = replace(self.spec.projection, max_outer_iters=rounds, patience=rounds)
+        ended: list[float] = []
+        with torch.enable_grad():
+            project(probs, unreachable, settings, fixed, [generator],
+                    lambda _: ended.append(time.perf_counter()))  # fmt: skip
+        spans = [b - a for a, b in itertools.pairwise(ended)]
+        return median(spans) if spans else None
 
     def summary(self, elapsed: float) -> str:
         """The closing line on what the records written add up to."""
