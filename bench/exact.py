@@ -105,12 +105,24 @@ def calibrate(args: argparse.Namespace) -> None:
                 tempering, steer_from, 0.0, args.steering, args.twist
             )
             gen = drawer(loaded, args.setting, "exact", args.batch_size,
-                         {"reject.max_attempts": 1})  # fmt: skip
+                         {"reject.max_attempts": 1, "sampling.seed": args.seed})  # fmt: skip
             rdkit_sa.cache_clear()
             started = time.perf_counter()
             draws = gen.run(range(args.samples))
             seconds = (time.perf_counter() - started) / args.samples
-            summary = weight_summary([d.weights[0] for d in draws], args.truncation)
+            weights = [d.weights[0] for d in draws]
+            summary = weight_summary(weights, args.truncation)
+            if args.at_bound:  # a given M's truncated mass and acceptance on these draws
+                total = sum(weights) or 1.0
+                summary["at_bound"] = {
+                    "bound": args.at_bound,
+                    "truncated": round(
+                        sum(max(0.0, w - args.at_bound) for w in weights) / total, 4
+                    ),
+                    "acceptance": round(
+                        sum(min(1.0, w / args.at_bound) for w in weights) / len(weights), 4
+                    ),
+                }
             accepted = seconds / summary["acceptance"] if summary["acceptance"] else None
             row = {"setting": args.setting, "steering": args.steering, "twist": args.twist,
                    "tempering": tempering,
@@ -130,6 +142,9 @@ def main() -> None:
     # A folder under cdd_cli/assets, or any folder by its absolute path (`cdd train twist`).
     parser.add_argument("--twist", default=None)
     parser.add_argument("--samples", type=int, default=128)
+    # Another seed than the calibration's checks its M out of sample.
+    parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--at-bound", type=float, default=None)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--truncation", type=float, default=0.01)
     args = parser.parse_args()
