@@ -26,6 +26,7 @@ from cdd_cli.errors import InputError
 from cdd_cli.models.gguf import smollm2_gguf
 from cdd_cli.models.registry import read_model, resolve_device, resolve_directory
 from cdd_cli.models.tokenizers import TextTokenizer
+from cdd_cli.spec.model import Spec
 
 # Modules rather than their functions: these are looked up at each call (tests replace them).
 from cdd_cli.train import molecules as molecules_training
@@ -274,6 +275,23 @@ def train_property_surrogate_command(
         train_property_surrogate(directory, out, settings, told(quiet), on_step, cfg.molecules)
 
 
+def one_constraint_spec(
+    spec_file: Path | None, model: str | None, constraint: str | None, tau: float | None
+) -> Spec:
+    """The spec of a trainer that serves one constraint: `--constraint` (and `--tau`) laid
+    over `--spec`, refused in one line unless exactly one entry results."""
+    spec = build_spec(
+        spec_file, model, [constraint] if constraint else [], [tau] if tau is not None else [],
+        None, None, None, None, None,
+    )  # fmt: skip
+    if len(spec.constraints) != 1:
+        raise InputError(
+            f"give one constraint (--constraint TYPE, or a --spec with one entry); "
+            f"got {len(spec.constraints)}"
+        )
+    return spec
+
+
 @train_command("surrogate")
 def train_surrogate_command(
     *,
@@ -312,15 +330,7 @@ def train_surrogate_command(
     """Fit a soft-token surrogate of any constraint's judge, so that the ALM can project it
     (use it with `surrogate: OUT` in the constraint's spec entry)."""
     prepare_run(out, threads)
-    spec = build_spec(
-        spec_file, model, [constraint] if constraint else [], [tau] if tau is not None else [],
-        None, None, None, None, None,
-    )  # fmt: skip
-    if len(spec.constraints) != 1:
-        raise InputError(
-            f"give one constraint (--constraint TYPE, or a --spec with one entry); "
-            f"got {len(spec.constraints)}"
-        )
+    spec = one_constraint_spec(spec_file, model, constraint, tau)
     progress, on_step = training_progress(quiet, "surrogate", cfg.steps, 500)
     with progress:
         train_surrogate_for(spec, data, cfg, out, told(quiet), on_step)
@@ -353,13 +363,6 @@ def train_twist_command(
     rollouts judged exactly, for a grid of bounds (any constraint with a judge, plugins' too)."""
     prepare_run(out, threads)
     bounds = parse_bounds(taus)
-    spec = build_spec(
-        spec_file, model, [constraint] if constraint else [], [bounds[0]] if constraint else [],
-        None, None, None, None, None,
-    )  # fmt: skip
-    if len(spec.constraints) != 1:
-        raise InputError(
-            f"give one constraint (--constraint TYPE, or a --spec with one entry); "
-            f"got {len(spec.constraints)}"
-        )
+    # The judge's score labels every bound; the spec's tau is the grid's first.
+    spec = one_constraint_spec(spec_file, model, constraint, bounds[0] if constraint else None)
     train_twist(spec, bounds, cfg, out, told(quiet))

@@ -233,19 +233,27 @@ def check_surrogate_config(config: SurrogateConfig, path: Path) -> None:
         raise InputError(f"{path}: field scale should be positive numbers")
 
 
+def read_small_config(directory: Path, kind: type, what: str, model_type: str) -> Any:
+    """The dataclass `kind` from `directory`/config.json (keys it does not know ignored), of
+    `model_type`: a surrogate's or a twist's, refused in one line where it is not one."""
+    path = Path(directory) / "config.json"
+    if not path.is_file():
+        raise InputError(f"{directory}: no config.json for the {what}")
+    try:
+        raw = json.loads(path.read_text())
+        names = kind.__dataclass_fields__
+        config = kind(**{k: v for k, v in raw.items() if k in names})
+    except (ValueError, TypeError, AttributeError, RecursionError) as exc:
+        raise InputError(f"{path}: not a {what} config ({exc})") from None
+    if config.model_type != model_type:
+        raise InputError(f"{path}: model_type {config.model_type!r} is not {model_type}")
+    return config
+
+
 def load_surrogate(directory: Path, device: str = "cpu") -> SoftTokenRegressor:
     directory = Path(directory)
     path = directory / "config.json"
-    if not path.is_file():
-        raise InputError(f"{directory}: no config.json for the surrogate")
-    try:
-        raw = json.loads(path.read_text())
-        names = SurrogateConfig.__dataclass_fields__
-        config = SurrogateConfig(**{k: v for k, v in raw.items() if k in names})
-    except (ValueError, TypeError, AttributeError, RecursionError) as exc:
-        raise InputError(f"{path}: not a surrogate config ({exc})") from None
-    if config.model_type != "cdd-surrogate":
-        raise InputError(f"{path}: model_type {config.model_type!r} is not cdd-surrogate")
+    config = read_small_config(directory, SurrogateConfig, "surrogate", "cdd-surrogate")
     check_surrogate_config(config, path)
     model = load_checked(lambda: SoftTokenRegressor(config), directory / "model.safetensors")
     model.requires_grad_(False)  # gradients flow to the input tokens, never to the weights

@@ -30,7 +30,7 @@ from torch import nn
 from cdd_cli.errors import InputError
 from cdd_cli.models.checkpoint import load_checked
 from cdd_cli.models.rows import floor_rows, with_rows
-from cdd_cli.models.surrogate import Encoder
+from cdd_cli.models.surrogate import Encoder, read_small_config
 from cdd_cli.version import __version__
 
 TIME_FEATURES = 8  # sine and cosine of t at 8 frequencies each
@@ -111,16 +111,7 @@ def load_twist(directory: Path, device: str = "cpu") -> Twist:
     """The twist in `directory`, its config checked before anything is built from it."""
     directory = Path(directory)
     path = directory / "config.json"
-    if not path.is_file():
-        raise InputError(f"{directory}: no config.json for the twist")
-    try:
-        raw = json.loads(path.read_text())
-        names = TwistConfig.__dataclass_fields__
-        config = TwistConfig(**{k: v for k, v in raw.items() if k in names})
-    except (ValueError, TypeError, AttributeError, RecursionError) as exc:
-        raise InputError(f"{path}: not a twist config ({exc})") from None
-    if config.model_type != "cdd-twist":
-        raise InputError(f"{path}: model_type {config.model_type!r} is not cdd-twist")
+    config = read_small_config(directory, TwistConfig, "twist", "cdd-twist")
     sizes = ("vocab_size", "max_length", "hidden_dim", "n_layers", "n_heads")
     for name in sizes:
         value = getattr(config, name)
