@@ -127,16 +127,15 @@ def main() -> None:
     arms = []
     for path in args.arms:
         records = read(path)
-        method = records[0]["method"]
-        arms.append((method, path, records))
-        if method == "unconstrained":
-            arms.append(("unconstrained, satisfied", path, [r for r in records if r["satisfied"]]))
+        arms.append((path.stem, path, records))  # the file names the arm (two may share a method)
+        if records[0]["method"] == "unconstrained":
+            arms.append((f"{path.stem}, satisfied", path, [r for r in records if r["satisfied"]]))
     rows = []
     value = score("value", args.blank)
     for name, path, records in arms:
         stream = random.Random(args.seed)
         row: dict = {
-            "arm": name, "records": str(path), "n": len(records),
+            "arm": name, "method": records[0]["method"], "records": str(path), "n": len(records),
             "satisfied": sum(r["satisfied"] for r in records),
             "value_mean": round(sum(map(value, records)) / len(records), 4),
             **compared(records, reference, args.blank, args.splits, stream),
