@@ -293,6 +293,27 @@ def test_scaffold_records_say_what_was_kept_and_certify_it(shipped_vocab_model_d
     assert code == (0 if all(r["satisfied"] for r in records) else 3)
 
 
+def test_a_method_the_run_names_runs_as_named(shipped_vocab_model_dir, tmp_path):
+    # A part kept anywhere, its only constraint, is drawn by rejection against the kept
+    # judge where the run names no method; a method named by --method or the spec file runs
+    # as named: unconstrained draws each sample once, its record saying where it broke.
+    args = ["--scaffold", "[*]C1CC1", "-n", "4", "--seed", "1", "--steps", "4"]
+    unnamed = tmp_path / "unnamed.yaml"
+    unnamed.write_text("sampling:\n  batch_size: 4\n")
+    for given in ([], ["--spec", str(unnamed)]):
+        _, records, stderr = design(shipped_vocab_model_dir, *args, *given)
+        assert [r["method"] for r in records] == ["reject"] * 4, stderr
+    named = tmp_path / "named.yaml"
+    named.write_text("method: unconstrained\n")
+    for given in (["--method", "unconstrained"], ["--spec", str(named)]):
+        code, records, stderr = design(shipped_vocab_model_dir, *args, *given)
+        assert [r["method"] for r in records] == ["unconstrained"] * 4, stderr
+        assert all(r["attempts"] == 1 for r in records)
+        for r in records:
+            assert r["satisfied"] is (r["constraints"]["kept"]["value"] == 1.0)
+        assert code == (0 if all(r["satisfied"] for r in records) else 3)
+
+
 @pytest.mark.slow
 def test_design_records_do_not_depend_on_the_batch(shipped_vocab_model_dir):
     args = ["--motif", "C1CC1", "-n", "5", "--seed", "3"]

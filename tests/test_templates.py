@@ -261,3 +261,34 @@ def test_a_constraint_on_a_blank_the_run_lacks_is_one_line_and_exit_2(
     assert code == 2
     (line,) = stderr.strip().splitlines()
     assert message in line, line
+
+
+def test_template_fidelity_reads_a_sample_of_the_same_law_near_its_null():
+    # bench/template_fidelity.py: fills drawn from one law read near 1x their permutation
+    # null; fills whose constrained blank scores higher (a method off rejection's law) read
+    # far over 2x on the score, not on what is the same.
+    import importlib
+    import random
+    import sys
+
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    sys.path.insert(0, str(bench))
+    try:
+        fidelity = importlib.import_module("template_fidelity")
+    finally:
+        sys.path.remove(str(bench))
+    stream = random.Random(0)
+    words = ["thee", "lord", "good", "day", "night", "sweet", "my", "and"]
+
+    def record(shift: float) -> dict:
+        fill = " ".join(stream.choice(words) for _ in range(stream.randint(2, 6)))
+        value = stream.random() * 0.05 + shift
+        constraint = {"value": value, "surrogate": value, "blank": "2"}
+        return {"blanks": {"name": " friend", "2": fill}, "constraints": {"toxicity": constraint}}
+
+    reference = [record(0.0) for _ in range(200)]
+    same = fidelity.compared([record(0.0) for _ in range(200)], reference, "2", 50, stream)
+    assert same["ks_other_chars"]["ratio"] is None  # every name the same: nothing to read
+    assert same["ks_value"]["ratio"] < 2 and same["tv_unigram"]["ratio"] < 2, same
+    off = fidelity.compared([record(0.02) for _ in range(200)], reference, "2", 50, stream)
+    assert off["ks_value"]["ratio"] > 2 and off["tv_unigram"]["ratio"] < 2, off

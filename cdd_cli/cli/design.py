@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+import yaml
 from rich.console import Console
 
 from cdd_cli.api import check_output
@@ -44,6 +45,7 @@ from cdd_cli.run.designs import write_edits, write_parts
 from cdd_cli.run.domains import DOMAINS
 from cdd_cli.run.runner import Output, compile_spec
 from cdd_cli.settings import DECODINGS
+from cdd_cli.spec.reader import compose
 
 MAX_LEADS = 10_000  # leads read from a file at most
 DEFAULT_REMASK = 0.3  # the fraction of a lead's tokens an edit draws again
@@ -70,6 +72,17 @@ def read_leads(given: str) -> list[str]:
     if not leads:
         raise InputError(f"--edit {given}: no SMILES in the file")
     return leads
+
+
+def names_method(method: Optional[str], spec_file: Optional[Path]) -> bool:
+    """Whether the run names its method: `--method`, or a `method` key in its spec file (a
+    file `build_spec` has read and checked)."""
+    if method is not None:
+        return True
+    if spec_file is None:
+        return False
+    root = compose(spec_file)
+    return isinstance(root, yaml.MappingNode) and any(k.value == "method" for k, _ in root.value)
 
 
 def design(
@@ -214,8 +227,9 @@ def design(
                         parts = kept.link(link[0], link[1], tokenizer)
                     else:
                         parts = kept.motif(motif, tokenizer)
+                    named = names_method(method, spec)
                     code, summary = write_parts(
-                        compiled, parts, out, asked, n, seed, display, say
+                        compiled, parts, out, asked, n, seed, display, say, named
                     )
                 say(summary)
                 return code

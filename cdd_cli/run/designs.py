@@ -230,17 +230,26 @@ def best_edits(
 
 
 def on_canvases(
-    compiled: Compiled, designs: list[Design], n: int, seed: int, **domain: Any
+    compiled: Compiled,
+    designs: list[Design],
+    n: int,
+    seed: int,
+    method_named: bool = False,
+    **domain: Any,
 ) -> Compiled:
-    """`compiled` drawing on `designs`' canvases, certified by their kept constraint."""
+    """`compiled` drawing on `designs`' canvases, certified by their kept constraint; where
+    the run names no method (`method_named` False) and a part kept anywhere is its only
+    constraint, by rejection against the kept judge."""
     others = [c for c in compiled.constraints if not isinstance(c, KeptConstraint)]
     spec = compiled.spec
-    if not others and all(d.writings for d in designs):
+    if not method_named and not others and all(d.writings for d in designs):
         # A fill may break a part kept anywhere (a branch or ring bond opened in a blank and
         # closed by a kept token): with the kept judge the run's one constraint, such a
         # sample is drawn again, as rejection would, rather than written as a violation.
         # A layout a fill rarely keeps (a ring bond's place the model mostly fills with an
-        # atom) is worth more draws than a sample drawn whole.
+        # atom) is worth more draws than a sample drawn whole. A method the run names runs
+        # as named, with its own settings: `--method unconstrained` draws each sample once
+        # and its record says where the fill broke the part (kept 0.0, exit 3).
         attempts = max(spec.reject.max_attempts, DESIGN_ATTEMPTS)
         spec = replace(spec, method="reject", reject=replace(spec.reject, max_attempts=attempts))
     return replace(
@@ -266,12 +275,15 @@ def write_parts(
     seed: int | None = None,
     display: Display | None = None,
     say: Callable[[str], None] = print,
+    method_named: bool = False,
 ) -> tuple[int, str]:
     """A run on `design`'s canvases (its blanks `blank` tokens long, by default as long as
-    the model leaves room for) appended to `output`: its exit code and summary."""
+    the model leaves room for) appended to `output`: its exit code and summary.
+    `method_named`: the run names its method (`on_canvases` then keeps it)."""
     n, seed = resolved_n_seed(compiled, n, seed)
     fitted = design.fitted(blank, compiled.loaded.config.model_length)
-    run = plan(on_canvases(compiled, [fitted], n, seed), n, None, None, seed)
+    drawing = on_canvases(compiled, [fitted], n, seed, method_named)
+    run = plan(drawing, n, None, None, seed)
     started = time.perf_counter()
     code = write(run, output, display, say)
     return code, run.summary(time.perf_counter() - started)
