@@ -382,20 +382,3 @@ def test_a_hub_id_without_network_is_one_line_and_no_download(monkeypatch):
     assert "for a model on the Hugging Face hub, write hf://runs/qm9" in typo.stderr
     default = generate("default-text", "--prompt", "Hello", "-n", "1", "--length", "2")
     assert default.exit_code == 0, default.stderr  # the default path never downloads
-
-
-def test_the_toxicity_surrogate_aims_inside_the_probability_range():
-    """A margin never aims past half way from tau to 0: tau 0.05 with the default margin 0.05
-    aimed at 0, which no text reaches (every step fell back to the argmax)."""
-    from cdd_cli.constraints.toxicity import ToxicityConstraint
-
-    assert ToxicityConstraint(tau=0.05, margin=0.05).aim() == pytest.approx(0.025)
-    assert ToxicityConstraint(tau=0.5, margin=0.05).aim() == pytest.approx(0.45)
-    # A repair's tightened margin is held inside the range too.
-    tightened = ToxicityConstraint(tau=0.25, margin=0.05).tightened(0.15)
-    assert tightened.aim() == pytest.approx(0.125)
-    score = torch.tensor([0.02, 0.03])
-    assert ToxicityConstraint(tau=0.05, margin=0.05).surrogate_violation(score).tolist() == [
-        0.0,
-        pytest.approx(0.005),
-    ]

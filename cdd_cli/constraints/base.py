@@ -20,7 +20,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 
@@ -164,26 +164,11 @@ class DifferentiableConstraint(Constraint):
         """Differentiable score per sample [B] from token ids [B, L] (a one-hot reading),
         probabilities [B, L, V] or probabilities over a support (`SparseTokens`)."""
 
-    # The range the score lives in, where it has one (a probability: (0, 1)). The aim stays
-    # at most half way from tau to the range's end: toxicity <= 0.05 with its default margin
-    # 0.05 aimed at 0, which no text reaches, so every step fell back to the argmax and a
-    # template's one-token blank was " you" in 238 of 256 fills (bench/README.md, "How
-    # close to rejection's fills").
-    score_range: ClassVar[tuple[float, float] | None] = None
-
-    def aim(self) -> float:
-        """The bound the surrogate aims at: `margin` inside tau, within the score's range."""
-        margin = self.margin
-        if self.score_range is not None:
-            low, high = self.score_range
-            margin = min(margin, ((self.tau - low) if self.upper_bound else (high - self.tau)) / 2)
-        return self.tau - margin if self.upper_bound else self.tau + margin
-
     def surrogate_excess(self, score: torch.Tensor) -> torch.Tensor:
         """How far `score` is past the surrogate's aim (negative: that far inside)."""
         if self.upper_bound:
-            return score - self.aim()
-        return self.aim() - score
+            return score - (self.tau - self.margin)
+        return (self.tau + self.margin) - score
 
     def surrogate_violation(self, score: torch.Tensor) -> torch.Tensor:
         return torch.relu(self.surrogate_excess(score))

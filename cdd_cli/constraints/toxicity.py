@@ -29,7 +29,6 @@ class ToxicityConstraint(DifferentiableConstraint):
     name: str = "toxicity"
     judge_name: str = "cdd-toxicity-classifier"
     repair_unit = 0.2  # a probability: margin_step 0.25 tightens by 0.05 per redraw
-    score_range = (0.0, 1.0)
 
     def surrogate(self, soft_tokens: torch.Tensor) -> torch.Tensor:
         if self.scope == "continuation":
