@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from design_fidelity import ks
+from design_fidelity import ks, read
 
 Measure = Callable[[list[dict], list[dict]], float]
 
@@ -105,10 +105,6 @@ def compared(
         out[name] = {"distance": round(distance, 4), "null": round(nulls[name], 4),
                      "ratio": ratio}  # fmt: skip
     return out
-
-
-def read(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def main() -> None:
