@@ -150,13 +150,6 @@ def spec_cases() -> list[Case]:
         spec_case("search top_k 0", "search:\n  top_k: 0\n"),
         spec_case("repair negative", "repair:\n  max_redraws: -1\n"),
         spec_case("reject 0", "reject:\n  max_attempts: 0\n"),
-        spec_case(
-            "exact uncalibrated", "method: exact\nconstraints:\n  - type: sa\n    tau: 3.3\n"
-        ),
-        spec_case(
-            "exact nucleus",
-            "method: exact\nsampling:\n  top_p: 0.9\nconstraints:\n  - type: sa\n    tau: 3.5\n",
-        ),
         spec_case("steps huge", "sampling:\n  steps: 2000000000\n"),
         spec_case("seed negative", "sampling:\n  seed: -1\n"),
         spec_case("seed huge", "sampling:\n  seed: 99999999999999999999999\n"),

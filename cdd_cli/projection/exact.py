@@ -188,8 +188,8 @@ class ExactHook:
         if steer and info.index >= self.setting.steer_from * info.steps:
             proposal = self.propose(probs, x, info.t)
         x_s = (info.decide or info.draw)(proposal)
-        ratio = step_log_ratio(self.process, probs, proposal, x, x_s, info)
-        self.log_weights += ratio.cpu()
+        if proposal is not probs:  # an unsteered step's ratio is 1: nothing to gather
+            self.log_weights += step_log_ratio(self.process, probs, proposal, x, x_s, info).cpu()
         elapsed = time.perf_counter() - started
         self.stage_seconds["exact proposal"] += elapsed
         self.seconds = [s + elapsed / len(x) for s in self.seconds]

@@ -118,11 +118,14 @@ def surrogate_scores(
 def exact_design(
     spec: Spec, loaded: LoadedModel, constraints: list[Constraint]
 ) -> ExactSetting | None:
-    """The exact method's stored design for this model and these constraints (None without
-    constraints: the model's own draws); an input error where there is none, or where the
-    sampler's law is not one it can weigh."""
+    """The exact method's design for this model and these constraints (None without
+    constraints: the model's own draws); an input error where it steers a sampler whose law it
+    cannot weigh."""
     if not constraints:
         return None
+    setting = exact_setting(loaded.revision, [c.label() for c in constraints])
+    if setting.tempering == 0:  # the model's own steps: rejection under the sampler's law
+        return setting
     sampling = spec.sampling
     if sampling.sampler not in (None, "ancestral"):
         raise InputError(
@@ -133,14 +136,6 @@ def exact_design(
         raise InputError(
             f"method exact: top_p {sampling.top_p:g} would cut tokens the model may draw out of "
             "the proposal (use top_p 1, --top-p 1)"
-        )
-    labels = [c.label() for c in constraints]
-    setting = exact_setting(loaded.revision, labels)
-    if setting is None:
-        raise InputError(
-            f"method exact: no calibrated proposal for model {loaded.name} with "
-            f"{', '.join(labels)} (calibrate one with bench/exact.py; methods.py "
-            "EXACT_BY_SETTING lists those there are)"
         )
     return setting
 

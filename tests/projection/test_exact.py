@@ -4,6 +4,7 @@ not depend on the batch."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -121,9 +122,21 @@ def test_exact_records_are_the_same_at_batch_sizes_1_and_7(loaded, monkeypatch):
     assert any(abs(log_weight) > 1e-3 for _, _, log_weight, _, _ in seen[1])
 
 
-def test_a_setting_without_a_calibrated_proposal_is_refused(loaded):
-    with pytest.raises(InputError, match=r"no calibrated proposal for model .* sa <= 3\.3"):
-        generation(exact_spec(4), loaded, sa(loaded, 3.3), 6)
+def test_a_setting_without_a_stored_design_is_rejection_with_its_weights(loaded):
+    """No steering stored: the model's own steps, every weight 1 x 1[C], and the very draws
+    `reject` keeps (the same streams, kept where the judges accept), under a nucleus too."""
+    kept = {}
+    for method in ("exact", "reject"):
+        spec = exact_spec(4)
+        spec.method, spec.sampling.top_p = method, 0.9
+        draws = generation(spec, loaded, sa(loaded, 3.3), 6).run(range(6))
+        kept[method] = [(d.text, d.attempts) for d in draws]
+        if method == "exact":
+            assert all(d.log_weight == 0.0 for d in draws)
+            assert {w for d in draws for w in d.weights} <= {0.0, 1.0}
+            assert any(d.weights[-1] == 1.0 for d in draws if d.accepted)
+    assert kept["exact"] == kept["reject"]
+    assert any(attempts > 1 for _, attempts in kept["reject"])  # rejection did reject
 
 
 def test_a_nucleus_is_refused(loaded, monkeypatch):
@@ -137,12 +150,15 @@ def test_a_nucleus_is_refused(loaded, monkeypatch):
 
 
 @pytest.mark.slow
-def test_exact_records_are_the_same_resumed_or_in_two_shards(tmp_path):
+def test_exact_records_are_the_same_resumed_or_in_two_shards(tmp_path, loaded, monkeypatch):
     from typer.testing import CliRunner
 
     from cdd_cli.cli.app import app
     from tests.test_runs import same_records
 
+    # A steered design (none is stored): the weights differ from 1 and must resume exactly.
+    steered = ExactSetting(0.5, 0.85, math.log(1.0866), "gradient")
+    monkeypatch.setitem(EXACT_BY_SETTING, (loaded.revision, sa(loaded, 4)[0].label()), steered)
     runner = CliRunner()
     args = ["molecules", "-q", "-n", "6", "--method", "exact", "-c", "sa", "--tau", "4",
             "--seed", "9", "--batch-size", "4"]  # fmt: skip
@@ -157,3 +173,5 @@ def test_exact_records_are_the_same_resumed_or_in_two_shards(tmp_path):
     shards.write_text("".join(Path(f"{shards}.{i}").read_text() for i in range(2)))
     assert same_records(whole, shards)
     assert all('"exact": {"log_weight"' in line for line in whole.read_text().splitlines())
+    weights = [json.loads(line)["exact"]["log_weight"] for line in whole.read_text().splitlines()]
+    assert any(w != 0.0 for w in weights)
