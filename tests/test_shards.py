@@ -306,6 +306,15 @@ def test_the_second_shards_configuration_is_checked_too(tmp_path):
     assert message == f"{paths[1]}: another configuration than {paths[0]} (method)"
 
 
+def test_a_shard_that_is_not_there_is_named_as_missing_not_its_configuration(tmp_path):
+    # `cdd merge out.jsonl s0.jsonl s1.jsonl` where s1's run was never made: the shard is
+    # what is missing, not (only) the configuration beside it.
+    present = shard(tmp_path, "a.jsonl", [record("0-0")])
+    missing = tmp_path / "b.jsonl"
+    message = refusal(tmp_path / "out.jsonl", [present, missing])
+    assert message == f"{missing}: cannot read (No such file or directory)"
+
+
 def test_the_same_record_twice_is_refused_naming_both_lines(tmp_path):
     a = shard(tmp_path, "a.jsonl", [record("0-0", 5), record("2-1", 5)])
     b = shard(tmp_path, "b.jsonl", [record("0-1", 5), record("2-1", 5)])

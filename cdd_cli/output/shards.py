@@ -84,10 +84,12 @@ def merge_into(out: str, shards: list[Path]) -> int:
             raise InputError(f"{out}: exists and is not empty; merge into a new file")
         check_output_file(out)
     for path in shards:  # regular files only: a FIFO would hold the merge up forever
-        with contextlib.suppress(OSError):  # (one not there: its configuration says so)
+        try:
             mode = os.stat(path).st_mode
-            if not stat.S_ISREG(mode):
-                raise InputError(f"{path}: is {kind_of(mode)}, not a shard's file")
+        except OSError as exc:  # a shard not there is named, not the configuration beside it
+            raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+        if not stat.S_ISREG(mode):
+            raise InputError(f"{path}: is {kind_of(mode)}, not a shard's file")
     configs = [shard_config(path) for path in shards]
 
     def setup(config: dict) -> dict:
