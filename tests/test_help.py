@@ -116,6 +116,15 @@ def test_the_models_group_says_it_lists_surrogates_too():
     assert "surrogates" in help_of()  # the group's line in `cdd --help`
 
 
+def test_novel_says_known_is_the_training_and_held_out_molecules():
+    # The novelty judge's default reference is `all` (training + held-out, where the model
+    # ships them), and molecules earlier in the run; the help said "the training set".
+    for command in ("molecules", "design"):
+        text = help_of(command)
+        assert "held-out" in text and "earlier in the run" in text, command
+        assert "absent from the training set" not in text, command
+
+
 def test_a_choice_shows_its_values_and_a_flag_nothing():
     molecules = help_of("molecules")
     assert "--method [cdd|paper|unconstrained|reject|exact]" in molecules

@@ -151,7 +151,12 @@ def design(
     tau: TauOpt = [],  # noqa: B006
     to: ToOpt = None,
     novel: Annotated[
-        bool, typer.Option("--novel", help="Only molecules absent from the training set.")
+        bool,
+        typer.Option(
+            "--novel",
+            help="Only molecules neither known (the model's training and held-out molecules, "
+            "where it ships them) nor earlier in the run.",
+        ),
     ] = False,
     spec: SpecOpt = None,
     method: MethodOpt = None,

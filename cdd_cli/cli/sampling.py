@@ -134,7 +134,8 @@ def molecules(
         bool,
         typer.Option(
             "--novel",
-            help="Only molecules absent from the training set and earlier in the run.",
+            help="Only molecules neither known (the model's training and held-out molecules, "
+            "where it ships them) nor earlier in the run.",
         ),
     ] = False,
     spec: SpecOpt = None,
