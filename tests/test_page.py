@@ -77,6 +77,8 @@ def test_a_molecule_page_draws_each_molecule_and_the_bound(tmp_path: Path):
     said = write_page([records], str(tmp_path / "page.html"))
     page = (tmp_path / "page.html").read_text(encoding="utf-8")
     assert "7 records (7 shown)" in said
+    size = len((tmp_path / "page.html").read_bytes())  # tens of kB: said so, not "0.0 MB"
+    assert size < 1e6 and said.endswith(f", {size / 1e3:.0f} kB")
     assert page.count('<img src="data:image/svg+xml;base64,') == 6
     assert "not a molecule RDKit reads" in page  # the invalid one, its SMILES as text
     assert "max 3.5" in page  # the bound on the SA histogram

@@ -172,5 +172,7 @@ def write_page(sources: Sequence[str], out: str, evaluations: Sequence[str] = ()
     else:
         write_whole_file(Path(out), html)
     shown = min(len(runs[0].records), MAX_CARDS)
-    size = len(html.encode("utf-8")) / 1e6
-    return f"{out}: {len(runs[0].records):,} records ({shown:,} shown), {size:.1f} MB"
+    size = len(html.encode("utf-8"))
+    # A page of a few records is tens of kB: "0.0 MB" would say it is empty.
+    said = f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{max(size / 1e3, 1):.0f} kB"
+    return f"{out}: {len(runs[0].records):,} records ({shown:,} shown), {said}"
