@@ -147,6 +147,21 @@ def test_a_second_file_is_overlaid_with_its_ks_distance(tmp_path: Path):
     assert ks_distance([1, 2, 3, 4], [3, 4, 5, 6]) == 0.5
 
 
+def test_a_text_run_beside_a_molecule_run_is_refused(tmp_path: Path):
+    # `cdd report mols.jsonl texts.jsonl` drew every molecular chart with "KS texts.jsonl:
+    # nan" and exited 0: runs of two kinds have no distribution to compare.
+    mols = write_jsonl(tmp_path / "mols.jsonl", [molecule(0, "CCO")])
+    texts = write_jsonl(tmp_path / "texts.jsonl", [text_record(0, "a harbor")])
+    for first, second, kinds in ((mols, texts, "text, not molecules"),
+                                 (texts, mols, "molecules, not text")):  # fmt: skip
+        with pytest.raises(InputError) as info:
+            write_page([first, second], str(tmp_path / "page.html"))
+        assert str(info.value) == (
+            f"{second}: records of {kinds} as {first}'s; compare runs of one kind"
+        )
+        assert not (tmp_path / "page.html").exists()
+
+
 def test_a_histogram_draws_its_bounds_and_says_when_nothing_is_finite():
     svg = histogram([[1.0, 2.0, 2.5]], {"min": 0.5, "max": 3.0})
     assert svg.startswith("<svg") and "min 0.5" in svg and "max 3" in svg

@@ -165,6 +165,13 @@ def write_page(sources: Sequence[str], out: str, evaluations: Sequence[str] = ()
     if out != "-" and any(Path(e).resolve() == Path(out).resolve() for e in evaluations):
         raise InputError(f"-o {out}: is one of the --eval files; the page goes to another")
     runs = [read_run(source) for source in sources]
+    kind = {True: "molecules", False: "text"}
+    for other in runs[1:]:  # a text run's values have no place on a molecule's charts
+        if is_molecules(other) != is_molecules(runs[0]):
+            raise InputError(
+                f"{other.path}: records of {kind[is_molecules(other)]}, not "
+                f"{kind[is_molecules(runs[0])]} as {runs[0].path}'s; compare runs of one kind"
+            )
     html = page(runs, [read_evaluation(path) for path in evaluations])
     if out == "-":
         sys.stdout.write(html)
