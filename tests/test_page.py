@@ -227,6 +227,20 @@ def test_report_needs_a_records_file_and_writes_what_a_stopped_run_kept(
     assert "all 1 records" in page.read_text(encoding="utf-8")
 
 
+def test_a_report_page_in_a_missing_folder_is_refused_before_sampling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # `--report nodir/page.html` sampled the whole run, then failed at its end with exit 2.
+    drawn = []
+    monkeypatch.setattr(sampling, "write_run", lambda *args, **kwargs: drawn.append(1) or 0)
+    page = tmp_path / "nodir" / "page.html"
+    out = Output(str(tmp_path / "run.jsonl"))
+    with pytest.raises(InputError) as info:
+        sampling.sample(None, "molecules", out, "cpu", True, False, str(page))  # type: ignore[arg-type]
+    assert str(info.value) == f"--report {page}: its folder {page.parent} does not exist"
+    assert not drawn
+
+
 @pytest.mark.slow
 def test_a_thousand_molecules_page_is_quick_and_small(tmp_path: Path):
     rows = [
