@@ -125,6 +125,13 @@ def test_novel_says_known_is_the_training_and_held_out_molecules():
         assert "absent from the training set" not in text, command
 
 
+def test_a_training_run_folder_is_said_to_be_the_model_not_logs():
+    # The run folder holds the model itself (`--model OUT`), no `model/` folder and no log.
+    for command in ("molecules", "text"):
+        text = help_of("train", command)
+        assert "--model OUT" in text and "logs" not in text, command
+
+
 def test_a_choice_shows_its_values_and_a_flag_nothing():
     molecules = help_of("molecules")
     assert "--method [cdd|paper|unconstrained|reject|exact]" in molecules
