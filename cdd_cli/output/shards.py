@@ -101,9 +101,19 @@ def merge_into(out: str, shards: list[Path]) -> int:
         if differs:
             raise InputError(f"{path}: another configuration than {shards[0]} ({differs})")
     records: dict[tuple[int, int, int], tuple[str, dict]] = {}
+    weights: dict[str, str] = {}  # each model_revision the records name: where first seen
     for path in shards:
         for where, record in read_jsonl(str(path), "record", regular=True):
             key = record_key(where, record)
+            revision = record.get("model_revision")
+            if isinstance(revision, str) and revision not in weights:
+                weights[revision] = where
+                if len(weights) > 1:  # one model folder, trained further between shards
+                    (first, at), *_ = weights.items()
+                    raise InputError(
+                        f"{where}: model_revision {revision}, but {at} has {first}: the "
+                        "shards were drawn from other weights of the model"
+                    )
             if key in records:
                 raise InputError(f"{where}: record {record['id']} of seed {key[0]} is also at "
                                  f"{records[key][0]}")  # fmt: skip
