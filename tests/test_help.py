@@ -132,6 +132,15 @@ def test_a_training_run_folder_is_said_to_be_the_model_not_logs():
         assert "--model OUT" in text and "logs" not in text, command
 
 
+def test_the_method_default_says_a_run_without_constraints_is_unconstrained():
+    # `cdd molecules -n 4` writes method "unconstrained"; the help said "else cdd".
+    for command in ("molecules", "generate"):
+        assert "unconstrained where no constraint is given" in help_of(command), command
+    design = help_of("design")
+    assert "reject (against the kept part) for a scaffold or motif" in design
+    assert "unconstrained for a link or edit" in design
+
+
 def test_a_choice_shows_its_values_and_a_flag_nothing():
     molecules = help_of("molecules")
     assert "--method [cdd|paper|unconstrained|reject|exact]" in molecules

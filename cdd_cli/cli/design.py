@@ -19,8 +19,8 @@ from cdd_cli.cli.help import choice_metavar
 from cdd_cli.cli.options import (
     BatchOpt,
     ConstraintOpt,
+    DesignMethodOpt,
     DeviceOpt,
-    MethodOpt,
     OutputOpt,
     QuietOpt,
     ReportOpt,
@@ -159,7 +159,7 @@ def design(
         ),
     ] = False,
     spec: SpecOpt = None,
-    method: MethodOpt = None,
+    method: DesignMethodOpt = None,
     decode: Annotated[
         Optional[str],
         typer.Option(
