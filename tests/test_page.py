@@ -227,7 +227,7 @@ def test_report_needs_a_records_file_and_writes_what_a_stopped_run_kept(
     assert "all 1 records" in page.read_text(encoding="utf-8")
 
 
-def test_a_report_page_in_a_missing_folder_is_refused_before_sampling(
+def test_a_report_page_in_a_missing_folder_or_on_the_records_is_refused_before_sampling(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     # `--report nodir/page.html` sampled the whole run, then failed at its end with exit 2.
@@ -238,6 +238,10 @@ def test_a_report_page_in_a_missing_folder_is_refused_before_sampling(
     with pytest.raises(InputError) as info:
         sampling.sample(None, "molecules", out, "cpu", True, False, str(page))  # type: ignore[arg-type]
     assert str(info.value) == f"--report {page}: its folder {page.parent} does not exist"
+    # `-o run.jsonl --report run.jsonl`: refused at the end too, as "-o run.jsonl: ...".
+    with pytest.raises(InputError) as info:
+        sampling.sample(None, "molecules", out, "cpu", True, False, out.path)  # type: ignore[arg-type]
+    assert str(info.value) == f"--report {out.path}: is the records file; the page goes to another"
     assert not drawn
 
 

@@ -84,9 +84,11 @@ def write_reported(output: Output, device: str, job: Job, report: str | None) ->
         raise InputError("--report reads the run's records back: give them a file with -o FILE")
     if report is not None and Path(report).is_dir():
         raise InputError(f"--report {report}: is a directory (give an HTML file)")
-    folder = Path(report).parent if report is not None else None
-    if folder is not None and not folder.is_dir():  # said now, not after the whole run
-        raise InputError(f"--report {report}: its folder {folder} does not exist")
+    if report is not None:  # said now, not after the whole run
+        if not Path(report).parent.is_dir():
+            raise InputError(f"--report {report}: its folder {Path(report).parent} does not exist")
+        if Path(report).resolve() == Path(output.path).resolve():
+            raise InputError(f"--report {report}: is the records file; the page goes to another")
     if output.resume and output.path == "-":
         # Nothing earlier can be read back from stdout: resuming would silently rewrite all.
         raise InputError(
