@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 import yaml
+from rdkit import Chem
 from rich.console import Console
 
 from cdd_cli.api import check_output
@@ -56,6 +57,8 @@ def read_leads(given: str) -> list[str]:
     line, `#` lines and what follows a line's first space skipped)."""
     path = Path(given).expanduser()
     if not path.is_file():
+        if given.strip() and Chem.MolFromSmiles(given.strip()) is None:  # a file mistyped?
+            raise InputError(f"--edit {given}: no such file, and RDKit cannot parse it as SMILES")
         return [given]
     opener = gzip.open if path.suffix == ".gz" else open
     leads = []
