@@ -312,6 +312,26 @@ def test_an_unwritable_output_is_one_line_and_exit_2(tmp_path: Path):
     assert not out.exists()  # refused before the output file was made
 
 
+def test_appending_records_of_other_weights_in_the_same_model_folder_is_refused(tmp_path: Path):
+    # `cdd train molecules --out RUN` run again trains RUN further in place: the configuration
+    # beside the records names the same folder, but the weights, and so the records, differ.
+    from tests.conftest import build_model_dir
+
+    model, out = tmp_path / "run", tmp_path / "r.jsonl"
+    args = ["molecules", "--model", str(model), "-n", "1", "--steps", "2", "-o", str(out), "-q"]
+    build_model_dir(model, seed=0)
+    assert runner.invoke(app, args).exit_code in (0, 3)
+    assert runner.invoke(app, [*args, "--seed", "1"]).exit_code in (0, 3)  # same weights
+    written = out.read_text()
+    build_model_dir(model, seed=1)  # trained further: other weights, same folder
+    result = runner.invoke(app, [*args, "--seed", "2"])
+    assert result.exit_code == 2, result.stderr
+    revisions = {json.loads(line)["model_revision"] for line in written.splitlines()}
+    assert "holds records of other weights (model_revision " in one_error_line(result)
+    assert revisions < set(one_error_line(result).replace(",", " ").split())
+    assert out.read_text() == written  # nothing appended
+
+
 @pytest.mark.slow
 def test_appending_records_of_other_settings_is_refused(tmp_path: Path):
     out = tmp_path / "r.jsonl"

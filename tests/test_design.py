@@ -390,6 +390,8 @@ def test_edit_rounds_write_the_last_round(shipped_vocab_model_dir, tmp_path):
         (["--scaffold", "[*][*]"], "scaffold: '[*][*]' has no atom to keep"),
         (["--motif", "[*]"], "motif: '[*]' has no atom to keep"),
         (["--edit", "CCO", "--fragment", "c"], "--fragment: no match in the lead CCO"),
+        # A leads file's name mistyped was read as a SMILES: "RDKit cannot parse 'leds.smi'".
+        (["--edit", "leds.smi"], "--edit leds.smi: no such file, and RDKit cannot parse it"),
     ],
 )
 def test_bad_designs_are_one_line_and_exit_2(shipped_vocab_model_dir, args, message):

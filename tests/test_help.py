@@ -116,6 +116,31 @@ def test_the_models_group_says_it_lists_surrogates_too():
     assert "surrogates" in help_of()  # the group's line in `cdd --help`
 
 
+def test_novel_says_known_is_the_training_and_held_out_molecules():
+    # The novelty judge's default reference is `all` (training + held-out, where the model
+    # ships them), and molecules earlier in the run; the help said "the training set".
+    for command in ("molecules", "design"):
+        text = help_of(command)
+        assert "held-out" in text and "earlier in the run" in text, command
+        assert "absent from the training set" not in text, command
+
+
+def test_a_training_run_folder_is_said_to_be_the_model_not_logs():
+    # The run folder holds the model itself (`--model OUT`), no `model/` folder and no log.
+    for command in ("molecules", "text"):
+        text = help_of("train", command)
+        assert "--model OUT" in text and "logs" not in text, command
+
+
+def test_the_method_default_says_a_run_without_constraints_is_unconstrained():
+    # `cdd molecules -n 4` writes method "unconstrained"; the help said "else cdd".
+    for command in ("molecules", "generate"):
+        assert "unconstrained where no constraint is given" in help_of(command), command
+    design = help_of("design")
+    assert "reject (against the kept part) for a scaffold or motif" in design
+    assert "unconstrained for a link or edit" in design
+
+
 def test_a_choice_shows_its_values_and_a_flag_nothing():
     molecules = help_of("molecules")
     assert "--method [cdd|paper|unconstrained|reject|exact]" in molecules

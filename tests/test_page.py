@@ -77,6 +77,8 @@ def test_a_molecule_page_draws_each_molecule_and_the_bound(tmp_path: Path):
     said = write_page([records], str(tmp_path / "page.html"))
     page = (tmp_path / "page.html").read_text(encoding="utf-8")
     assert "7 records (7 shown)" in said
+    size = len((tmp_path / "page.html").read_bytes())  # tens of kB: said so, not "0.0 MB"
+    assert size < 1e6 and said.endswith(f", {size / 1e3:.0f} kB")
     assert page.count('<img src="data:image/svg+xml;base64,') == 6
     assert "not a molecule RDKit reads" in page  # the invalid one, its SMILES as text
     assert "max 3.5" in page  # the bound on the SA histogram
@@ -145,6 +147,21 @@ def test_a_second_file_is_overlaid_with_its_ks_distance(tmp_path: Path):
     assert ks_distance([1, 2, 3, 4], [3, 4, 5, 6]) == 0.5
 
 
+def test_a_text_run_beside_a_molecule_run_is_refused(tmp_path: Path):
+    # `cdd report mols.jsonl texts.jsonl` drew every molecular chart with "KS texts.jsonl:
+    # nan" and exited 0: runs of two kinds have no distribution to compare.
+    mols = write_jsonl(tmp_path / "mols.jsonl", [molecule(0, "CCO")])
+    texts = write_jsonl(tmp_path / "texts.jsonl", [text_record(0, "a harbor")])
+    for first, second, kinds in ((mols, texts, "text, not molecules"),
+                                 (texts, mols, "molecules, not text")):  # fmt: skip
+        with pytest.raises(InputError) as info:
+            write_page([first, second], str(tmp_path / "page.html"))
+        assert str(info.value) == (
+            f"{second}: records of {kinds} as {first}'s; compare runs of one kind"
+        )
+        assert not (tmp_path / "page.html").exists()
+
+
 def test_a_histogram_draws_its_bounds_and_says_when_nothing_is_finite():
     svg = histogram([[1.0, 2.0, 2.5]], {"min": 0.5, "max": 3.0})
     assert svg.startswith("<svg") and "min 0.5" in svg and "max 3" in svg
@@ -208,6 +225,24 @@ def test_report_needs_a_records_file_and_writes_what_a_stopped_run_kept(
     with pytest.raises(Interrupted):
         sampling.sample(None, "molecules", out, "cpu", True, False, str(page))  # type: ignore[arg-type]
     assert "all 1 records" in page.read_text(encoding="utf-8")
+
+
+def test_a_report_page_in_a_missing_folder_or_on_the_records_is_refused_before_sampling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # `--report nodir/page.html` sampled the whole run, then failed at its end with exit 2.
+    drawn = []
+    monkeypatch.setattr(sampling, "write_run", lambda *args, **kwargs: drawn.append(1) or 0)
+    page = tmp_path / "nodir" / "page.html"
+    out = Output(str(tmp_path / "run.jsonl"))
+    with pytest.raises(InputError) as info:
+        sampling.sample(None, "molecules", out, "cpu", True, False, str(page))  # type: ignore[arg-type]
+    assert str(info.value) == f"--report {page}: its folder {page.parent} does not exist"
+    # `-o run.jsonl --report run.jsonl`: refused at the end too, as "-o run.jsonl: ...".
+    with pytest.raises(InputError) as info:
+        sampling.sample(None, "molecules", out, "cpu", True, False, out.path)  # type: ignore[arg-type]
+    assert str(info.value) == f"--report {out.path}: is the records file; the page goes to another"
+    assert not drawn
 
 
 @pytest.mark.slow

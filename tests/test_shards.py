@@ -306,6 +306,26 @@ def test_the_second_shards_configuration_is_checked_too(tmp_path):
     assert message == f"{paths[1]}: another configuration than {paths[0]} (method)"
 
 
+def test_a_shard_that_is_not_there_is_named_as_missing_not_its_configuration(tmp_path):
+    # `cdd merge out.jsonl s0.jsonl s1.jsonl` where s1's run was never made: the shard is
+    # what is missing, not (only) the configuration beside it.
+    present = shard(tmp_path, "a.jsonl", [record("0-0")])
+    missing = tmp_path / "b.jsonl"
+    message = refusal(tmp_path / "out.jsonl", [present, missing])
+    assert message == f"{missing}: cannot read (No such file or directory)"
+
+
+def test_shards_of_other_weights_of_one_model_folder_are_refused(tmp_path):
+    # The configurations name the same model folder; its weights changed between the shards.
+    a = shard(tmp_path, "a.jsonl", [record("0-0", model_revision="aaaaaaaaaaaa")])
+    b = shard(tmp_path, "b.jsonl", [record("0-1", model_revision="bbbbbbbbbbbb")])
+    message = refusal(tmp_path / "out.jsonl", [a, b])
+    assert message == (
+        f"{b}:1: model_revision bbbbbbbbbbbb, but {a}:1 has aaaaaaaaaaaa: the shards were "
+        "drawn from other weights of the model"
+    )
+
+
 def test_the_same_record_twice_is_refused_naming_both_lines(tmp_path):
     a = shard(tmp_path, "a.jsonl", [record("0-0", 5), record("2-1", 5)])
     b = shard(tmp_path, "b.jsonl", [record("0-1", 5), record("2-1", 5)])

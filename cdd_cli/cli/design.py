@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 import yaml
+from rdkit import Chem
 from rich.console import Console
 
 from cdd_cli.api import check_output
@@ -19,8 +20,8 @@ from cdd_cli.cli.help import choice_metavar
 from cdd_cli.cli.options import (
     BatchOpt,
     ConstraintOpt,
+    DesignMethodOpt,
     DeviceOpt,
-    MethodOpt,
     OutputOpt,
     QuietOpt,
     ReportOpt,
@@ -56,6 +57,8 @@ def read_leads(given: str) -> list[str]:
     line, `#` lines and what follows a line's first space skipped)."""
     path = Path(given).expanduser()
     if not path.is_file():
+        if given.strip() and Chem.MolFromSmiles(given.strip()) is None:  # a file mistyped?
+            raise InputError(f"--edit {given}: no such file, and RDKit cannot parse it as SMILES")
         return [given]
     opener = gzip.open if path.suffix == ".gz" else open
     leads = []
@@ -151,10 +154,15 @@ def design(
     tau: TauOpt = [],  # noqa: B006
     to: ToOpt = None,
     novel: Annotated[
-        bool, typer.Option("--novel", help="Only molecules absent from the training set.")
+        bool,
+        typer.Option(
+            "--novel",
+            help="Only molecules neither known (the model's training and held-out molecules, "
+            "where it ships them) nor earlier in the run.",
+        ),
     ] = False,
     spec: SpecOpt = None,
-    method: MethodOpt = None,
+    method: DesignMethodOpt = None,
     decode: Annotated[
         Optional[str],
         typer.Option(

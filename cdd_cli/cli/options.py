@@ -99,10 +99,24 @@ SpecOpt = Annotated[
 ]
 # Each method in its table's words (`cdd_cli/methods.py`).
 METHODS_HELP = "; ".join(f"{method.name}: {method.description}" for method in METHODS.values())
+# Without a constraint there is nothing to project or reject against: the run is unconstrained.
+METHOD_DEFAULT = "the spec's, else cdd; unconstrained where no constraint is given"
 MethodOpt = Annotated[
     Optional[str],
     typer.Option(
-        help=f"{METHODS_HELP}. \\[default: the spec's, else cdd]",
+        help=f"{METHODS_HELP}. \\[default: {METHOD_DEFAULT}]",
+        metavar=choice_metavar(METHODS),
+    ),
+]
+# A design's kept part is a constraint: a scaffold or motif alone is drawn by rejection
+# against it (cdd_cli/run/designs.py), a link or an edit alone unconstrained.
+DesignMethodOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--method",
+        help=f"{METHODS_HELP}. \\[default: the spec's, else cdd with a constraint given; "
+        "without one, reject (against the kept part) for a scaffold or motif, unconstrained "
+        "for a link or edit]",
         metavar=choice_metavar(METHODS),
     ),
 ]

@@ -84,6 +84,11 @@ def write_reported(output: Output, device: str, job: Job, report: str | None) ->
         raise InputError("--report reads the run's records back: give them a file with -o FILE")
     if report is not None and Path(report).is_dir():
         raise InputError(f"--report {report}: is a directory (give an HTML file)")
+    if report is not None:  # said now, not after the whole run
+        if not Path(report).parent.is_dir():
+            raise InputError(f"--report {report}: its folder {Path(report).parent} does not exist")
+        if Path(report).resolve() == Path(output.path).resolve():
+            raise InputError(f"--report {report}: is the records file; the page goes to another")
     if output.resume and output.path == "-":
         # Nothing earlier can be read back from stdout: resuming would silently rewrite all.
         raise InputError(
@@ -134,7 +139,8 @@ def molecules(
         bool,
         typer.Option(
             "--novel",
-            help="Only molecules absent from the training set and earlier in the run.",
+            help="Only molecules neither known (the model's training and held-out molecules, "
+            "where it ships them) nor earlier in the run.",
         ),
     ] = False,
     spec: SpecOpt = None,

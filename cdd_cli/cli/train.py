@@ -88,7 +88,11 @@ def prepare_run(out: Path, threads: int | None) -> None:
 
 
 RunOut = Annotated[
-    Path, typer.Option(help="Run folder: checkpoints, model, logs (a rerun resumes).")
+    Path,
+    typer.Option(
+        help="Run folder: the exported model (sample it with --model OUT) and the train "
+        "state (a rerun resumes)."
+    ),
 ]
 SurrogateOut = Annotated[
     Path, typer.Option(help="Folder for the surrogate and its train state (a rerun resumes).")

@@ -16,6 +16,7 @@ import yaml
 
 from cdd_cli.errors import InputError
 from cdd_cli.output.files import config_path, is_stream, kind_of, open_regular, output_error
+from cdd_cli.output.jsonl import MAX_LINE_BYTES
 
 
 def first_difference(ours: object, theirs: object, where: str = "") -> str | None:
@@ -117,6 +118,27 @@ def check_resolved_config(resolved: dict, output: str, also: str | None = None) 
             f"{beside}{values}); write to another file, or remove both to start over",
         )
     check_inputs(resolved.get(INPUTS), earlier.get(INPUTS), output)
+
+
+def check_model_revision(output: str, revision: str) -> None:
+    """The records of one file come from one model's weights: where the file's first record
+    names other weights than `revision` (a model folder trained further or replaced in place:
+    its path, which is all the configuration holds, is the same), appending is refused."""
+    if not holds_records(output):
+        return
+    try:
+        with open_regular(output) as f:
+            first = json.loads(f.readline(MAX_LINE_BYTES + 1))
+    except (OSError, ValueError, InputError):
+        return  # (not a record: the configuration check and the resume's read say so)
+    theirs = first.get("model_revision") if isinstance(first, dict) else None
+    if isinstance(theirs, str) and theirs != revision:
+        raise output_error(
+            output,
+            f"holds records of other weights (model_revision {theirs} there, {revision} in "
+            "this run: the model's folder changed since); write to another file, or remove "
+            "both to start over",
+        )
 
 
 # The sampling settings that shape a sample (its steps aside: a file without them differs).

@@ -43,6 +43,9 @@ def output_lock(target: str) -> Iterator[None]:
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
+        folder = os.path.dirname(path) or "."
+        if not os.path.isdir(folder):  # the folder is what to fix, not the lock beside it
+            raise output_error(target, f"its folder {folder} does not exist") from None
         raise output_error(target, f"cannot create its lock {path} ({exc.strerror})") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -84,10 +84,12 @@ def merge_into(out: str, shards: list[Path]) -> int:
             raise InputError(f"{out}: exists and is not empty; merge into a new file")
         check_output_file(out)
     for path in shards:  # regular files only: a FIFO would hold the merge up forever
-        with contextlib.suppress(OSError):  # (one not there: its configuration says so)
+        try:
             mode = os.stat(path).st_mode
-            if not stat.S_ISREG(mode):
-                raise InputError(f"{path}: is {kind_of(mode)}, not a shard's file")
+        except OSError as exc:  # a shard not there is named, not the configuration beside it
+            raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+        if not stat.S_ISREG(mode):
+            raise InputError(f"{path}: is {kind_of(mode)}, not a shard's file")
     configs = [shard_config(path) for path in shards]
 
     def setup(config: dict) -> dict:
@@ -99,9 +101,19 @@ def merge_into(out: str, shards: list[Path]) -> int:
         if differs:
             raise InputError(f"{path}: another configuration than {shards[0]} ({differs})")
     records: dict[tuple[int, int, int], tuple[str, dict]] = {}
+    weights: dict[str, str] = {}  # each model_revision the records name: where first seen
     for path in shards:
         for where, record in read_jsonl(str(path), "record", regular=True):
             key = record_key(where, record)
+            revision = record.get("model_revision")
+            if isinstance(revision, str) and revision not in weights:
+                weights[revision] = where
+                if len(weights) > 1:  # one model folder, trained further between shards
+                    (first, at), *_ = weights.items()
+                    raise InputError(
+                        f"{where}: model_revision {revision}, but {at} has {first}: the "
+                        "shards were drawn from other weights of the model"
+                    )
             if key in records:
                 raise InputError(f"{where}: record {record['id']} of seed {key[0]} is also at "
                                  f"{records[key][0]}")  # fmt: skip

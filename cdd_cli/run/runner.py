@@ -29,7 +29,13 @@ from cdd_cli.errors import InputError
 from cdd_cli.methods import METHODS
 from cdd_cli.models import registry
 from cdd_cli.models.registry import LoadedModel
-from cdd_cli.output.config import INPUTS, check_resolved_config, earlier_config, holds_records
+from cdd_cli.output.config import (
+    INPUTS,
+    check_model_revision,
+    check_resolved_config,
+    earlier_config,
+    holds_records,
+)
 from cdd_cli.output.resume import Share, resume_from, written_records
 from cdd_cli.projection.alm import project
 from cdd_cli.prompts import PromptInput
@@ -285,6 +291,9 @@ def write(
             keep_file_defaults(run, path)
     resolved = {**run.spec.resolved(), INPUTS: [{"seeds": [run.spec.sampling.seed], **inputs(run)}]}
     check_resolved_config(resolved, output.path, output.written)
+    for path in (output.path, output.written):
+        if path is not None:
+            check_model_revision(path, run.compiled.loaded.revision)
     shape = (len(run.prompts), run.n)
     share = resume_from(
         output.path, run.spec.sampling.seed, shape, output.resume, say, output.shard,

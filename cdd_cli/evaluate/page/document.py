@@ -165,6 +165,13 @@ def write_page(sources: Sequence[str], out: str, evaluations: Sequence[str] = ()
     if out != "-" and any(Path(e).resolve() == Path(out).resolve() for e in evaluations):
         raise InputError(f"-o {out}: is one of the --eval files; the page goes to another")
     runs = [read_run(source) for source in sources]
+    kind = {True: "molecules", False: "text"}
+    for other in runs[1:]:  # a text run's values have no place on a molecule's charts
+        if is_molecules(other) != is_molecules(runs[0]):
+            raise InputError(
+                f"{other.path}: records of {kind[is_molecules(other)]}, not "
+                f"{kind[is_molecules(runs[0])]} as {runs[0].path}'s; compare runs of one kind"
+            )
     html = page(runs, [read_evaluation(path) for path in evaluations])
     if out == "-":
         sys.stdout.write(html)
@@ -172,5 +179,7 @@ def write_page(sources: Sequence[str], out: str, evaluations: Sequence[str] = ()
     else:
         write_whole_file(Path(out), html)
     shown = min(len(runs[0].records), MAX_CARDS)
-    size = len(html.encode("utf-8")) / 1e6
-    return f"{out}: {len(runs[0].records):,} records ({shown:,} shown), {size:.1f} MB"
+    size = len(html.encode("utf-8"))
+    # A page of a few records is tens of kB: "0.0 MB" would say it is empty.
+    said = f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{max(size / 1e3, 1):.0f} kB"
+    return f"{out}: {len(runs[0].records):,} records ({shown:,} shown), {said}"
