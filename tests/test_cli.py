@@ -332,6 +332,24 @@ def test_appending_records_of_other_weights_in_the_same_model_folder_is_refused(
     assert out.read_text() == written  # nothing appended
 
 
+def test_appending_records_made_from_a_rewritten_reference_file_is_refused(tmp_path: Path):
+    # The configuration holds a novelty reference's path, not its contents: a file rewritten
+    # between two seeds must not let one output hold records judged against two references.
+    reference, out = tmp_path / "ref.smi", tmp_path / "r.jsonl"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"constraints:\n  - type: novelty\n    reference: {reference}\n")
+    args = ["molecules", "--spec", str(spec), "-n", "1", "--steps", "4", "-o", str(out), "-q"]
+    reference.write_text("CCO\nCCN\n")
+    assert runner.invoke(app, args).exit_code in (0, 3)
+    assert runner.invoke(app, [*args, "--seed", "1"]).exit_code in (0, 3)  # same contents
+    written = out.read_text()
+    reference.write_text("CCO\nCCC\n")
+    result = runner.invoke(app, [*args, "--seed", "2"])
+    assert result.exit_code == 2, result.stderr
+    assert "other contents of the files its settings name" in one_error_line(result)
+    assert out.read_text() == written  # nothing appended
+
+
 @pytest.mark.slow
 def test_appending_records_of_other_settings_is_refused(tmp_path: Path):
     out = tmp_path / "r.jsonl"

@@ -5,6 +5,7 @@ configurations."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shlex
@@ -118,6 +119,7 @@ def check_resolved_config(resolved: dict, output: str, also: str | None = None) 
             f"{beside}{values}); write to another file, or remove both to start over",
         )
     check_inputs(resolved.get(INPUTS), earlier.get(INPUTS), output)
+    check_files(resolved.get(INPUTS), earlier.get(INPUTS), output)
 
 
 def check_model_revision(output: str, revision: str) -> None:
@@ -139,6 +141,58 @@ def check_model_revision(output: str, revision: str) -> None:
             "this run: the model's folder changed since); write to another file, or remove "
             "both to start over",
         )
+
+
+def files_digest(values: Iterable[object]) -> tuple[list[str], str | None]:
+    """The files a run's settings name (any string among `values`, nested, that names an
+    existing file, or a folder whose files are read: a surrogate's) and one SHA-256 of their
+    contents (None where none is named): their path alone is what the configuration holds."""
+    named: set[Path] = set()
+
+    def collect(value: object) -> None:
+        if isinstance(value, dict):
+            for item in value.values():
+                collect(item)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                collect(item)
+        elif isinstance(value, str) and 0 < len(value) < 4096 and "\0" not in value:
+            with contextlib.suppress(OSError, ValueError):
+                path = Path(value).expanduser()
+                if path.is_file():
+                    named.add(path)
+                elif path.is_dir():
+                    named.update(p for p in path.iterdir() if p.is_file())
+
+    for value in values:
+        collect(value)
+    if not named:
+        return [], None
+    digest = hashlib.sha256()
+    for path in sorted(named):
+        digest.update(str(path).encode("utf-8", "surrogatepass") + b"\0")
+        with contextlib.suppress(OSError), path.open("rb") as f:
+            for block in iter(lambda f=f: f.read(1 << 20), b""):
+                digest.update(block)
+    return sorted(str(p) for p in named), digest.hexdigest()
+
+
+def check_files(ours: object, theirs: object, output: str) -> None:
+    """The files the settings name had the same contents for every seed of the file (a
+    novelty reference or a lead file rewritten between two runs would mix two runs in one
+    file under one configuration); groups written before cdd recorded them are not checked."""
+    if not (isinstance(ours, list) and len(ours) == 1 and isinstance(ours[0], dict)):
+        return
+    digest = ours[0].get("files_sha256")
+    for group in theirs if isinstance(theirs, list) else []:
+        earlier = group.get("files_sha256") if isinstance(group, dict) else None
+        if digest is not None and earlier is not None and earlier != digest:
+            raise output_error(
+                output,
+                "holds records made from other contents of the files its settings name "
+                f"(see {config_path(output)}: the same paths, changed since); write to "
+                "another file, or remove both to start over",
+            )
 
 
 # The sampling settings that shape a sample (its steps aside: a file without them differs).

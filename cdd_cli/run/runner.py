@@ -34,6 +34,7 @@ from cdd_cli.output.config import (
     check_model_revision,
     check_resolved_config,
     earlier_config,
+    files_digest,
     holds_records,
 )
 from cdd_cli.output.resume import Share, resume_from, written_records
@@ -289,7 +290,10 @@ def write(
     for path in (output.path, output.written):  # (torchrun: the file parts gather into)
         if path is not None:
             keep_file_defaults(run, path)
-    resolved = {**run.spec.resolved(), INPUTS: [{"seeds": [run.spec.sampling.seed], **inputs(run)}]}
+    _, files = files_digest(c.options for c in run.spec.constraints)  # their contents
+    named = {} if files is None else {"files_sha256": files}
+    group = {"seeds": [run.spec.sampling.seed], **inputs(run), **named}
+    resolved = {**run.spec.resolved(), INPUTS: [group]}
     check_resolved_config(resolved, output.path, output.written)
     for path in (output.path, output.written):
         if path is not None:
