@@ -132,32 +132,36 @@ def run_all(args: argparse.Namespace, chosen: list[str]) -> None:
 
 
 def tabulate(args: argparse.Namespace, chosen: list[str]) -> tuple[list[dict], str]:
-    walls = {}
-    for line in (args.out / "times.txt").read_text().splitlines():
-        row = json.loads(line)
-        walls[row["run"]] = row["wall"]
+    runs = [json.loads(line) for line in (args.out / "times.txt").read_text().splitlines()]
+    walls = {row["run"]: row["wall"] for row in runs}
+    # A lead refused (exit 2: its kept tokens and re-masked blanks, each up to 2 tokens,
+    # exceed the model's length) is left out of the rows and counted.
+    refused = {int(row["run"].split("lead")[1]) for row in runs if row["rc"] == 2}
+    edited = [(k, lead) for k, lead in enumerate(chosen) if k not in refused]
     rows = []
     for delta in args.delta:
-        per_lead, attempts, valid, records_n, seconds = [], [], 0, 0, 0.0
-        for k, lead in enumerate(chosen):
+        per_lead, attempts, valid, satisfied, records_n, seconds = [], [], 0, 0, 0, 0.0
+        for k, lead in edited:
             name = f"d{delta}-lead{k:03d}"
             records = [json.loads(x) for x in (args.out / f"{name}.jsonl").open()]
             per_lead.append({"lead": lead, **best_edit(lead, records, delta)})
             attempts += [r["attempts"] for r in records]
             valid += sum(r["valid"] for r in records)
+            satisfied += sum(r["satisfied"] for r in records)
             records_n += len(records)
             seconds += walls[name]
         gains = [x["improvement"] for x in per_lead]
         found = [x for x in per_lead if x["improvement"] > 0]
         rows.append({
-            "delta": delta, "leads": len(chosen), "edits_per_lead": args.n,
+            "delta": delta, "leads": len(edited), "refused": len(chosen) - len(edited),
+            "edits_per_lead": args.n,
             "improvement_mean": statistics.fmean(gains),
             "improvement_std": statistics.pstdev(gains),
             "similarity_mean": statistics.fmean(x["similarity"] for x in found) if found else None,
             "success": len(found), "violations": sum(x["violations"] for x in per_lead),
-            "valid": valid, "records": records_n,
+            "valid": valid, "satisfied": satisfied, "records": records_n,
             "draws_per_edit": statistics.fmean(attempts),
-            "seconds_per_lead": seconds / len(chosen), "per_lead": per_lead,
+            "seconds_per_lead": seconds / len(edited), "per_lead": per_lead,
         })  # fmt: skip
     return rows, table(rows, args)
 
@@ -165,20 +169,22 @@ def tabulate(args: argparse.Namespace, chosen: list[str]) -> tuple[list[dict], s
 def table(rows: list[dict], args: argparse.Namespace) -> str:
     lines = [
         "| δ | method | improvement (mean ± std) | similarity | success | violations | "
-        "valid edits | draws / edit | s / lead |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "valid edits | satisfied edits | draws / edit | s / lead |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         similarity = "" if row["similarity_mean"] is None else f"{row['similarity_mean']:.3f}"
         lines.append(
             f"| {row['delta']} | **cdd, {args.model}** ({row['leads']} leads, {args.n} edits "
-            f"each) | {row['improvement_mean']:.3f} ± {row['improvement_std']:.3f} | "
+            f"each; {row['refused']} refused) | "
+            f"{row['improvement_mean']:.3f} ± {row['improvement_std']:.3f} | "
             f"{similarity} | {row['success']}/{row['leads']} | **{row['violations']}** | "
-            f"{row['valid']}/{row['records']} | {row['draws_per_edit']:.1f} | "
+            f"{row['valid']}/{row['records']} | {row['satisfied']}/{row['records']} | "
+            f"{row['draws_per_edit']:.1f} | "
             f"{row['seconds_per_lead']:.1f} |"
         )
         for name, gain, similarity, success in PUBLISHED.get(row["delta"], []):
-            lines.append(f"| | {name} | {gain} | {similarity} | {success} | | | | |")
+            lines.append(f"| | {name} | {gain} | {similarity} | {success} | | | | | |")
     return "\n".join(lines)
 
 
