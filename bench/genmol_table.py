@@ -1,8 +1,8 @@
 """GenMol's fragment-constrained tasks with `cdd design` on the drug-sized SMILES model, judged
 as GenMol judges them, beside GenMol's and SAFE-GPT's published rows.
 
-    OMP_NUM_THREADS=1 python bench/genmol_table.py [--n 8] [--drugs 10] [--model moses-mdlm]
-        [--out bench/results/genmol_2026-12-02] [--tabulate]
+    OMP_NUM_THREADS=1 python bench/genmol_table.py [--n 8] [--drugs 10] [--start 0]
+        [--model moses-mdlm] [--out bench/results/genmol_2026-12-02] [--tabulate]
 
 The set: GenMol's `data/fragments.csv` (10 drugs; bench/data/genmol_fragments/). Per drug and
 task one `cdd design` run of `--n` samples, seed 0, one thread: linker design (the pair,
@@ -136,7 +136,7 @@ def flags(task: str, part: str) -> list[str]:
 def run_all(args: argparse.Namespace, drugs: list[dict]) -> None:
     out = args.out
     times = out / "times.txt"
-    for drug in drugs:
+    for drug in drugs[args.start :]:
         for task in TASKS:
             name = f"{drug['name'].lower()}-{task}"
             path = out / f"{name}.jsonl"
@@ -221,6 +221,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=8, help="samples per drug and task")
     parser.add_argument("--drugs", type=int, default=10, help="the first DRUGS of the set")
+    parser.add_argument("--start", type=int, default=0,
+                        help="run from this drug on (a second process sharing --out)")  # fmt: skip
     parser.add_argument("--model", default="moses-mdlm")
     parser.add_argument("--out", type=Path, default=Path("bench/results/genmol_2026-12-02"))
     parser.add_argument("--tabulate", action="store_true", help="only tabulate earlier runs")
@@ -229,7 +231,8 @@ def main() -> None:
     drugs = list(csv.DictReader(DATA.open()))[: args.drugs]
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.tabulate:
-        (args.out / "times.txt").write_text("")
+        if args.start == 0:
+            (args.out / "times.txt").write_text("")
         run_all(args, drugs)
     rows, text = tabulate(args, drugs)
     (args.out / "rows.json").write_text(json.dumps(rows, indent=1) + "\n")
