@@ -314,6 +314,20 @@ def test_a_method_the_run_names_runs_as_named(shipped_vocab_model_dir, tmp_path)
         assert code == (0 if all(r["satisfied"] for r in records) else 3)
 
 
+def test_a_link_alone_is_drawn_by_rejection_against_its_kept_part(shipped_vocab_model_dir):
+    # A linker may open a branch or ring the kept tokens do not close: drawn once, 6 of 16
+    # links of the README's example were invalid; drawn again, as a scaffold is, none.
+    args = ["--link", "C1CC1[*]", "[*]c1ccoc1", "-n", "6", "--blank", "1-4", "--steps", "8"]
+    code, records, stderr = design(shipped_vocab_model_dir, *args)
+    assert [r["method"] for r in records] == ["reject"] * 6, stderr
+    assert any(r["attempts"] > 1 for r in records)  # some fill broke the part and was redrawn
+    for r in records:
+        assert r["satisfied"] is (r["constraints"]["kept"]["value"] == 1.0)
+    assert code == (0 if all(r["satisfied"] for r in records) else 3)
+    _, edits, _ = design(shipped_vocab_model_dir, "--edit", "CCOC(C)=O", "-n", "2", "--steps", "4")
+    assert [r["method"] for r in edits] == ["unconstrained"] * 2  # an edit keeps no part
+
+
 @pytest.mark.slow
 def test_design_records_do_not_depend_on_the_batch(shipped_vocab_model_dir):
     args = ["--motif", "C1CC1", "-n", "5", "--seed", "3"]

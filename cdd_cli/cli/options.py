@@ -108,15 +108,15 @@ MethodOpt = Annotated[
         metavar=choice_metavar(METHODS),
     ),
 ]
-# A design's kept part is a constraint: a scaffold or motif alone is drawn by rejection
-# against it (cdd_cli/run/designs.py), a link or an edit alone unconstrained.
+# A design's kept part is a constraint: a scaffold, motif or link alone is drawn by rejection
+# against it (cdd_cli/run/designs.py), an edit (which keeps no part) alone unconstrained.
 DesignMethodOpt = Annotated[
     Optional[str],
     typer.Option(
         "--method",
         help=f"{METHODS_HELP}. \\[default: the spec's, else cdd with a constraint given; "
-        "without one, reject (against the kept part) for a scaffold or motif, unconstrained "
-        "for a link or edit]",
+        "without one, reject (against the kept part) for a scaffold, motif or link, "
+        "unconstrained for an edit]",
         metavar=choice_metavar(METHODS),
     ),
 ]
