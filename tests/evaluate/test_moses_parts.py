@@ -160,8 +160,13 @@ def test_a_stop_while_the_workers_compute_says_one_line(tmp_path: Path, signum, 
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "cdd_cli", "eval", str(records), "--moses",
                "--moses-data", str(data)]  # fmt: skip
-    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          start_new_session=True, text=True) as run:  # fmt: skip
+    # Ctrl-C as a terminal delivers it, even where this suite runs with SIGINT ignored (a
+    # shell's background job: cdd keeps an ignored SIGINT ignored, as `nohup` asks).
+    default_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    with subprocess.Popen(
+        command, env=env, start_new_session=True, preexec_fn=default_sigint, **pipes
+    ) as run:
         assert run.stderr is not None
         lines = [run.stderr.readline()]
         while lines[-1] and not lines[-1].startswith("MOSES test statistics:"):
