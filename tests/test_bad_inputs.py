@@ -27,6 +27,12 @@ def capped() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
 
 
+def default_sigint() -> None:
+    # Ctrl-C as a terminal delivers it, even where the suite runs with SIGINT ignored (a
+    # shell's background job), which cdd would keep ignored as `nohup` asks.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp("bad-inputs") / "results.json"
@@ -111,7 +117,7 @@ def test_a_signal_at_any_moment_is_one_line_and_whole_records(
     command = [str(script), *args] if after == 1.0 and script.is_file() else [*CDD, *args]
     child = subprocess.Popen(
         command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=ROOT,
-        env=cdd_env(),
+        env=cdd_env(), preexec_fn=default_sigint,
     )  # fmt: skip
     time.sleep(after)
     child.send_signal(signum)
@@ -140,7 +146,7 @@ def test_a_signal_while_records_are_written_keeps_whole_ones(
     args = ["molecules", "-n", "400", "--steps", "8", "--batch-size", "4", "-q", "-o", str(out)]
     child = subprocess.Popen(
         [*CDD, *args], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=ROOT,
-        env=cdd_env(),
+        env=cdd_env(), preexec_fn=default_sigint,
     )  # fmt: skip
     deadline = time.monotonic() + 240
     while child.poll() is None and time.monotonic() < deadline:
