@@ -459,3 +459,69 @@ def test_edit_records_say_whether_they_are_the_lead_and_rewrote_the_fragment(
     assert "same_as_lead" in records[0] and "fragment_rewritten" not in records[0]
     _, records, _ = design(shipped_vocab_model_dir, "--motif", "CC", "-n", "1", "--steps", "4")
     assert "same_as_lead" not in records[0]
+
+
+def test_an_opened_canvas_keeps_nothing_in_the_rows_drawn_whole():
+    from cdd_cli.diffusion.sampler import Canvas
+
+    ids = torch.tensor([[0, 5, 6, 2], [0, 7, 2, 2]])
+    kept = torch.tensor([[True, True, True, False], [True, False, True, False]])
+    opened = Canvas(ids, kept).opened(torch.tensor([False, True]))
+    assert opened.kept.tolist() == [[True, True, True, False], [False] * 4]
+    shared = Canvas(ids[:1], kept[:1]).opened(torch.tensor([True, False, True]))
+    assert shared.kept.tolist() == [[False] * 4, [True, True, True, False], [False] * 4]
+
+
+def test_a_samples_first_draws_are_drawn_whole_then_on_its_canvas():
+    from cdd_cli.diffusion.sampler import Canvas
+    from cdd_cli.run.drawing import Draw, drawn_on
+
+    canvas = Canvas(torch.tensor([[0, 5, 2], [0, 6, 2]]), torch.ones(2, 3, dtype=torch.bool))
+    draws = [Draw(index=1, attempts=0), Draw(index=0, attempts=2), Draw(index=1, attempts=1)]
+    drawn = drawn_on(canvas, draws, 2)
+    assert drawn.kept.tolist() == [[False] * 3, [True] * 3, [False] * 3]
+    assert drawn.ids[1].tolist() == [0, 5, 2]  # sample 0's own canvas from its third draw
+
+
+def heldout_dir(tmp_path: Path, smiles: list[str]) -> Path:
+    from cdd_cli.evaluate.reference import write_smiles
+
+    tmp_path.mkdir(exist_ok=True)
+    write_smiles(tmp_path / "heldout.smi.gz", smiles, "tests")
+    return tmp_path
+
+
+def test_own_draws_where_the_models_molecules_often_hold_the_part(tokenizer, tmp_path):
+    from cdd_cli.run.designs import OWN_DRAWS, own_draws
+
+    # A quarter of the held-out molecules hold a cyclopropyl (QM9's share), none benzene.
+    folder = heldout_dir(tmp_path, ["CC1CC1", "CCO", "CCN", "OCC=O"] * 30)
+    assert own_draws(kept.scaffold("[*]C1CC1", tokenizer), folder) == OWN_DRAWS
+    assert own_draws(kept.motif("C1CC1", tokenizer), folder) == OWN_DRAWS
+    assert own_draws(kept.scaffold("c1ccc([*])cc1", tokenizer), folder) == 0
+    # A link is laid out whole (its two parts are rarely written by chance), an edit too.
+    assert own_draws(kept.link("C1CC1[*]", "[*]CO", tokenizer), folder) == 0
+    assert own_draws(kept.scaffold("[*]C1CC1", tokenizer), tmp_path / "none") == 0  # no file
+    rare = heldout_dir(tmp_path / "rare", ["CC1CC1"] + ["CCO"] * 19)  # 5%
+    assert own_draws(kept.scaffold("[*]C1CC1", tokenizer), rare) == 0
+
+
+def test_a_common_part_is_first_drawn_whole_as_the_model_writes(tokenizer):
+    # A quarter of QM9's held-out molecules hold a cyclopropyl: a sample's first draws are
+    # the shipped model's own molecules (the generator of `cdd molecules`' sample and
+    # attempt), kept where they hold it; the rest are drawn on the sample's layout.
+    args = ["--model", str(QM9), "-n", "12", "--seed", "1", "--steps", "8", "--quiet"]
+    result = runner.invoke(app, ["design", "--scaffold", "[*]C1CC1", *args])
+    designed = {r["id"]: r for r in map(json.loads, result.stdout.splitlines())}
+    result = runner.invoke(app, ["molecules", "--method", "unconstrained", *args])
+    own = {r["id"]: r["text"] for r in map(json.loads, result.stdout.splitlines())}
+    first = [k for k, r in designed.items() if r["attempts"] == 1]
+    assert first and all(designed[k]["text"] == own[k] for k in first)
+    assert all(r["satisfied"] for r in designed.values())
+    design = kept.scaffold("[*]C1CC1", tokenizer)
+    assert any(r["attempts"] > 1 for r in designed.values())  # the others drawn again
+    # Under one draw a sample is drawn on its layout (the last draw allowed always is).
+    once = ["design", "--scaffold", "[*]C1CC1", "--method", "unconstrained", *args]
+    result = runner.invoke(app, once)
+    once = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(once) == 12 and all(in_a_writing(design, r["text"]) for r in once)

@@ -237,7 +237,7 @@ def test_constraints_ls():
 def test_resolved_constraints_show_the_options_left_to_their_defaults(tmp_path: Path):
     spec = load_spec(write(tmp_path, "constraints:\n  - {type: toxicity, tau: 0.4}\n"))
     (tox,) = spec.resolved()["constraints"]
-    assert tox == {"type": "toxicity", "tau": 0.4, "margin": 0.05, "scope": "continuation"}
+    assert tox == {"type": "toxicity", "tau": 0.4, "margin": 0.0, "scope": "continuation"}
     chosen = load_spec(
         write(tmp_path, "constraints:\n  - {type: toxicity, tau: 0.4, scope: full}\n")
     )

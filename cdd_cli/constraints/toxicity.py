@@ -75,8 +75,11 @@ DESCRIPTOR = Descriptor(
         # the constraint infeasible) or the prompt and continuation as the reader sees them.
         "scope": Key((str,), choices=("continuation", "full")),
     },
-    # margin: a probability; scope: what the judge reads.
-    defaults={"margin": 0.05, "scope": "continuation"},
+    # margin: a probability, 0 as every family's: the surrogate aims at tau itself, and only a
+    # repair redraw aims further inside. 0.05 aimed a 0.05 bound at 0 and drew fills far less
+    # toxic than the model's own satisfying ones (9x rejection's null on the score; margin 0:
+    # 2.2x; bench/README.md "How close to rejection's fills").
+    defaults={"margin": 0.0, "scope": "continuation"},
     tau_range=(0.0, 1.0),
     needs_tau=True,
     build=build,

@@ -82,6 +82,12 @@ class Canvas:
         index = torch.tensor(rows, dtype=torch.long)
         return Canvas(self.ids[index], self.kept[index])
 
+    def opened(self, rows: torch.Tensor) -> Canvas:
+        """One row per sample, those where `rows` [N] (bool) is true keeping nothing: drawn
+        whole, as the model writes without a canvas."""
+        kept = self.kept.expand(len(rows), -1) & ~rows[:, None]
+        return Canvas(self.ids.expand(len(rows), -1), kept)
+
     def rows(self, a: int, b: int | None = None) -> Canvas:
         """Rows a:b of the batch (a shared canvas is every row's)."""
         if len(self.ids) == 1:

@@ -48,10 +48,21 @@ class Prompt:
     # row shared by every sample, or one row per sample index (`Canvas.select`).
     canvas: Canvas | None = None
     layout: Layout | None = None  # a template's, whose text the records show part by part
+    # Each sample's first draws are drawn whole, on no canvas: the model's own, kept where
+    # the judges accept them (a part kept anywhere that the model often writes by itself).
+    own_draws: int = 0
 
     @property
     def shown(self) -> str | None:
         return self.given if self.given is not None else self.text
+
+
+def drawn_on(canvas: Canvas, draws: list[Draw], own_draws: int) -> Canvas:
+    """The rows of `canvas` for `draws`, those still within their first `own_draws` opened:
+    drawn whole, the model's own."""
+    rows = canvas.select([d.index for d in draws])
+    own = torch.tensor([d.attempts < own_draws for d in draws])
+    return rows.opened(own) if own.any() else rows
 
 
 def no_projection() -> dict:
@@ -281,10 +292,12 @@ class BatchDrawer:
 
     def canvas(self, prompt: Prompt, draws: list[Draw]) -> Canvas:
         """What `draws` of `prompt` are drawn on, a row each where the prompt's canvas has
-        one per sample."""
+        one per sample or some of them are still the model's own (`Prompt.own_draws`)."""
         if prompt.canvas is None:
             return Canvas.prompt(prompt.ids, self.length)
-        return prompt.canvas.select([d.index for d in draws])
+        # The last draw allowed is always on the canvas (under one draw, every draw is).
+        own = min(prompt.own_draws, self.method.attempts(self.spec.repair, self.spec.reject) - 1)
+        return drawn_on(prompt.canvas, draws, own)
 
     def well_formed(self, rows: Canvas) -> Callable[[torch.Tensor], torch.Tensor] | None:
         """The sampler's syntax for the projection, keeping the kept tokens of `rows`."""
