@@ -196,7 +196,7 @@ def limit(path: str, cap: int, draws: int = 400) -> None:
     """From each pass of the tail on (no fresh sample left), the passes still to come N
     (the pass at hand's too) against the best any single figure can do: an oracle that knows
     the law of p fitted on the whole run (`beta`, hindsight) and each sample's draws so far
-    (the law's expected ages, rounded), and one that also knows each sample's p (drawn from
+    (`youngest`), and one that also knows each sample's p (drawn from
     its posterior Beta(a, b + r), `draws` times, seeded). A count of passes, not seconds: a
     tail pass's own cost varies too (seven constraints: 7-13 s). For one sample of a small
     p and no cap, N is near exponential: a figure at its median holds with the chance
@@ -212,7 +212,7 @@ def limit(path: str, cap: int, draws: int = 400) -> None:
     print("  pass  samples (draws before)  passes left  best hold: the law known, each p known")
     holds = []
     for k in range(last_fresh + 1, len(history)):
-        ages = rounded(law_ages(history[: k + 1], whole), history[k][0])
+        ages = youngest(history[: k + 1], cap)
         none = [1.0] * (cap + 1)  # P(N <= n): every sample accepted or capped within n draws
         for r in ages:
             pending = 1.0  # P(it takes over n draws more)
@@ -234,26 +234,12 @@ def limit(path: str, cap: int, draws: int = 400) -> None:
           f"{mean[1]:.2f} (each p known)")  # fmt: skip
 
 
-def law_ages(history: list[tuple[int, int]], law: Law) -> list[float]:
-    """The pass at hand's samples by their draws before, as `law` follows the passes."""
-    cap = len(law.again)
-    pool = [0.0] * cap
-    for index, (samples, redraws) in enumerate(history):
-        carried = [0.0] + [pool[i] * law.again[i] for i in range(cap - 1)] if index else [0.0] * cap
-        total = sum(carried)
-        carried = [c * redraws / total for c in carried] if total > 0 else carried
-        if index and total <= 0:  # (as in `fit`)
-            carried[cap - 2] += redraws
-        carried[0] += max(samples - redraws, 0)
-        pool = carried
-    return pool
-
-
-def rounded(ages: list[float], samples: int) -> list[int]:
-    """Each of `samples` samples' draws before, from the expected counts by age (the
-    largest remainders rounded up)."""
-    whole = [int(n) for n in ages]
-    order = sorted(range(len(ages)), key=lambda i: ages[i] - whole[i], reverse=True)
-    for i in order[: max(samples - sum(whole), 0)]:
-        whole[i] += 1
-    return [age for age, n in enumerate(whole) for _ in range(n)]
+def youngest(history: list[tuple[int, int]], cap: int) -> list[int]:
+    """The pass at hand's samples by their draws before, whole: which of a pass's samples
+    its judges rejected is not told, so the youngest ones are taken (the most draws left to
+    them, the widest spread of passes left: the oracle's hardest case)."""
+    ages: list[int] = []
+    for samples, redraws in history:
+        left = sorted(age + 1 for age in ages if age + 1 < cap)[:redraws]
+        ages = left + [0] * max(samples - len(left), 0)
+    return sorted(ages)
