@@ -16,6 +16,7 @@ each such bound is checked against the truth (it holds where it is not above it)
         --tau 3.5 -o /tmp/eta_run.jsonl
     .venv/bin/python bench/eta_check.py --replay /tmp/eta1.events.jsonl
     .venv/bin/python bench/eta_check.py --replay OLDER.events.jsonl --cap 16  # (see --cap)
+    .venv/bin/python bench/eta_check.py --replay RUN.events.jsonl --draws beta  # bench/eta_draws.py
 """
 
 from __future__ import annotations

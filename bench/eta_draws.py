@@ -203,6 +203,7 @@ def limit(path: str, cap: int, draws: int = 400) -> None:
     e^-(ln 2 / 2) - e^-(2 ln 2) = 0.457, the best figure (2 ln 4 / 3 over the rate) 0.472."""
     events = [json.loads(line) for line in Path(path).read_text().splitlines()]
     history = [(e[2], e[3]) for e in events if e[1] == "pass_started"]
+    cap = next((e[2] for e in events if e[1] == "draws_allowed"), cap)  # as the run told it
     last_fresh = max(i for i, (s, r) in enumerate(history) if s > r)
     whole = fit(history, cap, "beta", -math.inf)
     assert whole is not None
