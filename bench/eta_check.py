@@ -16,6 +16,7 @@ each such bound is checked against the truth (it holds where it is not above it)
         --tau 3.5 -o /tmp/eta_run.jsonl
     .venv/bin/python bench/eta_check.py --replay /tmp/eta1.events.jsonl
     .venv/bin/python bench/eta_check.py --replay OLDER.events.jsonl --cap 16  # (see --cap)
+    .venv/bin/python bench/eta_check.py --replay RUN.events.jsonl --draws beta  # bench/eta_draws.py
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import eta_draws
 
 LEFT = re.compile(r"about (\d+):(\d\d):(\d\d) left")
 RANGE = re.compile(r"about (\d+):(\d\d):(\d\d)–(\d+):(\d\d):(\d\d) left")
@@ -319,15 +322,31 @@ def main() -> None:
     parser.add_argument("--untold", action="store_true", help="with --replay: as if the run "
                         "had not told its projection plan")  # fmt: skip
     parser.add_argument("--passes", help="a trace's events: print each pass's size and times")
+    parser.add_argument("--draws", choices=["beta", "hard", "told"], help="with --replay: the "
+                        "passes to come from a fitted law of each sample's p (bench/eta_draws.py)"
+                        ", or told by the trace itself")  # fmt: skip
+    parser.add_argument("--margin", type=float, default=2.0, help="with --draws beta|hard: "
+                        "the log-likelihood a law must gain over one p")  # fmt: skip
+    parser.add_argument("--limit", action="store_true", help="with --replay: the best any "
+                        "figure does for the tail's passes left (bench/eta_draws.py)")  # fmt: skip
     parser.add_argument("argv", nargs="*")
     args = parser.parse_args()
     if args.child:
         child(args.child, args.argv)
     elif args.passes:
         passes(args.passes)
+    elif args.replay and args.limit:
+        for path in args.replay:
+            eta_draws.limit(path, args.cap or 16)
     elif args.replay:
         for path in args.replay:
-            replay(path, show=args.show, cap=args.cap, why=args.why, untold=args.untold)
+            pace_class = None
+            if args.draws == "told":
+                pace_class = eta_draws.told_pace(path)
+            elif args.draws:
+                pace_class = eta_draws.drawn_pace(args.draws, args.margin)
+            replay(path, pace_class=pace_class, show=args.show, cap=args.cap, why=args.why,
+                   untold=args.untold)  # fmt: skip
     else:
         parent(args.trace, args.argv, not args.no_hog)
 
