@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from cdd_cli.cli.app import app
 from cdd_cli.constraints import kept
 from cdd_cli.constraints.kept import Blank, KeptConstraint
+from cdd_cli.diffusion.sampler import Canvas
 from cdd_cli.errors import InputError
 from cdd_cli.models.tokenizers import SMILES_PATTERN, load_tokenizer, split_smiles
 from cdd_cli.run.designs import atom_ends, canvases
@@ -59,9 +60,12 @@ def test_a_part_kept_anywhere_has_all_its_writings(tokenizer):
 
 def test_canvases_draw_a_layout_per_sample(tokenizer):
     design = kept.scaffold("c1ccc([*])cc1", tokenizer).fitted(None, 24)
-    canvas = canvases(design, tokenizer, 24, 1, 0, 40)
-    again = canvases(design, tokenizer, 24, 1, 0, 3)
-    assert canvas.ids.shape == (40, 24) and torch.equal(again.ids, canvas.ids[:3])
+    layouts = canvases(design, tokenizer, 24, 1, 0)
+    canvas = Canvas.stacked([layouts(k, 0) for k in range(40)])
+    assert canvas.ids.shape == (40, 24) and torch.equal(layouts(2, 0).ids, canvas.ids[2:3])
+    # Each draw of a sample has its own layout, drawn again the same for the same draw.
+    again = Canvas.stacked([layouts(k, 1) for k in range(40)])
+    assert not torch.equal(again.ids, canvas.ids) and torch.equal(layouts(5, 1).ids, again.ids[5:6])
     writings = {tuple(s for s in w if isinstance(s, str)) for w in design.writings}
     drawn, offsets = set(), set()
     for ids, keep in zip(canvas.ids.tolist(), canvas.kept.tolist(), strict=True):
@@ -81,7 +85,8 @@ def test_ring_bonds_may_follow_each_aliphatic_atom_of_a_part(tokenizer):
     assert atom_ends(tuple(split_smiles("C1(O)C12"))) == {1, 3, 7}
     assert atom_ends(tuple(split_smiles("c1cc[nH]c1C"))) == {7}  # not an aromatic atom
     design = kept.scaffold("[*]C1CC1", tokenizer).fitted(None, 24)
-    canvas = canvases(design, tokenizer, 24, 1, 0, 64)
+    layouts = canvases(design, tokenizer, 24, 1, 0)
+    canvas = Canvas.stacked([layouts(k, 0) for k in range(64)])
     # A free position between two kept tokens of the part: a ring-bond label's place.
     inside = canvas.kept[:, :-2] & ~canvas.kept[:, 1:-1] & canvas.kept[:, 2:]
     assert 0 < int(inside.any(1).sum()) < 64
@@ -462,8 +467,6 @@ def test_edit_records_say_whether_they_are_the_lead_and_rewrote_the_fragment(
 
 
 def test_an_opened_canvas_keeps_nothing_in_the_rows_drawn_whole():
-    from cdd_cli.diffusion.sampler import Canvas
-
     ids = torch.tensor([[0, 5, 6, 2], [0, 7, 2, 2]])
     kept = torch.tensor([[True, True, True, False], [True, False, True, False]])
     opened = Canvas(ids, kept).opened(torch.tensor([False, True]))
@@ -473,7 +476,6 @@ def test_an_opened_canvas_keeps_nothing_in_the_rows_drawn_whole():
 
 
 def test_a_samples_first_draws_are_drawn_whole_then_on_its_canvas():
-    from cdd_cli.diffusion.sampler import Canvas
     from cdd_cli.run.drawing import Draw, drawn_on
 
     canvas = Canvas(torch.tensor([[0, 5, 2], [0, 6, 2]]), torch.ones(2, 3, dtype=torch.bool))

@@ -64,6 +64,11 @@ class Canvas:
         kept = torch.arange(len(ids)) < prefix.numel()
         return cls(ids[None], kept[None])
 
+    @classmethod
+    def stacked(cls, rows: list[Canvas]) -> Canvas:
+        """One canvas of the rows of `rows`, in order."""
+        return cls(torch.cat([r.ids for r in rows]), torch.cat([r.kept for r in rows]))
+
     @property
     def length(self) -> int:
         return self.ids.shape[1]

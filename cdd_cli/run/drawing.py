@@ -17,6 +17,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 
@@ -35,6 +36,12 @@ from cdd_cli.spec.model import Spec
 from cdd_cli.templates import Layout, TemplateText
 
 
+class Canvases(Protocol):
+    """A canvas per draw: sample `index`'s at its draw `attempt` (0: its first), one row."""
+
+    def __call__(self, index: int, attempt: int) -> Canvas: ...
+
+
 @dataclass(frozen=True)
 class Prompt:
     """A prompt as the sampler sees it: its index in the run, text and token ids."""
@@ -45,8 +52,9 @@ class Prompt:
     id: str | int | None = None
     given: str | None = None  # the prompt as the user gave it, which records show
     # What the samples are drawn on, where not the prompt's ids then the run's length: one
-    # row shared by every sample, or one row per sample index (`Canvas.select`).
-    canvas: Canvas | None = None
+    # row shared by every sample, one row per sample index (`Canvas.select`), or one per
+    # draw (`Canvases`).
+    canvas: Canvas | Canvases | None = None
     layout: Layout | None = None  # a template's, whose text the records show part by part
     # Each sample's first draws are drawn whole, on no canvas: the model's own, kept where
     # the judges accept them (a part kept anywhere that the model often writes by itself).
@@ -57,10 +65,13 @@ class Prompt:
         return self.given if self.given is not None else self.text
 
 
-def drawn_on(canvas: Canvas, draws: list[Draw], own_draws: int) -> Canvas:
+def drawn_on(canvas: Canvas | Canvases, draws: list[Draw], own_draws: int) -> Canvas:
     """The rows of `canvas` for `draws`, those still within their first `own_draws` opened:
     drawn whole, the model's own."""
-    rows = canvas.select([d.index for d in draws])
+    if isinstance(canvas, Canvas):
+        rows = canvas.select([d.index for d in draws])
+    else:
+        rows = Canvas.stacked([canvas(d.index, d.attempts) for d in draws])
     own = torch.tensor([d.attempts < own_draws for d in draws])
     return rows.opened(own) if own.any() else rows
 
