@@ -223,7 +223,7 @@ def replay(
             elif name == "records_done":
                 pace.finished(args[0])
             elif name == "alm":
-                pace.alm_round(args[0], args[4], at)
+                pace.alm_round(args[0], args[4], at, args[3])
             i += 1
         least = pace.least(t) if pace is not None else None
         if least is not None and end - t >= 10:  # before the first pass is done: a bound

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import random
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -78,10 +79,12 @@ class Pooled:
     prompts: int = 1  # streams one after the other, of total / prompts samples each
     seed: int = 0  # which draws the judges reject
     # cdd's molecules: a last step whose pass holds a sample at its `surrogates_from`th draw
-    # or later runs `alm_rounds` ALM rounds of `alm_round` seconds first (0: never).
+    # or later runs `alm_rounds` ALM rounds of `alm_round` seconds first (0: never), on
+    # `alm_share` of those samples (at least one; 0: the surrogates accept them all).
     surrogates_from: int = 0
     alm_rounds: int = 15
     alm_round: float = 0.5
+    alm_share: float = 1.0
 
     def timeline(self) -> list[tuple[float, tuple, float]]:
         """(seconds before, event, seconds of a regular step) in order. A step costs a part
@@ -105,9 +108,11 @@ class Pooled:
                 for i in range(self.steps - 1):
                     cost = step + self.warmup * (number == 1 and i == 0)
                     events.append((cost, ("step", i, self.steps), cost))
-                if self.surrogates_from and max(drawn) >= self.surrogates_from:
+                late = sum(a >= self.surrogates_from for a in drawn) if self.surrogates_from else 0
+                if late and self.alm_share:  # the samples it moves: those the surrogates reject
                     for outer in range(1, self.alm_rounds + 1):
-                        events.append((self.alm_round * rest, ("alm", outer, 20), 0.0))
+                        alm = ("alm", outer, 20, math.ceil(late * self.alm_share))
+                        events.append((self.alm_round * rest, alm, 0.0))
                 final = self.final(number) * size / self.batch * rest
                 events.append((final, ("step", self.steps - 1, self.steps), 0.0))
                 pending = [a for a in drawn if a < 16 and rng.random() < self.rejected]
@@ -160,7 +165,7 @@ def simulate(
         elif kind == "records":
             reporter.records_done(args[0], "valid 8/8")
         elif kind == "alm":
-            reporter.alm(ALMProgress(args[0], 3, 1, (0.0, 0.0), (1.0, 1.0), 1, args[1]))
+            reporter.alm(ALMProgress(args[0], 3, 1, (0.0, 0.0), (1.0, 1.0), args[2], args[1]))
         yield end - clock.now, stepping
 
 
@@ -1096,6 +1101,33 @@ def test_the_alms_rounds_from_a_later_draw_are_foreseen_before_they_first_run(to
         assert all(0.5 <= r <= 2.0 for r in ratios), [round(r, 2) for r in ratios]
     else:
         assert min(ratios) < 0.5, [round(r, 2) for r in ratios]
+
+
+# Every sample redrawn to the cap of 16 draws, 8 a pass: from the 4th pass on each pass
+# holds 8 samples at their 4th draw or later, and its last step runs 15 ALM rounds of 1 s
+# (alm_share 1: as seven constraints' `seven_c`, every one of them) or none (0: the
+# surrogates accept them all, as `-c sa`'s).
+LATE_TAIL = Pooled(total=8, batch=8, rejected=1.0, steps=16, step=0.1, final=by_pass(2.5),
+                   judging=0.2, surrogates_from=4, alm_rounds=15, alm_round=1.0)  # fmt: skip
+
+
+@pytest.mark.parametrize("share", [1.0, 0.0])
+def test_the_passes_that_held_late_draws_tell_how_often_the_alm_runs(share: float):
+    """Before a pass holds a sample at its `surrogates_from`th draw, whether the ALM runs
+    nothing tells, and the passes to come count the geometric middle of none and all of it;
+    once such passes are done, they tell how often their samples ran it. Every line after
+    is within 0.75-1.33 of the truth, as often as they ran it; the geometric middle said
+    0.40-0.62 of it where all ran it, 1.6-2.6 times it where none did."""
+    clock = FakeClock()
+    reporter = RichReporter(False, out=log_file(), clock=clock)
+    ratios = []
+    for truth, _ in simulate(reporter, clock, replace(LATE_TAIL, alm_share=share)):
+        pace = reporter.pace
+        if pace.passes > LATE_TAIL.surrogates_from and truth > 10:
+            ratios.append(reporter.eta() / truth)
+    assert len(ratios) > 100
+    assert all(0.75 <= r <= 1.33 for r in ratios), [round(r, 2) for r in ratios[::10]]
+    assert reporter.pace.late.rate() == pytest.approx(share, abs=0.2)  # (held: expected)
 
 
 def test_a_run_tells_its_reporter_its_projection_plan_and_measures_a_round(

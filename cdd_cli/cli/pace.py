@@ -114,6 +114,7 @@ class Pace:
         self.step_rounds: list[int] = []  # each regular step's ALM rounds
         self.denoised = 0.0  # its regular steps' seconds, their ALM rounds apart
         self.rounds_now = 0
+        self.projected_now = 0  # the samples the step under way's ALMs began with
         # Each regular step's cost against the pass's mean step, as the passes done of as
         # many steps had it (1 each where none did): see `shape`.
         self.relative = self.shape(steps)
@@ -122,7 +123,7 @@ class Pace:
         self.final_ended: float | None = None
         self.round_ended: float | None = None  # the step under way's latest ALM round
         self.rounds_left = 0  # rounds its ALM may still run (its cap less those run)
-        self.final_rounds = 0  # the ALM rounds of its last step
+        self.final_rounds = self.final_projected = 0  # its last step's ALM rounds, samples
 
     def begin_pass(self, samples: int, redraws: int, steps: int, now: float) -> None:
         if self.passes:  # the pass before is done: what it cost is measured
@@ -137,8 +138,9 @@ class Pace:
                 self.profiles.setdefault(self.steps, []).append([d / rows for d in profile])
             step = median(durations) / rows if durations else 0.0
             final, after = final_ended - steps_ended, now - final_ended
+            if self.late.later:
+                self.late.judged(self.ages, self.final_rounds, self.final_projected)
             if self.late.later and self.final_rounds:  # its ALM apart: see `alm_seconds`
-                self.late.rounds.append(self.final_rounds)
                 final = max(final - self.final_rounds * self.round_cost(), final / 8)
             measured = Measured(
                 self.samples, rows, step, sum(durations), final, after, len(durations)
@@ -153,13 +155,14 @@ class Pace:
         self.ages = aged(self.ages, redraws, samples - redraws)
         self.begin(samples, redraws, steps, now)
 
-    def alm_round(self, outer: int, most: int, now: float) -> None:
+    def alm_round(self, outer: int, most: int, now: float, samples: int = 0) -> None:
         """An ALM round (outer iteration) of the step under way ended: its `outer`th, of at
-        most `most`."""
+        most `most`, of an ALM that began with `samples`."""
         if outer > 1 and self.round_ended is not None:  # a first round also sets the ALM up
             self.round_seconds.append(now - self.round_ended)
         self.round_ended, self.rounds_left = now, max(most - outer, 0)
         self.rounds_now += 1
+        self.projected_now += samples if outer == 1 else 0
 
     def alm_left(self, now: float) -> float | None:
         """Seconds the ALM of the step under way needs at most: its rounds left to its cap
@@ -175,6 +178,7 @@ class Pace:
     def stepped(self, index: int, steps: int, now: float) -> None:
         self.round_ended, self.rounds_left = None, 0
         rounds, self.rounds_now = self.rounds_now, 0
+        projected, self.projected_now = self.projected_now, 0
         previous = self.last_step
         self.steps, self.step, self.last_step = steps, min(index + 1, steps), now
         if index < steps - 1:
@@ -194,7 +198,7 @@ class Pace:
             if index == steps - 2:
                 self.rest_started = now
         else:
-            self.final_ended, self.final_rounds = now, rounds
+            self.final_ended, self.final_rounds, self.final_projected = now, rounds, projected
 
     def finished(self, done: int) -> None:
         self.done = done
@@ -446,16 +450,21 @@ class Pace:
                    for size, chance, _ in passes)  # fmt: skip
         here, later = self.here(now, speed, share), rows * per_row + rest * full
         # The last steps' ALM of the passes to come, which no pass done's rate says
-        # (`alm_seconds`): whether the surrogates reject a sample from its 8th draw on
-        # nothing tells (seven constraints: 5 of 8 such passes), so the rest is taken at the
-        # geometric middle of none and all of it, off by the same factor either way.
+        # (`alm_seconds`). Before a pass holds a sample from its 8th draw on, whether the
+        # surrogates reject such samples nothing tells (seven constraints: 5 of 8 such
+        # passes ran it in one run, 12 of 12 in another): the geometric middle of none and
+        # all of it, off by the same factor either way. The passes that held them tell it
+        # (`LateALM.rate`), weighed by how many they held (`LateALM.weight`).
         alm = sum(seconds for _, _, seconds in passes)
+        whole = here + later
+        middle = math.sqrt(whole * (whole + alm)) - whole
+        weight = self.late.weight()
+        here += weight * alm + (1 - weight) * middle
         # Each pass done's cost against what its size costs at the rate of them all.
         done = zip(parts, self.passes_done, weights, strict=True)
         ratios = [sum(p) / cost if (cost := per_row * m.rows + full * w) > 0 else 1.0
                   for p, m, w in done]  # fmt: skip
         floor = self.floor(now)
-        here += math.sqrt((here + later) * (here + later + alm)) - here - later
         low, high = here + later * min(ratios), here + later * max(ratios)
         return max(here + later, floor), max(low, floor), max(high, floor)
 

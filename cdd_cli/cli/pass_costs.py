@@ -87,16 +87,45 @@ class LateALM:
     `surrogates_from`th draw on (`repair.surrogates_from`, 8), so no pass before shows what
     it costs; the run tells it (`ProjectionPlan`) with a round's seconds measured before its
     first pass (`told`). Seven constraints: from 39 s on, 13-20 rounds of 0.05-0.1 s a
-    pass, 37-40 in two, which no pass before showed."""
+    pass, 37-40 in two, which no pass before showed. Once passes that may hold such samples
+    are done, they tell how often one runs it (`rate`) and how many rounds (`rounds`)."""
 
     surrogates_from: int = 1
     cap: int = 0  # its rounds at most
     told: float | None = None
     rounds: list[int] = field(default_factory=list)  # of each last step done that ran some
+    held: float = 0.0  # samples at their `surrogates_from`th draw or later in passes done
+    projected: int = 0  # the samples the ALMs of those passes' last steps began with
+
+    # What "nothing tells" weighs against the passes done, in such samples (`weight`): the
+    # passes to come count held / (held + this) of their ALM at `rate`, the rest at the
+    # geometric middle of none and all of it (`Pace.estimates`), so that one sample that
+    # ran no ALM is not yet a rule. (1, 0.5, 2, 4: `seven_c` held 51, 52, 48, 47 lines.)
+    PRIOR_SAMPLES = 1.0
 
     @property
     def later(self) -> bool:
         return self.surrogates_from > 1
+
+    def judged(self, ages: list[float], rounds: int, projected: int) -> None:
+        """A pass done, of samples by their draws before it (`aged`), whose last step ran
+        `rounds` ALM rounds on `projected` samples."""
+        self.held += sum(ages[self.surrogates_from - 1 :])
+        self.projected += projected
+        if rounds:
+            self.rounds.append(rounds)
+
+    def rate(self) -> float:
+        """How often a sample at its `surrogates_from`th draw or later runs the ALM: those
+        the ALMs of the passes done began with, over those the passes held (1 before any).
+        The held are expected counts (`aged` takes every sample alike, while the hard ones
+        stay longest), so more may run it than are counted held: seven constraints' passes
+        from the 8th on, 32 of 32.9 in one run (`seven_c`: every one), 6 of 10.3 in another."""
+        return self.projected / self.held if self.held > 0 else 1.0
+
+    def weight(self) -> float:
+        """What the passes done tell of the ALM's share, against "nothing tells" (0..1)."""
+        return self.held / (self.held + self.PRIOR_SAMPLES)
 
     def round_cost(self, latest: list[float], speed: float, first: float) -> float:
         """A round's seconds: the `latest` rounds' median, else `told` at the step `speed`
@@ -110,9 +139,10 @@ class LateALM:
     def seconds(self, ages: list[float], round_cost: float) -> float:
         """What the ALM of a pass's last step should take (0 where passes done show it): it
         runs with the chance that the pass (`aged`) holds a sample at its `surrogates_from`th
-        draw or later, m expected: 1 - e^-m, as a Poisson count of that mean is not 0; for
-        the median rounds of the last steps done that ran it (before any: half its cap)."""
+        draw or later that runs it, m such samples expected, each at `rate`: 1 - e^-(m rate),
+        as a Poisson count of that mean is not 0; for the median rounds of the last steps
+        done that ran it (before any: half its cap)."""
         if not self.later:
             return 0.0
-        chance = 1 - math.exp(-sum(ages[self.surrogates_from - 1 :]))
+        chance = 1 - math.exp(-self.rate() * sum(ages[self.surrogates_from - 1 :]))
         return chance * (median(self.rounds) if self.rounds else self.cap / 2) * round_cost

@@ -306,7 +306,7 @@ class RichReporter(Display):
         with self.lock:
             self.news.alm = p
             if self.pace is not None:
-                self.pace.alm_round(p.outer, p.max_outer, self.clock())
+                self.pace.alm_round(p.outer, p.max_outer, self.clock(), p.samples)
             text = fittings(self.news.clauses(self.verbose))
         self.progress.update(
             self.projection, visible=True, total=p.max_outer or None, completed=p.outer, info=text
