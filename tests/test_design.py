@@ -18,7 +18,7 @@ from cdd_cli.constraints.kept import Blank, KeptConstraint
 from cdd_cli.diffusion.sampler import Canvas
 from cdd_cli.errors import InputError
 from cdd_cli.models.tokenizers import SMILES_PATTERN, load_tokenizer, split_smiles
-from cdd_cli.run.designs import atom_ends, canvases
+from cdd_cli.run.designs import LAYOUT_DRAWS, atom_ends, canvases
 
 QM9 = Path(__file__).resolve().parents[1] / "cdd_cli" / "assets" / "qm9-udlm"
 
@@ -63,9 +63,12 @@ def test_canvases_draw_a_layout_per_sample(tokenizer):
     layouts = canvases(design, tokenizer, 24, 1, 0)
     canvas = Canvas.stacked([layouts(k, 0) for k in range(40)])
     assert canvas.ids.shape == (40, 24) and torch.equal(layouts(2, 0).ids, canvas.ids[2:3])
-    # Each draw of a sample has its own layout, drawn again the same for the same draw.
-    again = Canvas.stacked([layouts(k, 1) for k in range(40)])
-    assert not torch.equal(again.ids, canvas.ids) and torch.equal(layouts(5, 1).ids, again.ids[5:6])
+    # A sample is laid out again every LAYOUT_DRAWS draws, the same for the same draw.
+    again = Canvas.stacked([layouts(k, LAYOUT_DRAWS) for k in range(40)])
+    assert not torch.equal(again.ids, canvas.ids)
+    same = Canvas.stacked([layouts(k, LAYOUT_DRAWS - 1) for k in range(40)])
+    assert torch.equal(same.ids, canvas.ids)
+    assert torch.equal(layouts(5, 2 * LAYOUT_DRAWS - 1).ids, again.ids[5:6])
     writings = {tuple(s for s in w if isinstance(s, str)) for w in design.writings}
     drawn, offsets = set(), set()
     for ids, keep in zip(canvas.ids.tolist(), canvas.kept.tolist(), strict=True):
