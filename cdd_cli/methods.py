@@ -140,7 +140,9 @@ REPAIR_BY_MODEL: dict[str, dict[str, Any]] = {
     "smiles": {"max_redraws": 15, "surrogates_from": 8},
     # A text sample costs 0.2-20 s: a few redraws with the surrogate aiming further inside.
     # (Whether the ladder's moves drift text from the model's own has not been measured.)
-    "masked text": {"max_redraws": 3, "surrogates_from": 1},
+    # A redraw looks ahead from the first step (a first draw from half way, CDD_BY_MODEL):
+    # it is a sample the lighter touch failed.
+    "masked text": {"max_redraws": 3, "surrogates_from": 1, "project_from": 0.0},
     "uniform text": {"max_redraws": 3, "surrogates_from": 1},
 }
 
