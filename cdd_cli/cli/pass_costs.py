@@ -148,9 +148,9 @@ class LateALM:
         expected, each at `rate`, as a Poisson count of that mean is not 0; each ALM for the
         median rounds an ALM of the last steps done ran (before any: half its cap). Not one
         ALM a pass: the tail's passes hold the hard samples of several draw counts, and
-        `seven_c`'s ran 2 ALMs each where the passes before ran 1 (as one a pass, the
-        passes to come said 0.4 of the truth from 43 s to 85 s; 51 of 124 lines held, 79
-        so)."""
+        `seven_c`'s ran 2 ALMs each where the first passes to run it ran 1 (taken as one a
+        pass, the passes to come were said at 0.3-0.5 of their time from 43 s to 85 s:
+        51 of its 124 lines held, 79 so)."""
         if not self.later:
             return 0.0
         rate = self.rate()
