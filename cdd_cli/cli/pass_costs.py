@@ -104,7 +104,7 @@ class LateALM:
     # What "nothing tells" weighs against the passes done, in such samples (`weight`): the
     # passes to come count held / (held + this) of their ALM at `rate`, the rest at the
     # geometric middle of none and all of it (`Pace.estimates`), so that one sample that
-    # ran no ALM is not yet a rule. (1, 0.5, 2, 4: `seven_c` held 51, 52, 48, 47 lines.)
+    # ran no ALM is not yet a rule. (1, 0.5, 2, 4: `seven_c` held 79, 80, 72, 57 lines.)
     PRIOR_SAMPLES = 1.0
 
     @property
