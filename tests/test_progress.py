@@ -1089,7 +1089,7 @@ LATE_ALM = Pooled(total=64, batch=32, rejected=0.5, steps=32, step=0.1, final=by
 def test_the_alms_rounds_from_a_later_draw_are_foreseen_before_they_first_run(told: float):
     """A run tells its reporter from which draw the ALM moves a final prediction and an ALM
     round's cost measured before the first pass: every line from the first pass on, before
-    the ALM first ran, is then within 2x of the truth (0.56-0.73 of it: every pass that may
+    the ALM first ran, is then within 2x of the truth (0.60-0.75 of it: every pass that may
     run the ALM does here, and the estimate takes the geometric middle of none and all),
     the round measured at twice its cost too; untold (0), some said under half of it."""
     clock = FakeClock()
