@@ -114,6 +114,7 @@ class Pace:
         self.step_rounds: list[int] = []  # each regular step's ALM rounds
         self.denoised = 0.0  # its regular steps' seconds, their ALM rounds apart
         self.rounds_now = 0
+        self.alms_now = 0  # the ALMs the step under way began (one a run of samples)
         self.projected_now = 0  # the samples the step under way's ALMs began with
         # Each regular step's cost against the pass's mean step, as the passes done of as
         # many steps had it (1 each where none did): see `shape`.
@@ -124,6 +125,7 @@ class Pace:
         self.round_ended: float | None = None  # the step under way's latest ALM round
         self.rounds_left = 0  # rounds its ALM may still run (its cap less those run)
         self.final_rounds = self.final_projected = 0  # its last step's ALM rounds, samples
+        self.final_alms = 0  # the ALMs its last step ran
 
     def begin_pass(self, samples: int, redraws: int, steps: int, now: float) -> None:
         if self.passes:  # the pass before is done: what it cost is measured
@@ -139,7 +141,9 @@ class Pace:
             step = median(durations) / rows if durations else 0.0
             final, after = final_ended - steps_ended, now - final_ended
             if self.late.later:
-                self.late.judged(self.ages, self.final_rounds, self.final_projected)
+                self.late.judged(
+                    self.ages, self.final_rounds, self.final_projected, self.final_alms
+                )
             if self.late.later and self.final_rounds:  # its ALM apart: see `alm_seconds`
                 final = max(final - self.final_rounds * self.round_cost(), final / 8)
             measured = Measured(
@@ -162,6 +166,7 @@ class Pace:
             self.round_seconds.append(now - self.round_ended)
         self.round_ended, self.rounds_left = now, max(most - outer, 0)
         self.rounds_now += 1
+        self.alms_now += outer == 1
         self.projected_now += samples if outer == 1 else 0
 
     def alm_left(self, now: float) -> float | None:
@@ -178,6 +183,7 @@ class Pace:
     def stepped(self, index: int, steps: int, now: float) -> None:
         self.round_ended, self.rounds_left = None, 0
         rounds, self.rounds_now = self.rounds_now, 0
+        alms, self.alms_now = self.alms_now, 0
         projected, self.projected_now = self.projected_now, 0
         previous = self.last_step
         self.steps, self.step, self.last_step = steps, min(index + 1, steps), now
@@ -199,6 +205,7 @@ class Pace:
                 self.rest_started = now
         else:
             self.final_ended, self.final_rounds, self.final_projected = now, rounds, projected
+            self.final_alms = alms
 
     def finished(self, done: int) -> None:
         self.done = done

@@ -87,33 +87,38 @@ class LateALM:
     `surrogates_from`th draw on (`repair.surrogates_from`, 8), so no pass before shows what
     it costs; the run tells it (`ProjectionPlan`) with a round's seconds measured before its
     first pass (`told`). Seven constraints: from 39 s on, 13-20 rounds of 0.05-0.1 s a
-    pass, 37-40 in two, which no pass before showed. Once passes that may hold such samples
-    are done, they tell how often one runs it (`rate`) and how many rounds (`rounds`)."""
+    pass, 37-40 in two, which no pass before showed. A last step moves its samples by runs
+    of one draw count, each run by its own ALM: a tail pass of 3 samples of 2 draw counts
+    ran 2 ALMs (28-38 rounds), where the first passes to run it, their late samples of one
+    draw count, ran 1 (14-15). Once passes that may hold such samples are done, they tell
+    how often one runs it (`rate`) and how many rounds an ALM runs (`rounds`, `alms`)."""
 
     surrogates_from: int = 1
     cap: int = 0  # its rounds at most
     told: float | None = None
     rounds: list[int] = field(default_factory=list)  # of each last step done that ran some
+    alms: list[int] = field(default_factory=list)  # the ALMs each of those ran
     held: float = 0.0  # samples at their `surrogates_from`th draw or later in passes done
     projected: int = 0  # the samples the ALMs of those passes' last steps began with
 
     # What "nothing tells" weighs against the passes done, in such samples (`weight`): the
     # passes to come count held / (held + this) of their ALM at `rate`, the rest at the
     # geometric middle of none and all of it (`Pace.estimates`), so that one sample that
-    # ran no ALM is not yet a rule. (1, 0.5, 2, 4: `seven_c` held 51, 52, 48, 47 lines.)
+    # ran no ALM is not yet a rule. (1, 0.5, 2, 4: `seven_c` held 79, 80, 72, 57 lines.)
     PRIOR_SAMPLES = 1.0
 
     @property
     def later(self) -> bool:
         return self.surrogates_from > 1
 
-    def judged(self, ages: list[float], rounds: int, projected: int) -> None:
+    def judged(self, ages: list[float], rounds: int, projected: int, alms: int = 1) -> None:
         """A pass done, of samples by their draws before it (`aged`), whose last step ran
-        `rounds` ALM rounds on `projected` samples."""
+        `alms` ALMs, of `rounds` rounds in all, on `projected` samples."""
         self.held += sum(ages[self.surrogates_from - 1 :])
         self.projected += projected
         if rounds:
             self.rounds.append(rounds)
+            self.alms.append(max(alms, 1))
 
     def rate(self) -> float:
         """How often a sample at its `surrogates_from`th draw or later runs the ALM: those
@@ -137,12 +142,19 @@ class LateALM:
         return (self.told or 0.0) * (speed / first if self.told and first else 1.0)
 
     def seconds(self, ages: list[float], round_cost: float) -> float:
-        """What the ALM of a pass's last step should take (0 where passes done show it): it
-        runs with the chance that the pass (`aged`) holds a sample at its `surrogates_from`th
-        draw or later that runs it, m such samples expected, each at `rate`: 1 - e^-(m rate),
-        as a Poisson count of that mean is not 0; for the median rounds of the last steps
-        done that ran it (before any: half its cap)."""
+        """What the ALMs of a pass's last step should take (0 where passes done show it):
+        one for each draw count from the `surrogates_from`th on that the pass (`aged`) holds
+        a sample of that runs it, with the chance 1 - e^-(m rate) for m such samples
+        expected, each at `rate`, as a Poisson count of that mean is not 0; each ALM for the
+        median rounds an ALM of the last steps done ran (before any: half its cap). Not one
+        ALM a pass: the tail's passes hold the hard samples of several draw counts, and
+        `seven_c`'s ran 2 ALMs each where the first passes to run it ran 1 (taken as one a
+        pass, the passes to come were said at 0.3-0.5 of their time from 43 s to 85 s:
+        51 of its 124 lines held, 79 so)."""
         if not self.later:
             return 0.0
-        chance = 1 - math.exp(-self.rate() * sum(ages[self.surrogates_from - 1 :]))
-        return chance * (median(self.rounds) if self.rounds else self.cap / 2) * round_cost
+        rate = self.rate()
+        runs = sum(1 - math.exp(-rate * n) for n in ages[self.surrogates_from - 1 :])
+        pairs = zip(self.rounds, self.alms, strict=True)
+        each = median(rounds / alms for rounds, alms in pairs) if self.rounds else self.cap / 2
+        return runs * each * round_cost
