@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -54,6 +55,16 @@ def fill_words(blank: str) -> Callable[[dict], float]:
 
 def other_chars(blank: str) -> Callable[[dict], float]:
     return lambda record: float(sum(len(f) for b, f in record["blanks"].items() if b != blank))
+
+
+def fixed_kept(record: dict) -> bool:
+    """Whether the record's text is its template's fixed parts with its blanks' fills between
+    them, in order: a string match of this bench's own, not the record's verdict."""
+    fixed = re.split(r"\{[^{}]*\}", record["template"])
+    fills = list(record["blanks"].values())
+    if len(fills) != len(fixed) - 1:
+        return False
+    return record["text"] == "".join(a + b for a, b in zip(fixed, [*fills, ""], strict=True))
 
 
 def ks_of(read: Callable[[dict], float]) -> Measure:
@@ -133,12 +144,14 @@ def main() -> None:
         row: dict = {
             "arm": name, "method": records[0]["method"], "records": str(path), "n": len(records),
             "satisfied": sum(r["satisfied"] for r in records),
+            "fixed_kept": sum(map(fixed_kept, records)),
             "value_mean": round(sum(map(value, records)) / len(records), 4),
             **compared(records, reference, args.blank, args.splits, stream),
         }  # fmt: skip
         rows.append(row)
         ratios = " ".join(f"{k} {v['ratio']}x" for k, v in row.items() if isinstance(v, dict))
-        print(f"{name} ({row['satisfied']}/{row['n']} satisfied): {ratios}")
+        print(f"{name} ({row['satisfied']}/{row['n']} satisfied, fixed parts kept "
+              f"{row['fixed_kept']}/{row['n']}): {ratios}")  # fmt: skip
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(rows, indent=1) + "\n")

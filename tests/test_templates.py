@@ -292,3 +292,24 @@ def test_template_fidelity_reads_a_sample_of_the_same_law_near_its_null():
     assert same["ks_value"]["ratio"] < 2 and same["tv_unigram"]["ratio"] < 2, same
     off = fidelity.compared([record(0.02) for _ in range(200)], reference, "2", 50, stream)
     assert off["ks_value"]["ratio"] > 2 and off["tv_unigram"]["ratio"] < 2, off
+
+
+def test_template_fidelity_recounts_the_fixed_parts_from_the_text():
+    # bench/template_fidelity.py's own string match: the text must be the template's fixed
+    # parts with the record's fills between them, in order.
+    import importlib
+    import sys
+
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    sys.path.insert(0, str(bench))
+    try:
+        fidelity = importlib.import_module("template_fidelity")
+    finally:
+        sys.path.remove(str(bench))
+    kept = {"template": "Dear{name:1}, thank you for{12}.",
+            "blanks": {"name": " Ann", "2": " the tea"},
+            "text": "Dear Ann, thank you for the tea."}  # fmt: skip
+    assert fidelity.fixed_kept(kept)
+    assert not fidelity.fixed_kept({**kept, "text": "Dear Ann, thank you for the tea!"})
+    assert not fidelity.fixed_kept({**kept, "text": "Dear Ann, thanks you for the tea."})
+    assert not fidelity.fixed_kept({**kept, "blanks": {"name": " Ann"}})
