@@ -1157,6 +1157,34 @@ def test_a_last_step_runs_an_alm_for_each_draw_count_of_its_late_samples():
     assert max(reporter.pace.late.alms) > 1  # a last step ran several
 
 
+def test_a_last_steps_alms_are_bounded_with_those_its_samples_may_still_begin():
+    """A last step that runs an ALM for each draw count of its late samples (LATE_RUNS: 15
+    rounds of 0.2 s each) is bounded, while one runs, by its rounds left to the cap and the
+    cap again for each sample no ALM of the step began with yet: never below the rounds its
+    ALMs still run. Bounded by the ALM under way alone, the first of several said under."""
+    checked = several = 0
+    for seed in range(4):
+        clock = FakeClock()
+        reporter = RichReporter(False, out=log_file(), clock=clock)
+        said: list[tuple[float, int, int]] = []  # the bound, the ALMs begun, the rounds left
+        for _ in simulate(reporter, clock, replace(LATE_RUNS, seed=seed)):
+            pace = reporter.pace
+            if pace.in_final_step and pace.alms_now:
+                bound = pace.alm_left(clock.now)
+                if bound is not None:
+                    said.append((bound, pace.alms_now, pace.rounds_left))
+            elif said and not pace.in_final_step:  # the step ended: how many ALMs it ran
+                alms = pace.final_alms
+                several += alms > 1
+                for bound, begun, left in said:
+                    # The one under way's rounds to its 15th (of 20), then 15 each.
+                    truth = ((left - 5) + (alms - begun) * 15) * 0.2
+                    assert bound >= truth - 1e-9, (bound, truth, begun, alms)
+                    checked += 1
+                said = []
+    assert checked > 200 and several > 10, (checked, several)
+
+
 def test_a_run_tells_its_reporter_its_projection_plan_and_measures_a_round(
     shipped_vocab_model_dir: Path,
 ):
