@@ -263,20 +263,26 @@ def test_a_constraint_on_a_blank_the_run_lacks_is_one_line_and_exit_2(
     assert message in line, line
 
 
-def test_template_fidelity_reads_a_sample_of_the_same_law_near_its_null():
-    # bench/template_fidelity.py: fills drawn from one law read near 1x their permutation
-    # null; fills whose constrained blank scores higher (a method off rejection's law) read
-    # far over 2x on the score, not on what is the same.
+def template_fidelity():
+    """bench/template_fidelity.py as a module (bench/ is no package)."""
     import importlib
-    import random
     import sys
 
     bench = Path(__file__).resolve().parents[1] / "bench"
     sys.path.insert(0, str(bench))
     try:
-        fidelity = importlib.import_module("template_fidelity")
+        return importlib.import_module("template_fidelity")
     finally:
         sys.path.remove(str(bench))
+
+
+def test_template_fidelity_reads_a_sample_of_the_same_law_near_its_null():
+    # bench/template_fidelity.py: fills drawn from one law read near 1x their permutation
+    # null; fills whose constrained blank scores higher (a method off rejection's law) read
+    # far over 2x on the score, not on what is the same.
+    import random
+
+    fidelity = template_fidelity()
     stream = random.Random(0)
     words = ["thee", "lord", "good", "day", "night", "sweet", "my", "and"]
 
@@ -297,15 +303,7 @@ def test_template_fidelity_reads_a_sample_of_the_same_law_near_its_null():
 def test_template_fidelity_recounts_the_fixed_parts_from_the_text():
     # bench/template_fidelity.py's own string match: the text must be the template's fixed
     # parts with the record's fills between them, in order.
-    import importlib
-    import sys
-
-    bench = Path(__file__).resolve().parents[1] / "bench"
-    sys.path.insert(0, str(bench))
-    try:
-        fidelity = importlib.import_module("template_fidelity")
-    finally:
-        sys.path.remove(str(bench))
+    fidelity = template_fidelity()
     kept = {"template": "Dear{name:1}, thank you for{12}.",
             "blanks": {"name": " Ann", "2": " the tea"},
             "text": "Dear Ann, thank you for the tea."}  # fmt: skip
