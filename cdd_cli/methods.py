@@ -97,15 +97,9 @@ CDD_BY_MODEL: dict[str, dict[str, Any]] = {
         # Every V-wide operation of an inner step costs ~100 ms a sample on a CPU, and tokens
         # outside the top 256 carry almost no mass.
         "support": 256,
-        # The second half of the steps, each looked ahead at first (most leave the ALM idle).
-        # From the first step, every partial text a step leaves was judged, a stricter law
-        # than the final text's: a template's blank under toxicity <= 0.05 (256 fills against
-        # rejection's, bench/README.md "How close to rejection's fills") read KS on the
-        # judged score 2.18x / 2.12x the permutation null (seeds 1, 4; fills less toxic,
-        # 0.028 against 0.031); from 0.5, 1.28x / 1.12x, every measure within 1.43x, 256/256
-        # satisfied both; from 0.7, 254/256; 0.9, 247/256. (From 0.9 without the look-ahead:
-        # 4.7% violating, 16 toxic prompts x 4, tau 0.5.)
-        "project_from": 0.5,
+        # Every step, each looked ahead at first (most leave the ALM idle): 16 toxic prompts x
+        # 4, tau 0.5, 0 violating against 4.7% when projecting from 0.9 without the look-ahead.
+        "project_from": 0.0,
     },
     # GPT-2 vocabulary, uniform noise: every step would be a full projection.
     "uniform text": {
@@ -140,9 +134,7 @@ REPAIR_BY_MODEL: dict[str, dict[str, Any]] = {
     "smiles": {"max_redraws": 15, "surrogates_from": 8},
     # A text sample costs 0.2-20 s: a few redraws with the surrogate aiming further inside.
     # (Whether the ladder's moves drift text from the model's own has not been measured.)
-    # A redraw looks ahead from the first step (a first draw from half way, CDD_BY_MODEL):
-    # it is a sample the lighter touch failed.
-    "masked text": {"max_redraws": 3, "surrogates_from": 1, "project_from": 0.0},
+    "masked text": {"max_redraws": 3, "surrogates_from": 1},
     "uniform text": {"max_redraws": 3, "surrogates_from": 1},
 }
 

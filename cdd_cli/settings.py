@@ -148,9 +148,6 @@ class RepairSettings:
     # surrogates (the linearised ladder, the ALM); the draws before it are repaired by the
     # exact search alone, in the model's own probabilities, or drawn again.
     surrogates_from: int | None = field(default=None, metadata=at_least(1))
-    # The share of the steps after which a redraw projects (look-ahead and ALM, as
-    # `projection.project_from` for a first draw); None: as a first draw.
-    project_from: float | None = field(default=None, metadata=fraction())
 
 
 MAX_STEPS = 100_000  # denoising steps: far past any use, and a cap before allocating their table

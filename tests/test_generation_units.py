@@ -412,26 +412,6 @@ def test_the_engine_is_built_per_run_of_equal_draws(loaded):
     assert [d.projection for d in draws] == [no_projection()] * 4
 
 
-def test_a_redraw_projects_from_the_step_its_repair_settings_name(loaded):
-    """Masked text looks at a first draw from half way and at a redraw from the first step
-    (`repair.project_from`): a first draw keeps nearer the model's law, a redraw is a sample
-    that lighter touch failed. None: a redraw projects as a first draw (molecules)."""
-    spec = spec_of("cdd")
-    spec.projection.project_from, spec.repair.project_from = 0.5, 0.0
-    drawing = generation(spec, loaded, [Closed()], 2)
-    drawing.method = Spy(METHODS["cdd"])
-    drawing.draw([Draw(1, attempts=2), Draw(2, attempts=1), Draw(0)], Prompt())
-    projections = [projection for _, projection, _ in drawing.method.jobs]
-    assert [p.project_from for p in projections] == [0.0, 0.0, 0.5]
-    assert projections[2] is spec.projection  # the spec's own settings are left as they are
-    assert spec.projection.project_from == 0.5
-    assert projections[0].inner_iters == spec.projection.inner_iters
-    spec.repair.project_from = None
-    drawing.method = Spy(METHODS["cdd"])
-    drawing.draw([Draw(1, attempts=3)], Prompt())
-    assert drawing.method.jobs[0][1] is spec.projection
-
-
 def test_a_first_draw_may_use_the_surrogates_by_default(loaded):
     spec = spec_of("cdd", decode="plain")
     drawing = generation(spec, loaded, [Weighed()], 2)

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from cdd_cli.cli.app import app
 from cdd_cli.errors import InputError
-from cdd_cli.methods import CDD_BY_MODEL, REPAIR_BY_MODEL
+from cdd_cli.methods import REPAIR_BY_MODEL
 from cdd_cli.output.jsonl import JsonlWriter
 from cdd_cli.output.resume import existing_records
 from cdd_cli.run.defaults import TEXT_TOP_P
@@ -214,30 +214,6 @@ def test_a_molecule_file_drawn_before_the_exact_search_came_first_resumes_as_it_
     whole = tmp_path / "whole.jsonl"
     run = ["molecules", "-q", "-n", "16", "--spec", str(spec), "-o", str(whole)]
     assert runner.invoke(app, run).exit_code in (0, 3)
-    assert same_records(old, whole)
-
-
-@pytest.mark.slow
-def test_a_text_file_drawn_when_every_step_was_looked_at_resumes_so(
-    tmp_path: Path, text_model_dir: Path
-):
-    """Masked text projected from the first step (`projection.project_from` 0) before it did
-    from half way: a file written then goes on that way; a new file takes today's default."""
-    now, then = tmp_path / "now.yaml", tmp_path / "then.yaml"
-    now.write_text("constraints: [{type: exclude, words: [a]}]\n")
-    then.write_text(now.read_text() + "projection: {project_from: 0.0}\n")
-    args = ["generate", "-q", "--model", str(text_model_dir), "--length", "8", "--spec"]
-    old, new = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
-    assert runner.invoke(app, [*args, str(then), "-n", "2", "-o", str(old)]).exit_code == 0
-    assert runner.invoke(app, [*args, str(now), "-n", "2", "-o", str(new)]).exit_code == 0
-    default = CDD_BY_MODEL["masked text"]["project_from"]
-    assert default > 0 and f"project_from: {default}\n" in Path(f"{new}.config.yaml").read_text()
-    resumed = runner.invoke(app, [*args, str(now), "-n", "4", "--resume", "-o", str(old)])
-    assert resumed.exit_code == 0, resumed.stderr
-    assert "project_from: 0.0\n" in Path(f"{old}.config.yaml").read_text()
-    whole = tmp_path / "whole.jsonl"
-    run = [*args, str(then), "-n", "4", "-o", str(whole)]
-    assert runner.invoke(app, run).exit_code == 0
     assert same_records(old, whole)
 
 

@@ -16,7 +16,7 @@ import itertools
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
@@ -255,10 +255,7 @@ class BatchDrawer:
                     process=self.process,
                     proposal=self.proposal,
                 )
-                projection = spec.projection
-                if attempts and spec.repair.project_from is not None:
-                    projection = replace(projection, project_from=spec.repair.project_from)
-                parts.append((a, b, self.method.engine(job, projection, spec.search)))
+                parts.append((a, b, self.method.engine(job, spec.projection, spec.search)))
             hook = Parts(parts) if parts[0][2] is not None else None
         started = time.perf_counter()
         with torch.inference_mode(hook is None):

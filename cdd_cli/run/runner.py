@@ -64,9 +64,6 @@ FILE_DEFAULTS: dict[str, tuple[object, Callable[[object], bool]]] = {
     "sampling.top_p": (1.0, lambda v: isinstance(v, (int, float)) and 0 < v <= 1),
     # The surrogates moved every draw's final prediction before the exact search came first.
     "repair.surrogates_from": (1, lambda v: isinstance(v, int) and v >= 1),
-    # Masked text looked ahead from the first step before it did from half way; every file
-    # names its value (None: not read from a file without one).
-    "projection.project_from": (None, lambda v: isinstance(v, (int, float)) and 0 <= v <= 1),
 }
 
 
