@@ -23,18 +23,15 @@ class Pace:
     there is no estimate.
 
     The rest of the run is the pass at hand's remainder (`here`: its steps left, weighed by
-    the shape the passes done's steps had, `shape`) and the passes to come.
-    Their number and sizes come from the share of a pass's samples the judges reject
-    (`rejected`) by running the pool forward (`forecast`): the pass at hand leaves that share
-    of its samples rejected, each later pass takes them and fresh samples up to the batch
-    size and leaves its own share, until no fresh sample is left and hardly any rejected one
-    is expected, or no sample may be drawn again (the method's cap, `cap`); so after the full
-    passes comes a tail of shrinking ones. A pass of the tail may not come at all (its
-    judges may reject no sample): one of `size` samples expected comes with the chance that
-    a count of that mean is not 0, 1 - e^-size as for a Poisson count, and its fixed costs
-    (FIXED_ROWS, `fixed_share`) count by that chance. With several prompts, whose
-    samples never share a pass, the run is taken as one pool: each prompt's own tail (a few
-    small passes) is not foreseen.
+    the shape the passes done's steps had, `shape`) and the passes to come, their number and
+    sizes from the share of a pass's samples the judges reject (`rejected`) by running the
+    pool forward (`forecast`): each pass takes the rejected and fresh samples up to the batch
+    size and leaves its share rejected, until no fresh sample is left and hardly any
+    rejected one is expected, or none may be drawn again (the method's cap, `cap`): a tail
+    of shrinking passes. One of `size` samples expected comes with the chance 1 - e^-size
+    (a Poisson count not 0), and its fixed costs (FIXED_ROWS, `fixed_share`) count by that
+    chance. Several prompts, whose samples never share a pass, are taken as one pool (each
+    prompt's own tail of small passes is not foreseen).
 
     A pass to come costs what the passes done cost: their steps per row (`rows`: a step has
     a cost whatever the size; their sum, not their median times their count: the paper's
@@ -48,22 +45,17 @@ class Pace:
     left is told as that range (`shown`).
 
     A busy machine's load moves several-fold within a run (on two cores beside other work,
-    a pass's steps took 0.06 s in one pass and 2 s in another), and it slows every part: the
-    pass at hand is taken at the speed the machine steps now, the median of the latest
-    RECENT_STEPS regular steps per row, whichever passes they were in (a median: a pass's
-    first step also sets the pass up, and a burst of other work slows a step or two
-    several-fold; neither is the machine's pace), against the median of each pass done's
-    own. Whether a slow-down lasts nothing tells: beside other work, a stretch 4 times
-    slower than the run's usual pace lasted 50 s of a 190 s run, then one 2.5 times slower
-    60 s, and another run's last 80 s were 10 times slower. So where the machine steps slower
-    than the run's typical pace (the median of the passes done's own), the passes to come
-    are taken at the geometric middle of the two speeds, which errs by the same factor
-    whether the slow-down ends at once or lasts (its square root: within 2 times up to a
-    4-fold one); where it steps faster, at the speed now (what slowed the passes before has
-    ended, e.g. a burst of other work during the first pass, all that the typical pace knows
-    then). The estimate never falls below the time the denoising steps left need alone
-    (`floor`). What it cannot foresee: a load that changes after it spoke, and judges that
-    reject a larger or smaller share from now on than so far."""
+    a pass's steps took 0.06 s in one pass and 2 s in another) and slows every part: the pass
+    at hand is taken at the speed the machine steps now, the median of the latest
+    RECENT_STEPS regular steps per row (a median: a first step also sets the pass up, a
+    burst of other work slows a step or two), against each pass done's own median. Whether
+    a slow-down lasts nothing tells (one 4 times slower lasted 50 s of a 190 s run, another
+    run's last 80 s were 10 times slower), so
+    where the machine steps slower than the run's typical pace the passes to come are taken
+    at the geometric middle of the two speeds, which errs by the same factor whether it ends
+    at once or lasts (within 2 times up to a 4-fold one); where it steps faster, at the speed
+    now (what slowed the passes before has ended); never below the time the denoising steps
+    left need alone (`floor`). It cannot foresee a load that changes after it spoke."""
 
     RECENT_STEPS = 9  # the latest regular steps, whose median is the machine's speed now
     # A step costs a part per sample and a part whatever the size (Python, torch's calls,
@@ -173,15 +165,12 @@ class Pace:
 
     def alm_left(self, now: float) -> float | None:
         """Seconds the ALMs of the step under way need at most: the one under way's rounds
-        left to its cap, and the cap of rounds again for each of the pass's samples that no
-        ALM of the step began with yet, all at the median of the latest rounds. A step moves
-        its samples by runs of one draw count, each run by its own ALM (molecules of several
-        draw counts; a masked text model's redraws): `seven_c`'s tail passes of 3 samples ran
-        2 ALMs in their last step, 28-38 rounds, and bounded by the one under way alone the
-        pass at hand's time left was within 2x in 39 of the 84 lines while its ALMs ran (the
-        median line at 0.55 of the truth; so, 63 and 1.15). None where none runs, where the
-        one under way has run to its cap (what follows it is other work), or its rounds have
-        outrun that pace (a stale zero would say it is done)."""
+        left to its cap, and the cap again for each of the pass's samples no ALM of the step
+        began with yet (a step moves its samples by runs of one draw count, each run by its
+        own ALM: `seven_c`'s tail passes ran 2, and bounded by one its pass's time left held
+        in 39 of 84 lines, so in 63), all at the median of the latest rounds. None where none
+        runs, where the one under way has run to its cap (what follows is other work), or its
+        rounds have outrun that pace (a stale zero would say it is done)."""
         if self.round_ended is None or not self.rounds_left or not self.round_seconds:
             return None
         later = max(self.samples - self.projected_now, 0) * self.round_cap
@@ -213,8 +202,8 @@ class Pace:
             if index == steps - 2:
                 self.rest_started = now
         else:
-            self.final_ended, self.final_rounds, self.final_projected = now, rounds, projected
-            self.final_alms = alms
+            self.final_ended, self.final_rounds, self.final_alms = now, rounds, alms
+            self.final_projected = projected
 
     def finished(self, done: int) -> None:
         self.done = done
