@@ -50,12 +50,12 @@ class Pace:
     RECENT_STEPS regular steps per row (a median: a first step also sets the pass up, a
     burst of other work slows a step or two), against each pass done's own median. Whether
     a slow-down lasts nothing tells (one 4 times slower lasted 50 s of a 190 s run, another
-    run's last 80 s were 10 times slower), so
-    where the machine steps slower than the run's typical pace the passes to come are taken
-    at the geometric middle of the two speeds, which errs by the same factor whether it ends
-    at once or lasts (within 2 times up to a 4-fold one); where it steps faster, at the speed
-    now (what slowed the passes before has ended); never below the time the denoising steps
-    left need alone (`floor`). It cannot foresee a load that changes after it spoke."""
+    run's last 80 s were 10 times slower), so where the machine steps slower than the run's
+    typical pace the passes to come are taken at the geometric middle of the two speeds,
+    which errs by the same factor whether it ends at once or lasts (within 2 times up to a
+    4-fold one); where it steps faster, at the speed now (what slowed the passes before has
+    ended); never below the time the denoising steps left need alone (`floor`). It cannot
+    foresee a load that changes after it spoke."""
 
     RECENT_STEPS = 9  # the latest regular steps, whose median is the machine's speed now
     # A step costs a part per sample and a part whatever the size (Python, torch's calls,
