@@ -9,9 +9,10 @@ Every value in the tables below was chosen by a measurement; the comment beside 
 (the current tables are in bench/README.md; the runs of the values that lost are in the issue
 notes and in git history). A value a spec gives always wins: only None is filled.
 
-- `cdd` fills from `CDD_SHARED`, then `CDD_BY_MODEL[kind]`; a sample the judges reject is
-  redrawn with its surrogate bounds tightened by `repair.margin_step` per redraw, at most
-  `repair.max_redraws` times.
+- `cdd` fills from `CDD_SHARED`, then `CDD_BY_MODEL[kind]`; a sample's first
+  `repair.own_draws` draws are the model's own (unsteered, judged: rejection), then a sample
+  the judges reject is redrawn with the projection, its surrogate bounds tightened by
+  `repair.margin_step` per redraw, at most `repair.max_redraws` times.
 - `paper` runs the paper's algorithm as published: the ALM at every step over the whole
   vocabulary with the paper's hyperparameters for the constraint family (`PAPER_BY_FAMILY`),
   exact constraints (novelty, lexical) searched at every step, the constraint families' closed
@@ -209,6 +210,11 @@ class Method:
         """How far inside its bounds (in repair units) a sample's `attempt`-th draw aims."""
         return 0.0
 
+    def steered(self, repair: RepairSettings, attempt: int) -> int | None:
+        """Which of the projection's own draws a sample's `attempt`-th draw (0: its first)
+        is (0: the first it steers), or None where the draw is the model's own, unsteered."""
+        return attempt
+
     def projection_defaults(self, kind: str, types: list[str]) -> dict[str, Any]:
         """ALM settings for a model of `kind` serving constraints of `types`."""
         return {**CDD_SHARED, **CDD_BY_MODEL[kind]}
@@ -253,10 +259,14 @@ class CDD(Method):
         return Engine(stages, job.fixed_positions, len(job.generators), job.on_stage)
 
     def attempts(self, repair: RepairSettings, reject: RejectSettings) -> int:
-        return 1 + repair.max_redraws
+        return (repair.own_draws or 0) + 1 + repair.max_redraws
 
     def margin(self, repair: RepairSettings, attempt: int) -> float:
-        return repair.margin_step * attempt
+        return repair.margin_step * (self.steered(repair, attempt) or 0)
+
+    def steered(self, repair: RepairSettings, attempt: int) -> int | None:
+        own = repair.own_draws or 0
+        return attempt - own if attempt >= own else None
 
 
 @dataclass(frozen=True)

@@ -148,6 +148,11 @@ class RepairSettings:
     # surrogates (the linearised ladder, the ALM); the draws before it are repaired by the
     # exact search alone, in the model's own probabilities, or drawn again.
     surrogates_from: int | None = field(default=None, metadata=at_least(1))
+    # A sample's first draws that are the model's own, unsteered and judged (rejection: a
+    # draw kept here is an exact sample of the constrained law); the projection steers from
+    # the next draw on, with `max_redraws` redraws after it. None: a template's run takes
+    # `run.templated.TEMPLATE_OWN_DRAWS`, any other run 0.
+    own_draws: int | None = field(default=None, metadata=at_least(0))
 
 
 MAX_STEPS = 100_000  # denoising steps: far past any use, and a cap before allocating their table

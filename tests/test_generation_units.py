@@ -324,6 +324,9 @@ class Spy:
     def margin(self, repair, attempt):
         return self.method.margin(repair, attempt)
 
+    def steered(self, repair, attempt):
+        return self.method.steered(repair, attempt)
+
     def attempts(self, repair, reject):
         return self.method.attempts(repair, reject)
 
@@ -410,6 +413,28 @@ def test_the_engine_is_built_per_run_of_equal_draws(loaded):
     # The engines built nothing: the model's own draws.
     assert [d.attempts for d in draws] == [3, 3, 2, 1]
     assert [d.projection for d in draws] == [no_projection()] * 4
+
+
+def test_a_samples_own_draws_build_no_engine_and_the_projection_counts_from_after_them(loaded):
+    spec = spec_of("cdd")
+    spec.repair.margin_step, spec.repair.surrogates_from, spec.repair.own_draws = 0.25, 2, 2
+    drawing = generation(spec, loaded, [Closed()], 2)
+    drawing.method = Spy(METHODS["cdd"])
+    assert drawing.method.attempts(spec.repair, spec.reject) == 2 + 1 + spec.repair.max_redraws
+    draws = [Draw(3, attempts=3), Draw(5, attempts=2), Draw(4, attempts=1), Draw(0)]
+    drawing.draw(draws, Prompt())
+    jobs = [job for job, _, _ in drawing.method.jobs]
+    # A 4th and a 3rd draw are the projection's 2nd and 1st; a 1st and a 2nd the model's own.
+    assert [[g.initial_seed() for g in job.generators] for job in jobs] == [
+        [sample_seed(SEED, 0, 3, 3)], [sample_seed(SEED, 0, 5, 2)]
+    ]
+    assert [job.constraints[0].margin for job in jobs] == [0.5, 0.0]
+    assert [job.final_surrogates for job in jobs] == [True, False]
+    # A pass of own draws alone builds nothing and projects nothing.
+    drawing.method.jobs.clear()
+    own = [Draw(1, attempts=1), Draw(2)]
+    drawing.draw(own, Prompt())
+    assert drawing.method.jobs == [] and [d.projection for d in own] == [no_projection()] * 2
 
 
 def test_a_first_draw_may_use_the_surrogates_by_default(loaded):

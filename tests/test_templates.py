@@ -263,6 +263,77 @@ def test_a_constraint_on_a_blank_the_run_lacks_is_one_line_and_exit_2(
     assert message in line, line
 
 
+def blank_toxicity(tmp_path: Path, surrogate: Path, tau: float, own: int | None = None) -> str:
+    spec = tmp_path / f"tox-{tau}-{own}.yaml"
+    text = f"constraints:\n  - {{type: toxicity, tau: {tau}, surrogate: {surrogate}, blank: 2}}\n"
+    spec.write_text(text + ("" if own is None else f"repair: {{own_draws: {own}}}\n"))
+    return str(spec)
+
+
+def median_toxicity(model: Path, surrogate: Path, tmp_path: Path) -> float:
+    """A bound on blank 2's toxicity that about half the model's own fills hold."""
+    free = blank_toxicity(tmp_path, surrogate, 1)
+    _, probe, _ = generate(model, "--template", LETTER, "-n", "8", "--spec", free)
+    return round(sorted(r["constraints"]["toxicity"]["value"] for r in probe)[3], 4)
+
+
+@pytest.mark.slow
+def test_a_templates_first_draws_are_the_models_own_and_the_projection_steers_after(
+    text_model_dir: Path, toxicity_dir: Path, tmp_path: Path
+):
+    # TEMPLATE_OWN_DRAWS (2): a sample rejection keeps within its first two draws is the very
+    # record the default writes, unprojected; one rejection needs more draws for is steered
+    # from its third draw on.
+    args = ["--template", LETTER, "-n", "8"]
+    tau = median_toxicity(text_model_dir, toxicity_dir, tmp_path)
+    spec = blank_toxicity(tmp_path, toxicity_dir, tau)
+    _, rejected, _ = generate(text_model_dir, *args, "--spec", spec, "--method", "reject")
+    code, records, stderr = generate(text_model_dir, *args, "--spec", spec)
+    assert code == 0, stderr
+    own = [r["attempts"] <= 2 for r in rejected]
+    assert any(own) and not all(own), [r["attempts"] for r in rejected]
+    for r, reference, kept in zip(records, rejected, own, strict=True):
+        if kept:
+            assert (r["text"], r["attempts"]) == (reference["text"], reference["attempts"])
+            assert r["projection"]["settled_by"] is None and r["projection"]["steps"] == 0
+        else:
+            assert r["attempts"] >= 3 and r["satisfied"]
+    # With none of its own, every first draw is steered: not rejection's first draws.
+    spec = blank_toxicity(tmp_path, toxicity_dir, tau, own=0)
+    _, steered, _ = generate(text_model_dir, *args, "--spec", spec)
+    assert [r["text"] for r in steered] != [r["text"] for r in records]
+    assert any(s["projection"]["steps"] for s in steered if s["attempts"] == 1)
+
+
+@pytest.mark.slow
+def test_a_template_file_drawn_before_own_draws_resumes_as_it_began(
+    text_model_dir: Path, toxicity_dir: Path, tmp_path: Path
+):
+    from tests.test_runs import same_records
+
+    tau = median_toxicity(text_model_dir, toxicity_dir, tmp_path)
+    every, default = (blank_toxicity(tmp_path, toxicity_dir, tau, own) for own in (0, None))
+    base = ["generate", "--model", str(text_model_dir), "--steps", "4", "-q", "--seed", "3"]
+    base += ["--template", LETTER]
+    old, whole = tmp_path / "old.jsonl", tmp_path / "whole.jsonl"
+    assert runner.invoke(app, [*base, "-n", "3", "--spec", every, "-o", str(old)]).exit_code == 0
+    config = Path(f"{old}.config.yaml")
+    config.write_text(config.read_text().replace("  own_draws: 0\n", ""))  # as before the key
+    assert "own_draws" not in config.read_text()
+    resumed = runner.invoke(app, [*base, "-n", "6", "--spec", default, "--resume", "-o", str(old)])
+    assert resumed.exit_code == 0, resumed.stderr
+    assert "own_draws: 0\n" in config.read_text()
+    assert runner.invoke(app, [*base, "-n", "6", "--spec", every, "-o", str(whole)]).exit_code == 0
+    assert same_records(old, whole)
+    # The default's own draws give the same records at any batch size.
+    one, all_ = tmp_path / "one.jsonl", tmp_path / "all.jsonl"
+    for batch, out in (("1", one), ("6", all_)):
+        run = [*base, "-n", "6", "--spec", default, "--batch-size", batch, "-o", str(out)]
+        assert runner.invoke(app, run).exit_code == 0
+    assert same_records(one, all_) and not same_records(one, whole)
+    assert "own_draws: 2\n" in Path(f"{one}.config.yaml").read_text()
+
+
 def template_fidelity():
     """bench/template_fidelity.py as a module (bench/ is no package)."""
     import importlib

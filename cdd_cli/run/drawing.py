@@ -29,8 +29,8 @@ from cdd_cli.evaluate.molecules import canonical
 from cdd_cli.methods import METHODS, exact_setting
 from cdd_cli.models.registry import LoadedModel
 from cdd_cli.models.tokenizers import Continuation, MoleculeTokenizer
-from cdd_cli.projection.engine import Job, Parts
-from cdd_cli.projection.exact import ExactSetting
+from cdd_cli.projection.engine import Engine, Job, Parts
+from cdd_cli.projection.exact import ExactHook, ExactSetting
 from cdd_cli.reporting import Reporter
 from cdd_cli.spec.model import Spec
 from cdd_cli.templates import Layout, TemplateText
@@ -74,6 +74,12 @@ def drawn_on(canvas: Canvas | Canvases, draws: list[Draw], own_draws: int) -> Ca
         rows = Canvas.stacked([canvas(d.index, d.attempts) for d in draws])
     own = torch.tensor([d.attempts < own_draws for d in draws])
     return rows.opened(own) if own.any() else rows
+
+
+def projects(engine: Engine | ExactHook | None) -> bool:
+    """Whether a part's engine does anything to the model's steps (one of no stages, for
+    the model's own draws, does not)."""
+    return engine is not None and not (isinstance(engine, Engine) and not engine.stages)
 
 
 def no_projection() -> dict:
@@ -235,28 +241,34 @@ class BatchDrawer:
             whole = [(0, len(draws))]
             ranges = whole if self.method.weighs else runs(draws, lambda d: d.attempts)
             for a, b in ranges:
-                # A redraw's surrogates aim further inside than a first draw's.
                 attempts = draws[a].attempts
+                rows = canvas.rows(a, b)
+                fixed = KeptFixed(self.process, rows.kept.to(self.sampler.device))
+                steered = self.method.steered(spec.repair, attempts)
+                if steered is None:  # the model's own draws, judged as they come
+                    parts.append((a, b, Engine([], fixed, b - a)))
+                    continue
+                # A redraw's surrogates aim further inside than a first draw's.
                 margin = self.method.margin(spec.repair, attempts)
                 constraints = [c.tightened(margin * c.repair_unit) for c in told]
-                rows = canvas.rows(a, b)
                 job = Job(
                     constraints=constraints,
                     closed_forms=closed_forms(constraints, tokenizer, keep, canvas.length - keep),
-                    fixed_positions=KeptFixed(self.process, rows.kept.to(self.sampler.device)),
+                    fixed_positions=fixed,
                     generators=generators[a:b],
                     decode=continuation,
                     reader=tokenizer if self.molecules else None,
                     well_formed=self.well_formed(rows),
                     on_progress=self.reporter.alm,
                     on_stage=self.reporter.stage,
-                    final_surrogates=attempts + 1 >= (spec.repair.surrogates_from or 1),
+                    final_surrogates=steered + 1 >= (spec.repair.surrogates_from or 1),
                     readable=continuation.readable if continuation.check is not None else None,
                     process=self.process,
                     proposal=self.proposal,
                 )
                 parts.append((a, b, self.method.engine(job, spec.projection, spec.search)))
-            hook = Parts(parts) if parts[0][2] is not None else None
+            # A pass of the model's own draws alone runs as one unconstrained.
+            hook = Parts(parts) if any(map(projects, (e for *_, e in parts))) else None
         started = time.perf_counter()
         with torch.inference_mode(hook is None):
             ids = self.sampler.sample(generators, canvas, hook, self.reporter.step)

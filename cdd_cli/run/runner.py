@@ -50,7 +50,7 @@ from cdd_cli.run.defaults import (
 from cdd_cli.run.domains import Domain, Shape
 from cdd_cli.run.drawing import BatchDrawer, Prompt, exact_design
 from cdd_cli.run.record import record
-from cdd_cli.run.templated import bind, build_scoped, run_prompts
+from cdd_cli.run.templated import TEMPLATE_OWN_DRAWS, bind, build_scoped, run_prompts
 from cdd_cli.spec.model import Spec
 from cdd_cli.spec.overlay import overlay
 
@@ -64,6 +64,8 @@ FILE_DEFAULTS: dict[str, tuple[object, Callable[[object], bool]]] = {
     "sampling.top_p": (1.0, lambda v: isinstance(v, (int, float)) and 0 < v <= 1),
     # The surrogates moved every draw's final prediction before the exact search came first.
     "repair.surrogates_from": (1, lambda v: isinstance(v, int) and v >= 1),
+    # Every draw was steered before a template's first draws became the model's own.
+    "repair.own_draws": (0, lambda v: isinstance(v, int) and v >= 0),
 }
 
 
@@ -136,8 +138,10 @@ class Run:
         reporter.draws_allowed(drawer.method.attempts(spec.repair, spec.reject))
         if drawer.method.projects and self.surrogates():
             # The paper's method projects every draw's every step; cdd a draw's final
-            # prediction from its `surrogates_from`th draw on.
-            first = (spec.repair.surrogates_from or 1) if spec.method == "cdd" else 1
+            # prediction from its `surrogates_from`th steered draw on.
+            repair = spec.repair
+            first = (repair.own_draws or 0) + (repair.surrogates_from or 1)
+            first = first if spec.method == "cdd" else 1
             settings = spec.projection
             plan = ProjectionPlan(first, settings.max_outer_iters or 1, settings.inner_iters or 1,
                                   settings.project_from or 0.0)  # fmt: skip
@@ -210,6 +214,9 @@ def plan(
     spec.sampling.seed = seed if seed is not None else spec.sampling.seed
     check_length(length)
     tokenized, length = run_prompts(domain, prompts or [None], length, loaded, spec)
+    if spec.repair.own_draws is None:
+        template = tokenized[0].layout is not None
+        spec.repair.own_draws = TEMPLATE_OWN_DRAWS if template else 0
     check_blocks(spec, length)
     check_batch_fits(min(spec.sampling.batch_size, spec.sampling.n), loaded)
     check_lookahead_fits(spec, loaded, length + max(len(p.ids) for p in tokenized))

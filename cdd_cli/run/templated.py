@@ -41,6 +41,11 @@ from cdd_cli.templates import (
     tokens,
 )
 
+# A template's samples are first drawn this many times as the model's own (`repair.own_draws`):
+# judged and kept as drawn, an exact sample of the constrained law; the projection steers
+# the draws after. (Measured below, bench/README.md "How close to rejection's fills".)
+TEMPLATE_OWN_DRAWS = 2
+
 
 @dataclass(frozen=True)
 class FixedText(ExactConstraint):
