@@ -150,8 +150,9 @@ class RepairSettings:
     surrogates_from: int | None = field(default=None, metadata=at_least(1))
     # A sample's first draws that are the model's own, unsteered and judged (rejection: a
     # draw kept here is an exact sample of the constrained law); the projection steers from
-    # the next draw on, with `max_redraws` redraws after it. None: a template's run takes
-    # `run.templated.TEMPLATE_OWN_DRAWS`, any other run 0.
+    # the next draw on, with `max_redraws` redraws after it. None: a template's run under
+    # cdd takes `run.templated.TEMPLATE_OWN_DRAWS`, any other run 0 (filled by the run, so
+    # `cdd validate`, which knows no template, shows null).
     own_draws: int | None = field(default=None, metadata=at_least(0))
 
 

@@ -331,6 +331,11 @@ def test_a_template_file_drawn_before_own_draws_resumes_as_it_began(
         assert runner.invoke(app, run).exit_code == 0
     assert same_records(one, all_) and not same_records(one, whole)
     assert f"own_draws: {TEMPLATE_OWN_DRAWS}\n" in Path(f"{one}.config.yaml").read_text()
+    # Another method reads no own draws, and its resolved configuration says so.
+    rejected = tmp_path / "rejected.jsonl"
+    run = [*base, "-n", "2", "--spec", default, "--method", "reject", "-o", str(rejected)]
+    assert runner.invoke(app, run).exit_code == 0
+    assert "own_draws: 0\n" in Path(f"{rejected}.config.yaml").read_text()
 
 
 def template_fidelity():

@@ -214,8 +214,8 @@ def plan(
     spec.sampling.seed = seed if seed is not None else spec.sampling.seed
     check_length(length)
     tokenized, length = run_prompts(domain, prompts or [None], length, loaded, spec)
-    if spec.repair.own_draws is None:
-        template = tokenized[0].layout is not None
+    if spec.repair.own_draws is None:  # (only cdd reads it)
+        template = tokenized[0].layout is not None and spec.method == "cdd"
         spec.repair.own_draws = TEMPLATE_OWN_DRAWS if template else 0
     check_blocks(spec, length)
     check_batch_fits(min(spec.sampling.batch_size, spec.sampling.n), loaded)
