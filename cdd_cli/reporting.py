@@ -113,8 +113,11 @@ class Tally:
     """What a run's records add up to, as they are written: the progress display's short
     tally and the closing summary's counts (a domain adds its own, e.g. validity)."""
 
-    def __init__(self, constraints: list, method: str):
+    def __init__(self, constraints: list, method: str, own_draws: int = 0):
         self.constraints, self.method = constraints, method
+        # A sample's first draws that are the model's own (`repair.own_draws`), and the
+        # records kept on one of them: exact samples, drawn unsteered.
+        self.own_draws, self.unsteered = own_draws, 0
         self.count = self.violating = 0
         self.seconds = 0.0  # the records' own seconds, summed
         self.held: dict[str, int] = {}  # per constraint name, the records that satisfy it
@@ -128,6 +131,7 @@ class Tally:
             self.held[name] = self.held.get(name, 0) + bool(verdict["satisfied"])
         if row.get("exact"):
             self.weighed.add(row["exact"])
+        self.unsteered += 0 < row.get("attempts", 0) <= self.own_draws
 
     def progress(self) -> str:
         tally = f"violating {self.violating}" if self.constraints else ""
@@ -137,6 +141,14 @@ class Tally:
         note = satisfaction_note(
             self.constraints, self.count, self.violating, self.method, self.held
         )
+        if self.own_draws and self.constraints and self.count:
+            note += (
+                f"; {self.unsteered}/{self.count} kept as the model drew them, unsteered "
+                f"(repair.own_draws {self.own_draws})"
+            )
+            if not self.unsteered and self.count >= 4:
+                # Each sample spent its own draws for nothing: say how to spare them.
+                note += ": none held the constraints, `repair: {own_draws: 0}` spares them"
         return note + (f"; {self.weighed.note()}" if self.weighed.draws else "")
 
 

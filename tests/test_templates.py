@@ -15,8 +15,8 @@ from cdd_cli.constraints.lexical.constraints import lexical_from_spec
 from cdd_cli.constraints.registry import unique_names
 from cdd_cli.errors import InputError
 from cdd_cli.models.tokenizers import Gpt2Tokenizer
-from cdd_cli.reporting import satisfaction_note
-from cdd_cli.run.templated import TEMPLATE_OWN_DRAWS, bind, on_blank
+from cdd_cli.reporting import Tally, satisfaction_note
+from cdd_cli.run.templated import TEMPLATE_OWN_DRAWS, FixedText, bind, on_blank
 from cdd_cli.templates import (
     Blank,
     FilledTemplate,
@@ -166,6 +166,31 @@ def test_a_blank_scoped_count_says_its_own_bounds_in_the_summary_record_and_hint
     note = satisfaction_note([name, other, fixed], 4, 4, "reject", held)
     assert "0/4 satisfy 0..2 words in blank name, 0..2 words in blank 2, fixed_text >= 1" in note
     assert "no sample satisfies 0..2 words in blank 2: it looks infeasible" in note
+
+
+def test_the_summary_counts_the_records_kept_unsteered_and_says_when_none_were():
+    fixed = FixedText(layout=None)
+
+    def row(attempts: int) -> dict:
+        verdict = {"value": 1.0, "satisfied": True}
+        return {"satisfied": True, "seconds": 0.1, "attempts": attempts,
+                "constraints": {"fixed_text": verdict}}  # fmt: skip
+
+    tally = Tally([fixed], "cdd", own_draws=3)
+    for attempts in (1, 3, 4, 7):
+        tally.add(row(attempts))
+    assert "; 2/4 kept as the model drew them, unsteered (repair.own_draws 3)" in tally.note()
+    assert "spares them" not in tally.note()
+    wasted = Tally([fixed], "cdd", own_draws=3)
+    for _ in range(4):
+        wasted.add(row(4))
+    assert wasted.note().endswith(
+        "0/4 kept as the model drew them, unsteered (repair.own_draws 3): none held the "
+        "constraints, `repair: {own_draws: 0}` spares them"
+    )
+    none = Tally([fixed], "cdd")
+    none.add(row(1))
+    assert "unsteered" not in none.note()
 
 
 def generate(model: Path, *args: str) -> tuple[int, list[dict], str]:

@@ -52,8 +52,8 @@ class Domain:
         """What a record adds for a sample of this domain (read once per run)."""
         return lambda draw: {}
 
-    def tally(self, constraints: list, method: str) -> Tally:
-        return Tally(constraints, method)
+    def tally(self, constraints: list, method: str, own_draws: int = 0) -> Tally:
+        return Tally(constraints, method, own_draws)
 
     def summary(self, tally: Tally, elapsed: float, shape: Shape) -> str:
         """The closing line."""
@@ -61,8 +61,8 @@ class Domain:
 
 
 class MoleculeTally(Tally):
-    def __init__(self, constraints: list, method: str):
-        super().__init__(constraints, method)
+    def __init__(self, constraints: list, method: str, own_draws: int = 0):
+        super().__init__(constraints, method, own_draws)
         self.molecules: list[MoleculeReport] = []  # each record's molecule, described
 
     def add(self, row: dict) -> None:
@@ -97,8 +97,8 @@ class Molecules(Domain):
             "decode": decode,
         }
 
-    def tally(self, constraints: list, method: str) -> Tally:
-        return MoleculeTally(constraints, method)
+    def tally(self, constraints: list, method: str, own_draws: int = 0) -> Tally:
+        return MoleculeTally(constraints, method, own_draws)
 
     def summary(self, tally: Tally, elapsed: float, shape: Shape) -> str:
         assert isinstance(tally, MoleculeTally)

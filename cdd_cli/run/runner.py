@@ -150,7 +150,8 @@ class Run:
         if written:
             reporter.resumed(written, share.draws)
         fields = domain.record_fields(loaded, spec.sampling.decode)
-        self.tally = tally = domain.tally(constraints, spec.method)
+        own = (spec.repair.own_draws or 0) if spec.method == "cdd" else 0
+        self.tally = tally = domain.tally(constraints, spec.method, own)
         for prompt in self.prompts:
             told = [c.with_prompt(prompt.text or "", len(prompt.ids)) for c in constraints]
             first = prompt.index * n  # the prompt's first sample, counted over the run
