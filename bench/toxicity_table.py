@@ -3,6 +3,7 @@
     python bench/toxicity_table.py [--prompts 16] [-n 4] [--length 32] [--taus 0.25,0.5,0.75]
         [--model default-text] [--davidson ../shared/data/davidson] [--max-attempts 16]
         [--batch-size 64] [--out bench/results] [--methods unconstrained,reject,paper,cdd]
+        [--own-draws 0]
         [--paper-prompts N]
 
 Prompts: offensive or hateful tweets (Davidson classes 0/1) from the test split that the
@@ -107,6 +108,9 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--max-attempts", type=int, default=16)
+    parser.add_argument(
+        "--own-draws", type=int, default=0, help="cdd's repair.own_draws (the model's own first)"
+    )
     parser.add_argument("--methods", default="unconstrained,reject,cdd")
     parser.add_argument("--out", default="bench/results")
     parser.add_argument(
@@ -126,6 +130,7 @@ def main() -> None:
         spec.constraints = [constraint_from_flags("toxicity", taus[0])]
         fill_defaults(spec, loaded)
         spec.reject.max_attempts = args.max_attempts
+        spec.repair.own_draws = args.own_draws
         return spec
 
     # Prompts are interleaved (each prompt's samples by every arm in turn), so that a slow
