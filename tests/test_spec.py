@@ -815,7 +815,7 @@ def test_mu_init_may_equal_mu_max_but_not_pass_it():
         (
             "repair:\n  redraws: 1\n",
             "spec.yaml:2: unknown key 'repair.redraws'; did you mean 'repair.max_redraws'? "
-            "(known: max_redraws, margin_step, surrogates_from)",
+            "(known: max_redraws, margin_step, surrogates_from, own_draws)",
         ),
         (
             "reject:\n  attempts: 1\n",
