@@ -85,7 +85,7 @@ def test_a_molecule_page_draws_each_molecule_and_the_bound(tmp_path: Path):
     for name in ("qed", "logp", "mw", "heavy_atoms"):
         assert f"<b>{name}</b>" in page
     assert "cdd molecules -n 7 -c sa --tau 3.5" in page and "default-molecules" in page
-    assert "FlipSearch" in page and "the model&#x27;s own draw" in page  # settled_by shares
+    assert "FlipSearch" in page and "no stage (as the model drew it)" in page  # settled_by shares
     assert 'data-p-sa="2.5"' in page  # what the script sorts and filters by
     assert not URL.search(page)
 
@@ -145,6 +145,23 @@ def test_a_second_file_is_overlaid_with_its_ks_distance(tmp_path: Path):
     assert ks_distance([1, 2, 3], [1, 2, 3]) == 0
     assert ks_distance([1, 2], [3, 4]) == 1
     assert ks_distance([1, 2, 3, 4], [3, 4, 5, 6]) == 0.5
+
+
+def test_a_run_with_own_draws_says_how_many_records_were_kept_unsteered(tmp_path: Path):
+    rows = [molecule(i, s) for i, s in enumerate(qm9_smiles(4))]
+    for row, attempts in zip(rows, (1, 2, 4, 5), strict=True):
+        row["attempts"] = attempts
+    path = write_jsonl(tmp_path / "own.jsonl", rows)
+    config = Path(f"{path}.config.yaml")
+    config.write_text("method: cdd\nrepair:\n  own_draws: 2\n")
+    write_page([path], str(tmp_path / "page.html"))
+    page = (tmp_path / "page.html").read_text(encoding="utf-8")
+    assert "2 of 4 (50.0%) (repair.own_draws 2)" in page
+    assert "no stage (as the model drew it)" in page  # a record no stage changed
+    # Another method draws every sample as the model does: no such row.
+    config.write_text("method: reject\nrepair:\n  own_draws: 2\n")
+    write_page([path], str(tmp_path / "page.html"))
+    assert "repair.own_draws" not in (tmp_path / "page.html").read_text(encoding="utf-8")
 
 
 def test_a_text_run_beside_a_molecule_run_is_refused(tmp_path: Path):

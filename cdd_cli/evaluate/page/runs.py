@@ -87,6 +87,11 @@ class Run:
             )
         if attempts:
             out["acceptance"] = f"{total:,} records of {attempts:,} draws ({total / attempts:.1%})"
+        own = self.own_draws()
+        if own:
+            drawn = [a for r in rows if (a := finite(r.get("attempts"))) is not None]
+            kept = sum(1 <= a <= own for a in drawn)
+            out["kept unsteered"] = f"{share(kept, len(drawn))} (repair.own_draws {own})"
         if settled:
             out["settled by"] = ", ".join(
                 f"{stage} {count / sum(settled.values()):.1%}"
@@ -95,9 +100,18 @@ class Run:
         return out
 
 
+    def own_draws(self) -> int:
+        """The first draws of each sample that were the model's own, unsteered
+        (`repair.own_draws` of a cdd run's configuration; 0 where it says none)."""
+        repair = self.config_data.get("repair")
+        own = repair.get("own_draws") if isinstance(repair, dict) else None
+        cdd = self.config_data.get("method") == "cdd"
+        return own if cdd and isinstance(own, int) and not isinstance(own, bool) else 0
+
+
 def settled_by(projection: dict) -> str:
     stage = projection.get("settled_by")
-    return stage if isinstance(stage, str) else "the model's own draw"
+    return stage if isinstance(stage, str) else "no stage (as the model drew it)"
 
 
 def words(rows: list[dict], key: str) -> set[str]:
