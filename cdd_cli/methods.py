@@ -210,10 +210,16 @@ class Method:
         """How far inside its bounds (in repair units) a sample's `attempt`-th draw aims."""
         return 0.0
 
+    def own_draws(self, repair: RepairSettings) -> int:
+        """A sample's first draws that are the model's own, unsteered (`repair.own_draws`,
+        which only cdd reads)."""
+        return 0
+
     def steered(self, repair: RepairSettings, attempt: int) -> int | None:
         """Which of the projection's own draws a sample's `attempt`-th draw (0: its first)
         is (0: the first it steers), or None where the draw is the model's own, unsteered."""
-        return attempt
+        own = self.own_draws(repair)
+        return attempt - own if attempt >= own else None
 
     def projection_defaults(self, kind: str, types: list[str]) -> dict[str, Any]:
         """ALM settings for a model of `kind` serving constraints of `types`."""
@@ -259,14 +265,13 @@ class CDD(Method):
         return Engine(stages, job.fixed_positions, len(job.generators), job.on_stage)
 
     def attempts(self, repair: RepairSettings, reject: RejectSettings) -> int:
-        return (repair.own_draws or 0) + 1 + repair.max_redraws
+        return self.own_draws(repair) + 1 + repair.max_redraws
 
     def margin(self, repair: RepairSettings, attempt: int) -> float:
         return repair.margin_step * (self.steered(repair, attempt) or 0)
 
-    def steered(self, repair: RepairSettings, attempt: int) -> int | None:
-        own = repair.own_draws or 0
-        return attempt - own if attempt >= own else None
+    def own_draws(self, repair: RepairSettings) -> int:
+        return repair.own_draws or 0
 
 
 @dataclass(frozen=True)

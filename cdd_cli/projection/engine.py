@@ -104,6 +104,8 @@ class Engine:
         self.stage_seconds = {s.name: 0.0 for s in self.stages}
 
     def __call__(self, probs: torch.Tensor, x: torch.Tensor, info: StepInfo) -> torch.Tensor:
+        if not self.stages:  # the model's own draws (`repair.own_draws`): nothing to do
+            return probs
         n = len(x)
         step = Step(
             probs,

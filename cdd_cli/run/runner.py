@@ -139,9 +139,8 @@ class Run:
         if drawer.method.projects and self.surrogates():
             # The paper's method projects every draw's every step; cdd a draw's final
             # prediction from its `surrogates_from`th steered draw on.
-            repair = spec.repair
-            first = (repair.own_draws or 0) + (repair.surrogates_from or 1)
-            first = first if spec.method == "cdd" else 1
+            from_draw = (spec.repair.surrogates_from or 1) if spec.method == "cdd" else 1
+            first = drawer.method.own_draws(spec.repair) + from_draw
             settings = spec.projection
             plan = ProjectionPlan(first, settings.max_outer_iters or 1, settings.inner_iters or 1,
                                   settings.project_from or 0.0)  # fmt: skip
@@ -150,7 +149,7 @@ class Run:
         if written:
             reporter.resumed(written, share.draws)
         fields = domain.record_fields(loaded, spec.sampling.decode)
-        own = (spec.repair.own_draws or 0) if spec.method == "cdd" else 0
+        own = drawer.method.own_draws(spec.repair)
         self.tally = tally = domain.tally(constraints, spec.method, own)
         for prompt in self.prompts:
             told = [c.with_prompt(prompt.text or "", len(prompt.ids)) for c in constraints]

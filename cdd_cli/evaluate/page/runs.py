@@ -99,7 +99,6 @@ class Run:
             )
         return out
 
-
     def own_draws(self) -> int:
         """The first draws of each sample that were the model's own, unsteered
         (`repair.own_draws` of a cdd run's configuration; 0 where it says none)."""
